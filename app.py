@@ -1,0 +1,95 @@
+"""LLM generation playground: `python app.py` runs it; `app.demo` is the Gradio app (Spaces).
+
+Options (each also settable as an environment variable):
+  --model   PLAYGROUND_MODEL   Hub id, local dir or .gguf path (default: the embedded SmolLM2-135M-Instruct)
+  --device  PLAYGROUND_DEVICE  auto, cpu, cuda, cuda:N, mps (default auto)
+  --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
+  --port    PLAYGROUND_PORT    port (default 7860)
+  --share   PLAYGROUND_SHARE   create a public Gradio share link (default off)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from typing import Any
+
+from playground.errors import PlaygroundError
+from playground.settings import Settings, load_settings
+
+# ZeroGPU on Spaces wants `spaces` imported before CUDA is touched; elsewhere it is absent.
+with contextlib.suppress(ImportError):
+    import spaces  # noqa: F401
+
+_demo = None
+
+
+def parse_args(argv: list[str] | None = None) -> Settings:
+    defaults = load_settings()
+    parser = argparse.ArgumentParser(description="LLM generation playground")
+    parser.add_argument(
+        "--model", default=defaults.model, help="Hub id, local dir or .gguf (default: embedded)"
+    )
+    parser.add_argument("--device", default=defaults.device, help="auto, cpu, cuda, cuda:N or mps")
+    parser.add_argument(
+        "--dtype", default=defaults.dtype, help="float32, float16 or bfloat16 (default: auto)"
+    )
+    parser.add_argument("--host", default=defaults.host, help="interface to listen on")
+    parser.add_argument("--port", type=int, default=defaults.port)
+    parser.add_argument("--share", action="store_true", default=defaults.share, help="public share link")
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        default=defaults.trust_remote_code,
+        help="allow code shipped with a Hub model to run (off by default)",
+    )
+    args = parser.parse_args(argv)
+    return load_settings(**{k: v for k, v in vars(args).items() if v is not None})
+
+
+def create_demo(settings: Settings) -> Any:
+    """Load the model and build the Gradio app (the slow part: model load)."""
+    from playground.model import load_model
+    from playground.ui.app import build_demo
+
+    lm = load_model(
+        settings.model,
+        settings.device,
+        settings.dtype,
+        cache_dir=settings.cache_dir,
+        trust_remote_code=settings.trust_remote_code,
+        progress=print,
+    )
+    return build_demo(lm, settings)
+
+
+def __getattr__(name: str) -> Any:
+    """`app.demo` builds the app on first access (Spaces imports it); importing app is cheap."""
+    global _demo
+    if name == "demo":
+        if _demo is None:
+            _demo = create_demo(load_settings())
+        return _demo
+    raise AttributeError(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    settings = parse_args(argv)
+    try:
+        demo = create_demo(settings)
+    except PlaygroundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from playground.ui.app import launch_options
+
+    demo.launch(
+        server_name=settings.host, server_port=settings.port, share=settings.share, **launch_options()
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

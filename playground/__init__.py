@@ -1,0 +1,1 @@
+"""LLM generation playground: the engine (no UI imports outside playground.ui)."""

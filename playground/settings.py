@@ -1,0 +1,60 @@
+"""App-wide settings: one dataclass, each field overridable by a PLAYGROUND_* variable."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+ENV_PREFIX = "PLAYGROUND_"
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "llm-playground")
+
+
+@dataclass
+class Settings:
+    # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; else a Hub id, a dir or a .gguf path.
+    model: str | None = None
+    # "auto" picks cuda, then mps, then cpu.
+    device: str = "auto"
+    # Weights dtype; None = float32 on cpu, bfloat16 on cuda/mps.
+    dtype: str | None = None
+    # Where converted weights of the embedded model are cached (safetensors + tokenizer).
+    cache_dir: str = field(default_factory=_default_cache_dir)
+    # Only run code shipped with a Hub model when the user explicitly allows it.
+    trust_remote_code: bool = False
+    # Web server.
+    host: str = "127.0.0.1"
+    port: int = 7860
+    share: bool = False
+    # Upper bound for "max new tokens" in chat (and other tabs).
+    max_new_tokens_limit: int = 1024
+    # Memory bound for the per-session KV caches kept by step-by-step sessions (MiB).
+    kv_store_mib: int = 512
+    # How many requests may use the model at once (queue beyond that).
+    model_concurrency: int = 2
+
+
+def _parse(value: str, kind: type | str) -> object:
+    kind_name = kind if isinstance(kind, str) else kind.__name__
+    if "bool" in kind_name:
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    if "int" in kind_name:
+        return int(value)
+    return value or None if "None" in kind_name else value
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from defaults, then PLAYGROUND_<FIELD> variables, then explicit overrides."""
+    settings = Settings()
+    for f in fields(Settings):
+        env_value = os.environ.get(ENV_PREFIX + f.name.upper())
+        if env_value is not None:
+            setattr(settings, f.name, _parse(env_value, f.type))
+    for name, value in overrides.items():
+        if value is not None:
+            setattr(settings, name, value)
+    return settings

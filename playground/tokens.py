@@ -1,0 +1,77 @@
+"""Readable token pieces: leading spaces, newlines, partial bytes and special tokens made visible."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from transformers import PreTrainedTokenizerBase
+
+VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
+
+
+@dataclass(frozen=True)
+class TokenPiece:
+    id: int
+    text: str  # exactly what the token adds to the decoded text
+    visible: str  # the same with whitespace shown (␣ ↵ ⇥), bytes as <0xNN>, specials as is
+    special: bool
+
+
+def token_piece(tokenizer: PreTrainedTokenizerBase, token_id: int) -> TokenPiece:
+    """How one token reads on its own."""
+    return _cached_piece(_TokenizerKey(tokenizer), int(token_id))
+
+
+class _TokenizerKey:
+    """Hashable by identity, so lru_cache can key on a tokenizer."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.tokenizer = tokenizer
+
+    def __hash__(self) -> int:
+        return id(self.tokenizer)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _TokenizerKey) and other.tokenizer is self.tokenizer
+
+
+@lru_cache(maxsize=200_000)
+def _cached_piece(key: _TokenizerKey, token_id: int) -> TokenPiece:
+    tokenizer = key.tokenizer
+    special = token_id in set(tokenizer.all_special_ids)
+    text = tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    if special:
+        return TokenPiece(token_id, text, text, True)
+    if "\ufffd" in text:  # an incomplete UTF-8 sequence: show the bytes themselves
+        return TokenPiece(token_id, text, _byte_view(tokenizer, token_id), False)
+    return TokenPiece(token_id, text, text.translate(VISIBLE_WHITESPACE) or "∅", False)
+
+
+def _byte_view(tokenizer: PreTrainedTokenizerBase, token_id: int) -> str:
+    raw = tokenizer.convert_ids_to_tokens(token_id)
+    data = bytes(_BYTE_DECODER.get(char, ord("?")) for char in raw)
+    return "".join(f"<0x{b:02X}>" for b in data)
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level BPE alphabet: every byte maps to one printable character."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    )
+    chars = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, map(chr, chars), strict=True))
+
+
+_BYTE_DECODER = {char: byte for byte, char in _bytes_to_unicode().items()}
+
+
+def visible_text(text: str) -> str:
+    """Whitespace made visible in any text (for forced text or labels)."""
+    return text.translate(VISIBLE_WHITESPACE)

@@ -1,0 +1,1 @@
+"""Gradio UI: one build_<tab>_tab() per tab; handlers stay thin and call the engine."""

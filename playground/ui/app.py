@@ -1,0 +1,50 @@
+"""The whole app: a header with the loaded model, then one tab per view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from playground.model import LoadedModel
+from playground.settings import Settings
+from playground.ui.beam_tab import build_beam_tab
+from playground.ui.chat_tab import build_chat_tab
+from playground.ui.kv_tab import build_kv_tab
+from playground.ui.step_tab import build_step_tab
+
+STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
+
+
+def header_markdown(lm: LoadedModel) -> str:
+    return (
+        "## LLM generation playground\n"
+        f"<span class='model-info'>**Model:** {lm.name} · {lm.num_parameters / 1e6:.1f} M parameters · "
+        f"**device** {lm.device.type} · **dtype** {str(lm.dtype).removeprefix('torch.')} · "
+        f"loaded in {lm.load_seconds:.1f} s ({lm.source}) · context {lm.context_length} tokens</span>"
+    )
+
+
+def build_demo(lm: LoadedModel, settings: Settings) -> gr.Blocks:
+    with gr.Blocks(title="LLM generation playground") as demo:
+        gr.Markdown(header_markdown(lm), elem_id="header")
+        with gr.Tabs():
+            with gr.Tab("Chat", id="chat"):
+                build_chat_tab(lm, settings)
+            with gr.Tab("Step by step", id="step"):
+                build_step_tab(lm)
+            with gr.Tab("Beam search", id="beam"):
+                build_beam_tab(lm)
+            with gr.Tab("KV cache", id="kv"):
+                build_kv_tab(lm)
+    demo.queue(default_concurrency_limit=settings.model_concurrency)
+    return demo
+
+
+def launch_options() -> dict[str, object]:
+    """Theme, CSS and JS belong to launch() in Gradio 6."""
+    return {
+        "theme": gr.themes.Soft(),
+        "css_paths": [STATIC_DIR / "app.css"],
+        "js": (STATIC_DIR / "app.js").read_text(),
+    }

@@ -1,0 +1,61 @@
+"""Helpers shared by every tab: error translation and the model queue settings."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+import torch
+
+from playground.errors import PlaygroundError
+
+log = logging.getLogger(__name__)
+
+# Every event that runs the model shares this queue, so one model serves sessions in turn.
+MODEL_QUEUE = "model"
+
+
+def model_event(concurrency_limit: int = 2) -> dict[str, Any]:
+    """Keyword arguments for an event that touches the model (shared queue + limit)."""
+    return {"concurrency_id": MODEL_QUEUE, "concurrency_limit": concurrency_limit}
+
+
+def explain_exception(exc: BaseException) -> str:
+    """A one-line, user-facing message for any failure (never a stack trace)."""
+    if isinstance(exc, PlaygroundError):
+        return str(exc)
+    if isinstance(exc, torch.OutOfMemoryError):
+        return "Out of memory: try fewer tokens, fewer beams or a shorter prompt."
+    log.exception("Unexpected error in a handler")
+    return f"Something went wrong: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def friendly_errors(handler: Callable) -> Callable:
+    """Turn engine errors into gr.Error (a red toast in the UI, an error through the API)."""
+    if inspect.isgeneratorfunction(handler):
+
+        @functools.wraps(handler)
+        def generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from handler(*args, **kwargs)
+            except gr.Error:
+                raise
+            except Exception as exc:  # every failure becomes a clear message
+                raise gr.Error(explain_exception(exc)) from None
+
+        return generator_wrapper
+
+    @functools.wraps(handler)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return handler(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:  # every failure becomes a clear message
+            raise gr.Error(explain_exception(exc)) from None
+
+    return wrapper

@@ -1,0 +1,74 @@
+"""Shared fixtures: the real embedded model (loaded once), tiny random models, a launched app."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach the Hub
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from playground.model import LoadedModel, load_model
+
+
+@pytest.fixture(scope="session")
+def embedded_lm() -> LoadedModel:
+    """The real embedded SmolLM2-135M-Instruct on CPU, float32 (cache dir from PLAYGROUND_CACHE_DIR)."""
+    return load_model(device="cpu")
+
+
+def make_tiny_llama(tokenizer: AutoTokenizer, seed: int = 0, **config_overrides: object) -> LoadedModel:
+    """A tiny random Llama with the embedded model's tokenizer: fast unit tests, never instead
+    of the real model."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        **config_overrides,
+    )
+    model = LlamaForCausalLM(config).eval()
+    return LoadedModel(
+        model, tokenizer, torch.device("cpu"), torch.float32, "tiny-random-llama", 0.0, "local"
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(embedded_lm: LoadedModel) -> LoadedModel:
+    return make_tiny_llama(embedded_lm.tokenizer)
+
+
+@pytest.fixture(scope="session")
+def launched_app(embedded_lm: LoadedModel):
+    """The full app on a free local port, shared by the gradio_client and browser tests.
+
+    Yields the base URL."""
+    from playground.settings import load_settings
+    from playground.ui.app import build_demo, launch_options
+
+    demo = build_demo(embedded_lm, load_settings())
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
+    )
+    yield url.rstrip("/")
+    demo.close()
+
+
+@pytest.fixture(scope="session")
+def app_client(launched_app: str):
+    """A gradio_client.Client connected to the launched app."""
+    from gradio_client import Client
+
+    return Client(launched_app, verbose=False)
