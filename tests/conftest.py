@@ -72,3 +72,27 @@ def app_client(launched_app: str):
     from gradio_client import Client
 
     return Client(launched_app, verbose=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_network_beyond_loopback():
+    """Fail any connection to a non-loopback address: the suite must never reach the Hub."""
+    import ipaddress
+    import socket
+
+    real_connect = socket.socket.connect
+
+    def guarded_connect(self: socket.socket, address: object) -> object:
+        host = address[0] if isinstance(address, tuple) else None
+        if host is not None and host != "localhost":
+            try:
+                loopback = ipaddress.ip_address(host).is_loopback
+            except ValueError:
+                loopback = False
+            if not loopback:
+                raise OSError(f"network access blocked in tests: {address}")
+        return real_connect(self, address)
+
+    socket.socket.connect = guarded_connect
+    yield
+    socket.socket.connect = real_connect

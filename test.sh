@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set everything up (first time only) and run the whole test suite, lint included.
+# Extra arguments go to pytest, e.g. ./test.sh -k chat
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup.sh requirements-dev.txt
+scripts/install_browser.sh || echo "warning: no Chromium: browser tests will be skipped"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+exec .venv/bin/python -m pytest -q -rs --durations=15 "$@"
