@@ -21,7 +21,9 @@ The engine has no UI imports: drive it from a notebook.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,7 +225,7 @@ class KVGeometry:
             return seq_len
         if self.mode == "ideal":
             return min(seq_len, layer.window)
-        # DynamicSlidingWindowLayer keeps keys[:, :, -window + 1:], i.e. window - 1 tokens (all if window is 1)
+        # DynamicSlidingWindowLayer keeps keys[:, :, -window + 1 :]: window - 1 tokens (all if window is 1)
         return seq_len if layer.window <= 1 else min(seq_len, layer.window - 1)
 
 
@@ -264,16 +266,19 @@ def _positive_int(value: Any, label: str) -> int:
 
 
 def _require(reader: _Reader, strict: bool) -> None:
-    """Name the keys a config lacks: the layer count, and a hidden size or a head_dim."""
+    """Name the keys a raw config lacks: the layer count, a hidden size or head_dim, and (without a
+    transformers class to supply defaults) the number of attention heads."""
+    if not strict:
+        return
+    groups = [("layers",), ("hidden", "head_dim")]
+    if reader.obj is None and reader.text.get("kv_lora_rank") is None:
+        groups.append(("heads",))
     missing = []
-    needs = [("layers",), ("hidden", "head_dim")] if strict else []
-    if reader.obj is None:
-        needs.append(("heads",) if reader.text.get("kv_lora_rank") is None else ())
-    for group in needs:
-        if group and all(reader.explicit(q)[0] is None for q in group):
-            names = [KEY_ALIASES[q][0] for q in group]
-            aliases = [a for q in group for a in KEY_ALIASES[q][1:]]
-            missing.append(f"{' or '.join(names)} (or one of {', '.join(aliases)})")
+    for group in groups:
+        if all(reader.explicit(q)[0] is None for q in group):
+            names = " or ".join(KEY_ALIASES[q][0] for q in group)
+            aliases = ", ".join(a for q in group for a in KEY_ALIASES[q][1:])
+            missing.append(f"{names} (or one of {aliases})")
     if missing:
         where = f" in {reader.prefix[:-1]}" if reader.prefix else ""
         raise PlaygroundError(f"The config lacks the key(s) it needs{where}: {'; '.join(missing)}.")
@@ -287,13 +292,14 @@ def _head_dim(reader: _Reader, heads: int | None) -> int:
         return _positive_int(value, "head_dim")
     hidden, hidden_key = reader.explicit("hidden")
     if hidden is None and reader.obj is not None:
-        hidden, hidden_key = getattr(reader.obj, "hidden_size", None), f"default of {type(reader.obj).__name__}"
+        hidden = getattr(reader.obj, "hidden_size", None)
+        hidden_key = f"default of {type(reader.obj).__name__}"
     obj_dim = getattr(reader.obj, "head_dim", None) if reader.obj is not None else None
     if isinstance(obj_dim, int) and (hidden is None or not heads or obj_dim != hidden // heads):
         reader.note("head_dim", obj_dim, f"default of {type(reader.obj).__name__}")
         return obj_dim
     if hidden is None or not heads:
-        raise PlaygroundError("The config lacks head_dim, and hidden_size / num_attention_heads to derive it.")
+        raise PlaygroundError("The config lacks head_dim and hidden_size / num_attention_heads to derive it.")
     reader.note("head_dim", hidden // heads, f"{hidden_key} / num_attention_heads = {hidden} / {heads}")
     return _positive_int(hidden // heads, "head_dim")
 
@@ -319,7 +325,9 @@ def _falcon_kv_heads(reader: _Reader, heads: int, mode: str) -> int:
     if text.get("new_decoder_architecture"):
         kv = _positive_int(reader.explicit("kv_heads")[0] or heads, "num_kv_heads")
         if mode == "transformers":
-            reader.note("KV heads", heads, "num_attention_heads: transformers caches Falcon K/V broadcast to all heads")
+            reader.note(
+                "KV heads", heads, "num_attention_heads: transformers caches Falcon K/V for every head"
+            )
             return heads
         reader.note("KV heads", kv, reader.prefix + "num_kv_heads (new_decoder_architecture)")
         return kv
@@ -398,7 +406,8 @@ def _layer_kinds(reader: _Reader, n_layers: int, mode: str) -> tuple[list[str], 
     found = _types_from_transformers(reader.obj) if reader.obj is not None else None
     if found is not None and len(found[0]) == n_layers:
         kinds, windows = found
-        reader.note("layer kinds", _summarize(kinds, windows), f"as transformers derives them ({type(reader.obj).__name__})")
+        source = f"as transformers derives them ({type(reader.obj).__name__})"
+        reader.note("layer kinds", _summarize(kinds, windows), source)
     else:
         kinds, windows = _types_from_dict(reader.text, n_layers)
         reader.note("layer kinds", _summarize(kinds, windows), _kinds_source(reader.text))
@@ -418,7 +427,463 @@ def _kinds_source(text: dict[str, Any]) -> str:
 
 def _summarize(kinds: list[str], windows: list[int | None]) -> str:
     counts: dict[str, int] = {}
-    for kind, window in zip(kinds, windows):
+    for kind, window in zip(kinds, windows, strict=True):
         label = f"{kind} (window {window})" if window else kind
         counts[label] = counts.get(label, 0) + 1
     return ", ".join(f"{n} × {label}" for label, n in counts.items())
+
+
+def _mla_dims(reader: _Reader) -> tuple[int, int] | None:
+    """(kv_lora_rank, qk_rope_head_dim) for Multi-head Latent Attention (DeepSeek-V2/V3), else None."""
+    rank = reader.get("kv_lora_rank", "kv_lora_rank (MLA latent)")
+    if rank is None:
+        return None
+    rope = reader.get("qk_rope_head_dim", "qk_rope_head_dim (MLA rotary key)")
+    if rope is None:
+        raise PlaygroundError("An MLA config (kv_lora_rank set) also needs qk_rope_head_dim.")
+    return _positive_int(rank, "kv_lora_rank"), _positive_int(rope, "qk_rope_head_dim")
+
+
+def _make_reader(config: Any) -> tuple[_Reader, bool]:
+    """A reader over the decoder config; the flag says whether the input was a raw dict (check keys)."""
+    if not isinstance(config, (str, Mapping)) and hasattr(config, "get_text_config"):
+        obj = config.get_text_config(decoder=True)
+        return _Reader(obj.to_dict(), "", obj), False
+    raw = as_config_dict(config)
+    text, prefix = _text_dict(raw)
+    return _Reader(text, prefix, _build_config_object(raw)), True
+
+
+def _standard_layers(
+    reader: _Reader, kinds: list[str], windows: list[int | None], mode: str
+) -> list[LayerSpec]:
+    """MHA / GQA / MQA layers: kv_heads K and V vectors of head_dim each per token."""
+    heads_value = reader.get("heads", "attention heads")
+    if heads_value is None:
+        raise PlaygroundError("The config lacks num_attention_heads (or n_head, num_heads, n_heads).")
+    heads = _positive_int(heads_value, "num_attention_heads")
+    head_dim = _head_dim(reader, heads)
+    kv = _kv_heads(reader, heads, mode)
+    return [
+        LayerSpec(i, k, kv, head_dim, head_dim, w)
+        for i, (k, w) in enumerate(zip(kinds, windows, strict=True))
+    ]
+
+
+def _build_geometry(config: Any, mode: str) -> KVGeometry:
+    reader, strict = _make_reader(config)
+    _require(reader, strict)
+    n_layers = _positive_int(reader.get("layers", "layers"), "num_hidden_layers")
+    kinds, windows = _layer_kinds(reader, n_layers, mode)
+    for window in windows:
+        if window is not None:
+            _positive_int(window, "sliding_window")
+    mla = _mla_dims(reader)
+    if mla is None:
+        layers = _standard_layers(reader, kinds, windows, mode)
+    else:
+        pairs = enumerate(zip(kinds, windows, strict=True))
+        layers = [LayerSpec(i, "none" if k == "none" else "mla", 1, mla[0], mla[1], w) for i, (k, w) in pairs]
+    model_type = reader.text.get("model_type") or getattr(reader.obj, "model_type", None)
+    return KVGeometry(model_type, mode, tuple(layers), tuple(reader.sources), _notes(layers, mode))
+
+
+def _notes(layers: list[LayerSpec], mode: str) -> tuple[str, ...]:
+    notes = []
+    if any(layer.kind == "none" for layer in layers):
+        notes.append(
+            "Layers without attention (linear attention / state-space / shared KV) hold no per-token "
+            "cache; their fixed-size recurrent state is not counted here."
+        )
+    if mode == "transformers" and any(layer.window for layer in layers):
+        notes.append("transformers' DynamicSlidingWindowLayer keeps the last window - 1 tokens.")
+    if any(layer.kind == "mla" for layer in layers):
+        notes.append(
+            "MLA caches one latent (kv_lora_rank) plus one shared rotary key (qk_rope_head_dim) per "
+            "token, for all heads together; transformers caches the same latents."
+        )
+    return tuple(notes)
+
+
+@functools.lru_cache(maxsize=512)
+def _geometry_cached(canonical_json: str, mode: str) -> KVGeometry:
+    return _build_geometry(json.loads(canonical_json), mode)
+
+
+def kv_geometry(config: Any, mode: str = "ideal") -> KVGeometry:
+    """Per-layer cache geometry from a config.json dict, a JSON string or a transformers config object."""
+    if mode not in MODES:
+        raise PlaygroundError(f"Unknown mode {mode!r}: use 'ideal' or 'transformers'.")
+    if isinstance(config, (str, Mapping)):
+        raw = as_config_dict(config)
+        try:
+            canonical = json.dumps(raw, sort_keys=True)
+        except (TypeError, ValueError):
+            return _build_geometry(raw, mode)
+        return _geometry_cached(canonical, mode)
+    return _build_geometry(config, mode)
+
+
+# --- bytes ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    """One layer's share of the cache for the whole batch."""
+
+    index: int
+    kind: str  # "full", "sliding", "chunked", "mla" or "none"
+    kv_heads: int
+    k_dim: int
+    v_dim: int
+    tokens: int  # tokens held per sequence
+    bytes: int  # batch × tokens × kv_heads × (row(k_dim) + row(v_dim))
+
+
+@dataclass(frozen=True)
+class KVBreakdown:
+    """Total and per-layer KV-cache bytes for one config, length, batch, dtype and mode."""
+
+    geometry: KVGeometry
+    seq_len: int
+    batch_size: int
+    dtype: KVDtype
+    layers: tuple[LayerBytes, ...]
+    total_bytes: int
+
+    @property
+    def gib(self) -> float:
+        return self.total_bytes / GIB
+
+    @property
+    def gb(self) -> float:
+        return self.total_bytes / GB
+
+
+def _check_lengths(seq_len: Any, batch_size: Any) -> tuple[int, int]:
+    seq = _positive_int(seq_len, "Sequence length")
+    batch = _positive_int(batch_size, "Batch size")
+    if seq > MAX_TOKENS:
+        raise PlaygroundError(f"Sequence length {seq} is beyond what this calculator handles ({MAX_TOKENS}).")
+    return seq, batch
+
+
+def _layer_bytes(geometry: KVGeometry, layer: LayerSpec, dtype: KVDtype, seq_len: int, batch: int) -> int:
+    per_token = layer.kv_heads * (dtype.row_bytes(layer.k_dim) + dtype.row_bytes(layer.v_dim))
+    return batch * geometry.tokens_held(layer, seq_len) * per_token
+
+
+def _total_bytes(geometry: KVGeometry, dtype: KVDtype, seq_len: int, batch: int) -> int:
+    return sum(_layer_bytes(geometry, layer, dtype, seq_len, batch) for layer in geometry.layers)
+
+
+def kv_cache_breakdown(
+    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
+) -> KVBreakdown:
+    """Per-layer KV-cache bytes after `seq_len` tokens for `batch_size` sequences.
+
+    config: a config.json dict (or its JSON text) or a transformers config object.
+    Cached per layer: K (batch, kv_heads, tokens_held, k_dim) and V (batch, kv_heads, tokens_held, v_dim).
+    """
+    seq, batch = _check_lengths(seq_len, batch_size)
+    spec = resolve_dtype(dtype)
+    geometry = kv_geometry(config, mode)
+    layers = tuple(
+        LayerBytes(
+            layer.index, layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim,
+            geometry.tokens_held(layer, seq), _layer_bytes(geometry, layer, spec, seq, batch),
+        )
+        for layer in geometry.layers
+    )  # fmt: skip
+    return KVBreakdown(geometry, seq, batch, spec, layers, sum(layer.bytes for layer in layers))
+
+
+def kv_cache_bytes(
+    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
+) -> int:
+    """Exact KV-cache bytes after `seq_len` tokens for `batch_size` sequences (see the module docstring)."""
+    seq, batch = _check_lengths(seq_len, batch_size)
+    return _total_bytes(kv_geometry(config, mode), resolve_dtype(dtype), seq, batch)
+
+
+def format_bytes(n: float) -> str:
+    """'4.00 GiB (4.29 GB)': GiB = 2^30 bytes, GB = 10^9 bytes; small sizes in MiB / MB."""
+    if abs(n) >= GIB / 10:
+        return f"{n / GIB:,.2f} GiB ({n / GB:,.2f} GB)"
+    return f"{n / 2**20:,.2f} MiB ({n / 10**6:,.2f} MB)"
+
+
+def formula_lines(breakdown: KVBreakdown) -> list[str]:
+    """The formula with the model's numbers substituted, one line per group of identical layers."""
+    groups: dict[tuple[str, int, int, int, int], list[int]] = {}
+    for layer in breakdown.layers:
+        if layer.kind != "none":
+            key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.tokens)
+            groups.setdefault(key, []).append(layer.bytes)
+    lines = [_group_formula(key, len(sizes), sum(sizes), breakdown) for key, sizes in groups.items()]
+    skipped = sum(layer.kind == "none" for layer in breakdown.layers)
+    if skipped:
+        lines.append(f"{skipped} layers without a KV cache (linear attention, state space, shared) = 0 bytes")
+    return lines or ["No layer holds a KV cache: 0 bytes."]
+
+
+def _group_formula(key: tuple[str, int, int, int, int], count: int, total: int, b: KVBreakdown) -> str:
+    kind, heads, k_dim, v_dim, tokens = key
+    d = b.dtype
+    if kind == "mla":
+        per_token = d.row_bytes(k_dim) + d.row_bytes(v_dim)
+        return (
+            f"{count} MLA layers × ({k_dim} latent + {v_dim} rotary-key values = {per_token} B in {d.name})"
+            f" × {tokens:,} tokens × batch {b.batch_size} = {total:,} bytes"
+        )
+    if d.block or d.bits % 8:
+        per_row = f"{d.row_bytes(k_dim)} B per {k_dim}-value row ({d.name})"
+    else:
+        per_row = f"{k_dim} head_dim × {d.bits // 8} B ({d.name})"
+    capped = kind in ("sliding", "chunked") and tokens < b.seq_len
+    held = f"{tokens:,} tokens" + (" (window)" if capped else "")
+    return (
+        f"2 (K and V) × {count} {kind} layers × {heads} KV heads × {per_row} × {held} × batch "
+        f"{b.batch_size} = {total:,} bytes"
+    )
+
+
+# --- weights and what fits ------------------------------------------------------------------------
+
+_TWO_MATRIX_MLP = {
+    "gpt2", "falcon", "gpt_neox", "gpt_neo", "gptj", "opt", "bloom", "phi", "gpt_bigcode", "starcoder2",
+}  # fmt: skip
+_EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
+
+
+def _attention_params(r: _Reader, hidden: int, geometry: KVGeometry) -> int:
+    """Q, K, V, O projections of one layer (MLA: its down/up projections)."""
+    heads = r.get("heads", "attention heads") or 1
+    if geometry.layers and geometry.layers[0].kind == "mla":
+        rank, rope = geometry.layers[0].k_dim, geometry.layers[0].v_dim
+        nope = r.get("qk_nope_head_dim", "qk_nope_head_dim") or 0
+        v_dim = r.get("v_head_dim", "v_head_dim") or 0
+        q_rank = r.get("q_lora_rank", "q_lora_rank")
+        q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+        return q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+    full = next((lay for lay in geometry.layers if lay.kind != "none"), None)
+    head_dim = full.k_dim if full else hidden // heads
+    kv = full.kv_heads if full else heads
+    return 2 * hidden * heads * head_dim + 2 * hidden * kv * head_dim
+
+
+def _mlp_params(r: _Reader, hidden: int, layer: int, model_type: str | None) -> int:
+    """One layer's feed-forward: gated (3 matrices) or classic (2); MoE: routed + shared experts + router."""
+    matrices = 2 if model_type in _TWO_MATRIX_MLP else 3
+    dense = r.text.get("intermediate_size") or r.text.get("n_inner") or r.text.get("ffn_hidden_size")
+    dense = dense or getattr(r.obj, "intermediate_size", None) or 4 * hidden
+    experts = next((r.text[k] for k in _EXPERT_KEYS if r.text.get(k)), None)
+    if not experts or layer < (r.text.get("first_k_dense_replace") or 0):
+        return matrices * hidden * dense
+    expert_size = r.text.get("moe_intermediate_size") or dense
+    shared = (r.text.get("n_shared_experts") or 0) * expert_size
+    shared += r.text.get("shared_expert_intermediate_size") or 0
+    return matrices * hidden * (experts * expert_size + shared) + hidden * experts
+
+
+def estimate_parameters(config: Any) -> int:
+    """Parameters estimated from a config (embeddings, attention, MLP / MoE; norms and biases left out)."""
+    geometry = kv_geometry(config, "ideal")
+    reader, _ = _make_reader(config)
+    hidden = reader.get("hidden", "hidden size")
+    if hidden is None:
+        raise PlaygroundError("Cannot estimate the weights without hidden_size: enter the parameter count.")
+    vocab = reader.text.get("vocab_size") or getattr(reader.obj, "vocab_size", None) or 0
+    tied = reader.text.get("tie_word_embeddings", getattr(reader.obj, "tie_word_embeddings", False))
+    total = vocab * hidden * (1 if tied else 2)
+    attention = _attention_params(reader, hidden, geometry)
+    for index, layer in enumerate(geometry.layers):
+        total += attention if layer.kind != "none" else 0
+        total += _mlp_params(reader, hidden, index, geometry.model_type)
+    return int(total)
+
+
+def weights_bytes(num_parameters: float, dtype: str = "bfloat16") -> int:
+    """Bytes of `num_parameters` weights stored in `dtype` (block formats include their scales)."""
+    if num_parameters < 0:
+        raise PlaygroundError(f"The parameter count must not be negative, got {num_parameters!r}.")
+    return math.ceil(resolve_dtype(dtype).bytes_for(num_parameters))
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Whether weights + KV cache fit on a GPU, and the longest context / largest batch that do."""
+
+    gpu_bytes: int
+    weights_bytes: int
+    overhead_bytes: int  # reserved for activations, CUDA context, allocator fragmentation
+    kv_bytes: int  # at the requested length and batch
+    free_for_kv: int  # gpu - weights - overhead (negative: the weights alone do not fit)
+    fits: bool
+    max_seq_len: int | None  # longest context at this batch; None = any length (windows cap the cache)
+    max_batch: int | None  # largest batch at the requested length; None = unbounded (no per-token cache)
+
+
+def fit_on_gpu(
+    config: Any,
+    gpu_bytes: int,
+    weights: int,
+    seq_len: int,
+    batch_size: int = 1,
+    dtype: str = "float16",
+    mode: str = "ideal",
+    overhead_fraction: float = 0.10,
+) -> FitResult:
+    """The largest context (at `batch_size`) and batch (at `seq_len`) that fit next to the weights."""
+    if gpu_bytes <= 0:
+        raise PlaygroundError(f"GPU memory must be positive, got {gpu_bytes!r} bytes.")
+    if not 0 <= overhead_fraction < 1:
+        raise PlaygroundError(f"The overhead fraction must be in [0, 1), got {overhead_fraction!r}.")
+    seq, batch = _check_lengths(seq_len, batch_size)
+    geometry, spec = kv_geometry(config, mode), resolve_dtype(dtype)
+    overhead = int(gpu_bytes * overhead_fraction)
+    free = gpu_bytes - weights - overhead
+    kv = _total_bytes(geometry, spec, seq, batch)
+    per_sequence = _total_bytes(geometry, spec, seq, 1)
+    max_batch = None if per_sequence == 0 else max(free, 0) // per_sequence
+    max_seq = _max_seq_len(geometry, spec, batch, free)
+    return FitResult(gpu_bytes, weights, overhead, kv, free, kv <= free, max_seq, max_batch)
+
+
+def _max_seq_len(geometry: KVGeometry, spec: KVDtype, batch: int, free: int) -> int | None:
+    """Largest seq_len whose cache fits in `free` bytes (bytes never shrink as seq_len grows)."""
+    if _total_bytes(geometry, spec, MAX_TOKENS, batch) <= free:
+        grows = any(layer.kind != "none" and layer.window is None for layer in geometry.layers)
+        return MAX_TOKENS if grows else None
+    low, high = 0, MAX_TOKENS  # invariant: bytes(low) fits (bytes(0) = 0), bytes(high) does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        if _total_bytes(geometry, spec, mid, batch) <= free:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+# --- measured vs predicted --------------------------------------------------------------------------
+
+
+def cache_layer_bytes(cache: Any) -> list[int]:
+    """Bytes each layer of a transformers Cache holds: Σ numel × element_size of its keys and values."""
+    cache = getattr(cache, "self_attention_cache", cache)  # EncoderDecoderCache: the decoder's own cache
+    sizes = []
+    for layer in cache.layers:
+        tensors = (getattr(layer, "keys", None), getattr(layer, "values", None))
+        sizes.append(sum(t.numel() * t.element_size() for t in tensors if hasattr(t, "numel")))
+    return sizes
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A real cache built by a forward pass next to the prediction for the same model and shape."""
+
+    seq_len: int
+    batch_size: int
+    dtype: str
+    measured_layers: tuple[int, ...]  # bytes per layer held by the real cache
+    predicted: KVBreakdown  # mode "transformers", the cache's own dtype
+
+    @property
+    def measured_bytes(self) -> int:
+        return sum(self.measured_layers)
+
+    @property
+    def equal(self) -> bool:
+        return self.measured_bytes == self.predicted.total_bytes
+
+
+def build_real_cache(model: Any, seq_len: int, batch_size: int = 1, seed: int = 0) -> Any:
+    """Run `model` on (batch_size, seq_len) synthetic token ids and return the cache it filled."""
+    import torch
+
+    seq, batch = _check_lengths(seq_len, batch_size)
+    vocab = model.get_input_embeddings().weight.shape[0]
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (batch, seq), generator=generator).to(model.device)  # (batch, seq)
+    with torch.inference_mode():
+        try:
+            out = model(input_ids=ids, use_cache=True, logits_to_keep=1)  # skip (batch, seq, vocab) logits
+        except TypeError:
+            out = model(input_ids=ids, use_cache=True)
+    return out.past_key_values
+
+
+def measure_vs_predicted(model: Any, seq_len: int, batch_size: int = 1, lock: Any = None) -> Measurement:
+    """Build a real cache for `seq_len` tokens and compare its bytes with the "transformers" prediction.
+
+    Hold `lock` (the LoadedModel's RLock) around the forward pass when the model is shared."""
+    import contextlib
+
+    with lock if lock is not None else contextlib.nullcontext():
+        cache = build_real_cache(model, seq_len, batch_size)
+    measured = tuple(cache_layer_bytes(cache))
+    dtype = str(model.dtype).removeprefix("torch.")
+    predicted = kv_cache_breakdown(model.config, seq_len, batch_size, dtype=dtype, mode="transformers")
+    return Measurement(seq_len, batch_size, dtype, measured, predicted)
+
+
+# --- helpers for the UI and notebooks -----------------------------------------------------------------
+
+
+def curve_lengths(max_tokens: int, windows: set[int], points: int = 64) -> list[int]:
+    """Context lengths to plot from 1 to `max_tokens`, including each window (where curves bend)."""
+    step = max(1, max_tokens // points)
+    lengths = set(range(step, max_tokens + 1, step)) | {1, max_tokens}
+    for w in windows:
+        lengths |= {w - 1, w, w + 1} if 1 < w < max_tokens else set()
+    return sorted(lengths)
+
+
+def kv_curve(
+    config: Any, lengths: list[int], batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
+) -> list[int]:
+    """KV-cache bytes at each length in `lengths` (one geometry, many lengths: fast)."""
+    geometry, spec = kv_geometry(config, mode), resolve_dtype(dtype)
+    _check_lengths(max(lengths), batch_size)
+    groups: dict[int | None, int] = {}  # layers with the same window summed: per-token bytes
+    for layer in geometry.layers:
+        if layer.kind != "none":
+            per_token = layer.kv_heads * (spec.row_bytes(layer.k_dim) + spec.row_bytes(layer.v_dim))
+            groups[layer.window] = groups.get(layer.window, 0) + per_token
+    probe = {w: LayerSpec(0, "sliding" if w else "full", 1, 1, 1, w) for w in groups}
+    return [
+        batch_size * sum(geometry.tokens_held(probe[w], n) * b for w, b in groups.items()) for n in lengths
+    ]
+
+
+def load_config_file(path_or_id: str) -> dict[str, Any]:
+    """A config.json from a local file or model directory, or from a Hub id when online."""
+    from pathlib import Path
+
+    text = str(path_or_id or "").strip()
+    if not text:
+        raise PlaygroundError("Enter a path to a config.json (or its model directory) or a Hub model id.")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            return _parse_json(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise PlaygroundError(f"Cannot read {path}: {exc}") from exc
+    return _config_from_hub(text)
+
+
+def _config_from_hub(model_id: str) -> dict[str, Any]:
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise PlaygroundError(f"{model_id!r} is not a local file or directory, and the Hub is offline here.")
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return _parse_json(open(hf_hub_download(model_id, "config.json"), encoding="utf-8").read())
+    except PlaygroundError:
+        raise
+    except Exception as exc:  # network, auth and not-found errors all end up here
+        raise PlaygroundError(f"Cannot fetch config.json for {model_id!r} from the Hub: {exc}") from exc

@@ -1,9 +1,375 @@
-"""KV-cache memory tab (placeholder until its issue lands)."""
+"""KV-cache memory tab: exact bytes per layer, what fits on a GPU, and measured vs predicted.
+
+Handlers stay thin: the numbers come from playground.kv_memory, the figures from playground.plots_kv.
+Every calculation is pure arithmetic (no model queue); only "measure" runs the loaded model.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
 
 import gradio as gr
 
+from playground import kv_memory as kvm
+from playground.errors import PlaygroundError
+from playground.kv_presets import COMPARISON_MODELS, PRESETS
 from playground.model import LoadedModel
+from playground.plots_kv import CurveSeries, kv_curve_figure, memory_bar_figure
+from playground.ui.common import friendly_errors, model_event
+
+LOADED = "Loaded model"
+GPU_CHOICES = [
+    ("16 GB · T4, V100-16", 16),
+    ("24 GB · RTX 4090, L4, A10", 24),
+    ("40 GB · A100-40", 40),
+    ("48 GB · L40S, A6000", 48),
+    ("80 GB · A100-80, H100", 80),
+    ("94 GB · H100 NVL", 94),
+    ("141 GB · H200", 141),
+    ("192 GB · B200, MI300X", 192),
+]
+OTHER_DTYPES = ("float16", "fp8", "q4_0")  # drawn dashed for the selected model
+LAYER_HEADERS = ["layer", "kind", "KV heads", "K dim", "V dim", "tokens held", "bytes"]
+MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
+
+
+def preset_choices() -> list[str]:
+    return [LOADED, *PRESETS]
+
+
+def loaded_config(lm: LoadedModel) -> dict[str, Any]:
+    """The loaded model's full config as a plain config.json dict."""
+    return json.loads(lm.config.to_json_string(use_diff=False))
+
+
+def preset_config_text(lm: LoadedModel, name: str) -> str:
+    """The JSON text shown in the editor for a preset (or the loaded model)."""
+    if name == LOADED:
+        return json.dumps(loaded_config(lm), indent=2)
+    if name not in PRESETS:
+        raise PlaygroundError(f"Unknown preset {name!r}: pick one from the list.")
+    return json.dumps(PRESETS[name].config, indent=2)
+
+
+def parameter_count(
+    lm: LoadedModel, preset: str, config: dict[str, Any], params_b: float | None
+) -> tuple[int, str]:
+    """Weights' parameter count and where it came from: typed in, the loaded model, a preset, or estimated."""
+    if params_b:
+        if params_b < 0:
+            raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
+        return int(params_b * 1e9), "as entered"
+    if preset == LOADED and config == loaded_config(lm):
+        return lm.num_parameters, "counted on the loaded model"
+    if preset in PRESETS and config == PRESETS[preset].config:
+        return PRESETS[preset].num_parameters, f"published count of {preset}"
+    return kvm.estimate_parameters(config), "estimated from the config (embeddings, attention, MLP)"
+
+
+def summary_markdown(b: kvm.KVBreakdown, params: int, source: str, wdtype: str, fit: kvm.FitResult) -> str:
+    """Totals in GiB and GB, weights, and the solver's answer with its overhead stated."""
+    g, per_token = fit.gpu_bytes, b.total_bytes / (b.seq_len * b.batch_size)
+    verdict = "✅ fits" if fit.fits else "❌ does not fit"
+    batch_text = "unbounded" if fit.max_batch is None else f"{fit.max_batch:,}"
+    lines = [
+        f"### KV cache: **{b.total_bytes:,} bytes** = **{b.gib:,.3f} GiB** (2^30 B) "
+        f"= **{b.gb:,.3f} GB** (10^9 B)",
+        f"{b.seq_len:,} tokens × batch {b.batch_size} · KV dtype {b.dtype.name} ({b.dtype.note}) · "
+        f"mode *{b.geometry.mode}* · per token and sequence: {per_token:,.0f} B",
+        f"**Weights:** {params / 1e9:,.3f} B parameters ({source}) in {wdtype} "
+        f"= {kvm.format_bytes(fit.weights_bytes)}",
+        f"**On a {g / kvm.GB:,.0f} GB GPU** ({g / kvm.GIB:,.1f} GiB): {verdict}. Overhead reserve "
+        f"{kvm.format_bytes(fit.overhead_bytes)} ({fit.overhead_bytes / g:.0%} of the GPU, for activations, "
+        f"CUDA context, fragmentation) leaves {kvm.format_bytes(max(fit.free_for_kv, 0))} for the KV cache.",
+        f"- longest context at batch {b.batch_size}: **{_max_len_text(fit)}**",
+        f"- largest batch at {b.seq_len:,} tokens: **{batch_text}**",
+    ]
+    if fit.free_for_kv < 0:
+        lines.append("- ⚠️ the weights and the reserve alone exceed the GPU's memory.")
+    return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
+
+
+def _max_len_text(fit: kvm.FitResult) -> str:
+    if fit.max_seq_len is None:
+        return "any length (every cached layer is windowed, so the cache stops growing)"
+    if fit.max_seq_len >= kvm.MAX_TOKENS:
+        return f"more than {kvm.MAX_TOKENS:,} tokens"
+    return f"{fit.max_seq_len:,} tokens"
+
+
+def formula_markdown(b: kvm.KVBreakdown) -> str:
+    """The formula with numbers substituted, then which config key each number came from."""
+    parts = ["#### Formula", *[f"- `{line}`" for line in kvm.formula_lines(b)]]
+    parts.append(f"- **total = {b.total_bytes:,} bytes**")
+    parts += [
+        "#### Where the numbers come from",
+        *[f"- {q} = **{v}** ← `{s}`" for q, v, s in b.geometry.sources],
+    ]
+    parts += [f"> {note}" for note in b.geometry.notes]
+    return "\n".join(parts)
+
+
+def layer_rows(b: kvm.KVBreakdown) -> list[list[Any]]:
+    return [[x.index, x.kind, x.kv_heads, x.k_dim, x.v_dim, x.tokens, x.bytes] for x in b.layers]
+
+
+def curve_figure(config: dict[str, Any], label: str, seq_len: int, batch: int, dtype: str, mode: str) -> Any:
+    """The selected model in its dtype (solid) and other dtypes (dashed), plus well-known models."""
+    configs = [config, *(PRESETS[n].config for n in COMPARISON_MODELS)]
+    windows = {w for c in configs for layer in kvm.kv_geometry(c, mode).layers if (w := layer.window)}
+    lengths = kvm.curve_lengths(max(2 * seq_len, 8192), windows)
+    series = [CurveSeries(f"{label} · {dtype}", lengths, kvm.kv_curve(config, lengths, batch, dtype, mode))]
+    for other in (d for d in OTHER_DTYPES if d != dtype):
+        series.append(
+            CurveSeries(
+                f"{label} · {other}", lengths, kvm.kv_curve(config, lengths, batch, other, mode), "dash"
+            )
+        )
+    for name in (n for n in COMPARISON_MODELS if n != label):
+        cfg = PRESETS[name].config
+        series.append(
+            CurveSeries(f"{name} · {dtype}", lengths, kvm.kv_curve(cfg, lengths, batch, dtype, mode), "dot")
+        )
+    return kv_curve_figure(series, marker_tokens=seq_len)
+
+
+# --- handlers (thin: parse, call the engine, format) ---------------------------------------------------
+
+
+def calculate(
+    lm: LoadedModel,
+    preset: str,
+    config_text: str,
+    seq_len: float,
+    batch: float,
+    kv_dtype: str,
+    mode: str,
+    gpu_gb: float,
+    weights_dtype: str,
+    params_b: float | None,
+    overhead_pct: float,
+) -> tuple[str, str, list[list[Any]], Any, Any]:
+    """Everything the calculator shows for one set of inputs: summary, formula, layers, two figures."""
+    config = kvm.as_config_dict(config_text or "")
+    b = kvm.kv_cache_breakdown(
+        config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode
+    )
+    params, source = parameter_count(lm, preset, config, params_b)
+    weights = kvm.weights_bytes(params, weights_dtype)
+    gpu = int(_positive(gpu_gb, "GPU memory") * kvm.GB)
+    fit = kvm.fit_on_gpu(config, gpu, weights, b.seq_len, b.batch_size, kv_dtype, mode, overhead_pct / 100)
+    label = preset if preset in PRESETS and config == PRESETS[preset].config else "this config"
+    curves = curve_figure(config, label, b.seq_len, b.batch_size, b.dtype.name, mode)
+    bars = memory_bar_figure(label, weights, b.total_bytes, fit.overhead_bytes, gpu)
+    summary = summary_markdown(b, params, source, weights_dtype, fit)
+    return summary, formula_markdown(b), layer_rows(b), curves, bars
+
+
+def measure(lm: LoadedModel, prompt_len: float) -> tuple[str, list[list[Any]]]:
+    """Build a real cache with the loaded model and put its bytes next to the prediction."""
+    n = _whole(prompt_len, "Prompt length")
+    if n > lm.context_length:
+        raise PlaygroundError(f"Prompt length {n} exceeds the model's context of {lm.context_length} tokens.")
+    m = kvm.measure_vs_predicted(lm.model, n, 1, lock=lm.lock)
+    rows = [
+        [p.index, p.kind, p.bytes, measured, p.bytes == measured]
+        for p, measured in zip(m.predicted.layers, m.measured_layers, strict=False)
+    ]
+    verdict = "✅ equal to the byte" if m.equal else "❌ they differ"
+    text = (
+        f"### Measured {m.measured_bytes:,} bytes · predicted {m.predicted.total_bytes:,} bytes: "
+        f"{verdict}\n\n"
+        f"A forward pass of {lm.name} over {n} synthetic tokens (batch 1, cache dtype {m.dtype}) filled a "
+        f"`DynamicCache`; measured = Σ numel × element_size over its keys and values "
+        f"({len(m.measured_layers)} layers). Predicted = `kv_cache_bytes(config, {n}, 1, {m.dtype!r}, "
+        f"'transformers')` = {kvm.format_bytes(m.predicted.total_bytes)}."
+    )
+    return text, rows
+
+
+def _whole(value: float | None, label: str) -> int:
+    if value is None or value != int(value) or value <= 0:
+        raise PlaygroundError(f"{label} must be a positive whole number, got {value!r}.")
+    return int(value)
+
+
+def _positive(value: float | str | None, label: str) -> float:
+    """A positive number; typed dropdown values arrive as text ("100")."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = -1.0
+    if not number > 0:
+        raise PlaygroundError(f"{label} must be a positive number, got {value!r}.")
+    return number
+
+
+# --- layout ------------------------------------------------------------------------------------------
 
 
 def build_kv_tab(lm: LoadedModel) -> None:
-    gr.Markdown("**Coming next:** KV-cache memory calculator.")
+    """The KV-cache calculator tab (called inside a gr.Tab)."""
+    gr.Markdown(
+        "How much memory does the KV cache take? Pick a model or paste its `config.json`; every number "
+        "below is exact and shows where it came from. GiB = 2^30 bytes, GB = 10^9 bytes."
+    )
+    with gr.Row():
+        with gr.Column(scale=1):
+            preset, config_text, filled = _config_inputs(lm)
+            inputs = [preset, config_text, *_size_inputs()]
+            run = gr.Button("Calculate", variant="primary")
+        with gr.Column(scale=2):
+            first = calculate(lm, *(c.value for c in inputs))
+            summary = gr.Markdown(first[0], elem_id="kv-summary")
+            with gr.Row():
+                curves = gr.Plot(first[3], label="KV bytes vs context")
+                bars = gr.Plot(first[4], label="Weights + KV vs GPU")
+            formula = gr.Markdown(first[1], elem_id="kv-formula")
+            layers = gr.Dataframe(
+                first[2], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False
+            )
+    _wire_calculator(lm, inputs, filled, run, [summary, formula, layers, curves, bars])
+    _measure_section(lm)
+
+
+def load_config_text(path_or_id: str) -> str:
+    """Read a config.json (local path, model directory, or Hub id when online) into the editor."""
+    return json.dumps(kvm.load_config_file(path_or_id), indent=2)
+
+
+def _config_inputs(lm: LoadedModel) -> list[Any]:
+    preset = gr.Dropdown(
+        preset_choices(),
+        value=LOADED,
+        label="Model",
+        info="A preset fills the config.json below; edit it or paste your own, then Calculate.",
+    )
+    with gr.Accordion("config.json: view, edit, paste or load", open=False):
+        config_text = gr.Code(
+            value=preset_config_text(lm, LOADED), language="json", label="config.json", lines=12, max_lines=24
+        )
+        with gr.Row():
+            path = gr.Textbox(
+                label="Local path or Hub id",
+                info="A config.json, a model directory, or (online only) a Hub id such as Qwen/Qwen2.5-7B.",
+                scale=3,
+            )
+            load = gr.Button("Load config", scale=1)
+    filled = [
+        preset.change(
+            friendly_errors(functools.partial(preset_config_text, lm)),
+            preset,
+            config_text,
+            api_name="kv_preset_config",
+            concurrency_limit=None,
+        ),
+        load.click(
+            friendly_errors(load_config_text),
+            path,
+            config_text,
+            api_name="kv_load_config",
+            concurrency_limit=None,
+        ),
+    ]
+    return [preset, config_text, filled]
+
+
+def _size_inputs() -> list[Any]:
+    """Length, batch, dtype and mode inputs, then the GPU ones."""
+    seq_len = gr.Number(
+        4096,
+        label="Sequence length (tokens)",
+        precision=0,
+        minimum=1,
+        info="Prompt + generated tokens: every cached layer holds one K and one V per token.",
+    )
+    batch = gr.Number(
+        1,
+        label="Batch",
+        precision=0,
+        minimum=1,
+        info="Sequences decoded together: each keeps its own cache, so bytes scale linearly.",
+    )
+    kv_dtype = gr.Dropdown(
+        list(kvm.DTYPES),
+        value="float16",
+        label="KV dtype",
+        info="Bytes per cached value; q8_0/q4_0 add a float16 scale per 32 values.",
+    )
+    mode = gr.Radio(
+        list(kvm.MODES),
+        value="ideal",
+        label="Mode",
+        info="ideal: what an efficient engine must hold; transformers: what its DynamicCache keeps.",
+    )
+    return [seq_len, batch, kv_dtype, mode, *_gpu_inputs()]
+
+
+def _gpu_inputs() -> list[Any]:
+    gpu = gr.Dropdown(
+        GPU_CHOICES,
+        value=80,
+        label="GPU memory (GB = 10^9 B)",
+        allow_custom_value=True,
+        info="Memory of one GPU as vendors print it; type any other size in GB.",
+    )
+    weights_dtype = gr.Dropdown(
+        list(kvm.DTYPES),
+        value="bfloat16",
+        label="Weights dtype",
+        info="Weights take parameters × bytes per parameter next to the cache.",
+    )
+    params = gr.Number(
+        None,
+        label="Parameters (billions, optional)",
+        minimum=0,
+        info="Blank: the loaded model's count, a preset's published count, or an estimate.",
+    )
+    overhead = gr.Slider(
+        0,
+        50,
+        value=10,
+        step=1,
+        label="Overhead reserve (% of GPU)",
+        info="Kept free for activations, CUDA context and fragmentation (vLLM uses ~10 %).",
+    )
+    return [gpu, weights_dtype, params, overhead]
+
+
+def _wire_calculator(
+    lm: LoadedModel, inputs: list[Any], filled: list[Any], run: Any, outputs: list[Any]
+) -> None:
+    """One calculator event for every trigger; none of it needs the model queue."""
+    seq_len, batch, kv_dtype, mode, gpu, weights_dtype, params, overhead = inputs[2:]
+    handler = friendly_errors(functools.partial(calculate, lm))
+    triggers = [run.click, seq_len.submit, batch.submit, params.submit, overhead.release]
+    triggers += [c.change for c in (kv_dtype, mode, gpu, weights_dtype)]
+    gr.on(triggers, handler, inputs, outputs, api_name="kv_calculate", concurrency_limit=None)
+    for name, event in zip(("kv_calculate_after_preset", "kv_calculate_after_load"), filled, strict=True):
+        event.success(handler, inputs, outputs, api_name=name, concurrency_limit=None)
+
+
+def _measure_section(lm: LoadedModel) -> None:
+    with gr.Accordion("Measured vs predicted: build a real cache with the loaded model", open=True):
+        gr.Markdown(
+            f"Runs **{lm.name}** once over synthetic tokens with `use_cache=True`, sums the bytes of the "
+            "cache's key and value tensors, and compares them with the *transformers*-mode prediction."
+        )
+        with gr.Row():
+            length = gr.Slider(
+                1,
+                min(2048, lm.context_length),
+                value=128,
+                step=1,
+                label="Prompt length (tokens)",
+                info="Tokens in the forward pass; the cache then holds this many per layer.",
+            )
+            button = gr.Button("Build a real cache and compare", variant="secondary")
+        result = gr.Markdown()
+        table = gr.Dataframe(
+            headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False
+        )
+    handler = friendly_errors(functools.partial(measure, lm))
+    button.click(handler, length, [result, table], api_name="kv_measure", **model_event())

@@ -1,0 +1,121 @@
+"""KV-cache tab: handlers called as plain functions, then the tab through gradio_client on the whole app."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from gradio_client.exceptions import AppError
+
+from playground.errors import PlaygroundError
+from playground.kv_presets import PRESETS
+from playground.ui import kv_tab
+
+MISTRAL = json.dumps(PRESETS["Mistral-7B-v0.1"].config)
+# Mistral-7B: 32 layers × 8 KV heads × 128 head_dim × 2 (K, V) × 2 B = 131,072 B per token, window 4096.
+MISTRAL_PER_TOKEN = 2 * 32 * 8 * 128 * 2
+
+
+def calc(
+    lm,
+    preset="Mistral-7B-v0.1",
+    text=MISTRAL,
+    seq=8192,
+    batch=2,
+    kv="float16",
+    mode="ideal",
+    gpu=80,
+    wdtype="bfloat16",
+    params=None,
+    overhead=10,
+):
+    return kv_tab.calculate(lm, preset, text, seq, batch, kv, mode, gpu, wdtype, params, overhead)
+
+
+def test_calculate_shows_both_units_formula_and_layers(embedded_lm):
+    summary, formula, rows, _, _ = calc(embedded_lm)
+    kv = MISTRAL_PER_TOKEN * 4096 * 2  # the window caps 8192 tokens at 4096, two sequences
+    assert f"{kv:,} bytes" in summary
+    assert f"{kv / 2**30:,.3f} GiB** (2^30 B)" in summary and f"{kv / 1e9:,.3f} GB** (10^9 B)" in summary
+    assert "published count of Mistral-7B-v0.1" in summary
+    assert "32 sliding layers × 8 KV heads × 128 head_dim" in formula and "4,096 tokens (window)" in formula
+    assert "`text_config" not in formula and "num_key_value_heads" in formula
+    assert len(rows) == 32 and rows[0][5] == 4096 and rows[0][6] == kv // 32
+    assert "any length" in summary  # every layer is windowed
+
+
+def test_curve_levels_off_and_bar_stacks(embedded_lm):
+    _, _, _, curves, bars = calc(embedded_lm, seq=16384)
+    mistral = next(t for t in curves.to_dict()["data"] if t["name"] == "Mistral-7B-v0.1 · float16")
+    xs, ys = list(mistral["x"]), list(mistral["y"])
+    plateau = [y for x, y in zip(xs, ys, strict=True) if x >= 4096]
+    assert len(plateau) > 5 and max(plateau) == min(plateau) == MISTRAL_PER_TOKEN * 4096 * 2 / 2**30
+    assert any(t["line"]["dash"] == "dash" for t in curves.to_dict()["data"])  # other dtypes
+    layout = bars.to_dict()["layout"]
+    assert layout["barmode"] == "stack"
+    assert {t["name"] for t in bars.to_dict()["data"]} == {"weights", "KV cache", "overhead reserve"}
+
+
+def test_loaded_model_uses_its_own_parameter_count(embedded_lm):
+    text = kv_tab.preset_config_text(embedded_lm, kv_tab.LOADED)
+    summary, _, rows, _, _ = calc(embedded_lm, kv_tab.LOADED, text, seq=100, batch=1, kv="float32")
+    assert "counted on the loaded model" in summary
+    assert f"{2 * 30 * 3 * 64 * 100 * 4:,} bytes" in summary and len(rows) == 30
+
+
+def test_edited_preset_is_estimated(embedded_lm):
+    edited = json.dumps({**PRESETS["Mistral-7B-v0.1"].config, "num_hidden_layers": 16})
+    summary, *_ = calc(embedded_lm, text=edited)
+    assert "estimated from the config" in summary
+
+
+def test_bad_inputs_raise_clear_errors(embedded_lm):
+    with pytest.raises(PlaygroundError, match="not valid JSON"):
+        calc(embedded_lm, text="{oops")
+    with pytest.raises(PlaygroundError, match="num_hidden_layers"):
+        calc(embedded_lm, text='{"hidden_size": 64}')
+    with pytest.raises(PlaygroundError, match="Sequence length"):
+        calc(embedded_lm, seq=0)
+    with pytest.raises(PlaygroundError, match="Unknown dtype"):
+        calc(embedded_lm, kv="float12")
+    for gpu in (-1, "lots", None):
+        with pytest.raises(PlaygroundError, match="GPU memory must be a positive number"):
+            calc(embedded_lm, gpu=gpu)
+    assert "On a 100 GB GPU" in calc(embedded_lm, gpu="100")[0]  # a typed custom size
+
+
+def test_load_config_from_a_directory(tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text(MISTRAL)
+    assert json.loads(kv_tab.load_config_text(str(tmp_path))) == PRESETS["Mistral-7B-v0.1"].config
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(PlaygroundError, match="offline"):
+        kv_tab.load_config_text("someone/some-model")
+
+
+def test_handler_is_fast(embedded_lm):
+    calc(embedded_lm)  # warm up
+    started = time.perf_counter()
+    for seq in (1000, 5000, 30000):
+        calc(embedded_lm, seq=seq)
+    assert (time.perf_counter() - started) / 3 < 0.25  # engine + three plotly figures
+
+
+def test_tab_through_gradio_client(app_client):
+    text = app_client.predict("Gemma-3-27B", api_name="/kv_preset_config")
+    assert json.loads(text)["text_config"]["sliding_window"] == 1024
+    summary, formula, rows, _, _ = app_client.predict(
+        "Gemma-3-27B", text, 32768, 1, "float16", "ideal", 80, "bfloat16", None, 10, api_name="/kv_calculate"
+    )
+    per_layer_token = 2 * 16 * 128 * 2  # 16 KV heads × head_dim 128 × K and V × 2 B
+    kv = per_layer_token * (52 * 1024 + 10 * 32768)  # 52 local layers hold the window, 10 global hold all
+    assert f"{kv:,} bytes" in summary and "GiB" in summary and "GB" in summary
+    assert "text_config.num_key_value_heads" in formula
+    assert len(rows["data"]) == 62
+    with pytest.raises(AppError, match="not valid JSON"):
+        app_client.predict(
+            "Gemma-3-27B", "{", 10, 1, "float16", "ideal", 80, "bfloat16", None, 10, api_name="/kv_calculate"
+        )
+    result, table = app_client.predict(16, api_name="/kv_measure")
+    assert f"Measured {2 * 30 * 3 * 64 * 16 * 4:,} bytes" in result and "equal to the byte" in result
+    assert all(row[4] for row in table["data"]) and len(table["data"]) == 30
