@@ -13,7 +13,7 @@ from playground.chat import normalize_history
 
 REPO = Path(__file__).resolve().parents[1]
 # temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed, show_template
-GREEDY = (0, 50, 1.0, 0.0, 1.0, 30, 1, False)
+GREEDY = (0, 50, 1.0, 0.0, 1.0, 30, "1", False)
 
 
 def chat(client, message: str, history=(), system: str = "", settings=GREEDY):
@@ -48,7 +48,7 @@ def test_second_turn_uses_history_and_retry_undo_clear_work(app_client):
 
 
 def test_same_seed_same_answer_through_the_api(app_client):
-    sampled = (1.0, 0, 1.0, 0.0, 1.0, 12, 42, False)
+    sampled = (1.0, 0, 1.0, 0.0, 1.0, 12, "42", False)
     first = chat(app_client, "Write a word.", settings=sampled)[-1][1]
     second = chat(app_client, "Write a word.", settings=sampled)[-1][1]
     assert normalize_history(first) == normalize_history(second)
@@ -63,11 +63,12 @@ def test_templated_stream_shows_special_tokens(app_client):
     ("message", "settings", "expected"),
     [
         ("", GREEDY, "Empty message"),
-        ("hi", (-1, 50, 1.0, 0.0, 1.0, 30, 1, False), "temperature must be >= 0"),
-        ("hi", (1, 50, 1.5, 0.0, 1.0, 30, 1, False), r"top-p must be in \(0, 1\], got 1.5"),
-        ("hi", (1, -3, 1.0, 0.0, 1.0, 30, 1, False), "top-k must be an integer >= 0"),
-        ("hi", (1, 50, 1.0, 0.0, 1.0, 99999, 1, False), "max new tokens must be between 1 and"),
+        ("hi", (-1, 50, 1.0, 0.0, 1.0, 30, "1", False), "temperature must be >= 0"),
+        ("hi", (1, 50, 1.5, 0.0, 1.0, 30, "1", False), r"top-p must be in \(0, 1\], got 1.5"),
+        ("hi", (1, -3, 1.0, 0.0, 1.0, 30, "1", False), "top-k must be an integer >= 0"),
+        ("hi", (1, 50, 1.0, 0.0, 1.0, 99999, "1", False), "max new tokens must be between 1 and"),
         ("word " * 9000, GREEDY, "Prompt too long"),
+        ("hi", (1, 50, 1.0, 0.0, 1.0, 30, "abc", False), "seed must be a whole number"),
     ],
 )
 def test_bad_input_gets_a_clear_message_through_the_api(app_client, message, settings, expected):
@@ -80,7 +81,7 @@ def test_a_failing_request_does_not_break_another_session(launched_app):
 
     good, bad = Client(launched_app, verbose=False), Client(launched_app, verbose=False)
     good_job = good.submit("What is the capital of France?", [], "", *GREEDY, api_name="/chat")
-    bad_job = bad.submit("hi", [], "", -5, 50, 1.0, 0.0, 1.0, 30, 1, False, api_name="/chat")
+    bad_job = bad.submit("hi", [], "", -5, 50, 1.0, 0.0, 1.0, 30, "1", False, api_name="/chat")
     with pytest.raises(AppError):
         bad_job.result()
     assert "Paris" in normalize_history(good_job.result()[1])[-1]["content"]

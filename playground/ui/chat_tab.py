@@ -30,15 +30,21 @@ class UncheckedSlider(gr.Slider):
         return payload
 
 
-def _parse_seed(seed: Any) -> int | None:
-    if seed in (None, ""):
+def _parse_seed(seed: str | float | None) -> int | None:
+    """'' or None -> None (random); '42', 42 or 42.0 -> 42; anything else is refused."""
+    text = "" if seed is None else str(seed).strip()
+    if not text:
         return None
     try:
-        value = float(seed)
-    except (TypeError, ValueError) as exc:
-        raise PlaygroundError(f"seed must be a whole number, got {seed!r}") from exc
-    if value != int(value):
-        raise PlaygroundError(f"seed must be a whole number, got {seed!r}")
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value.is_integer():
+        raise PlaygroundError(f"seed must be a whole number (or empty for random), got {seed!r}")
     return int(value)
 
 
@@ -108,7 +114,7 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
         min_p: float,
         repetition_penalty: float,
         max_new_tokens: float,
-        seed: float | None,
+        seed: str | float | None,
         show_template: bool,
     ) -> Iterator[tuple]:
         """Append the user's message and stream the answer into the chat."""
@@ -128,7 +134,7 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
         min_p: float,
         repetition_penalty: float,
         max_new_tokens: float,
-        seed: float | None,
+        seed: str | float | None,
         show_template: bool,
     ) -> Iterator[tuple]:
         """Drop the last answer and answer the last user message again."""
@@ -219,10 +225,10 @@ def _build_controls(lm: LoadedModel, settings: Settings) -> list[gr.components.C
             label="Max new tokens",
             info="Longest answer, in tokens",
         )
-        seed = gr.Number(
-            None,
+        seed = gr.Textbox(
+            "",
             label="Seed",
-            precision=0,
+            placeholder="random",
             info="Same seed + same settings = same answer; empty = a new random seed each time",
         )
     show_template = gr.Checkbox(

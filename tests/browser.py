@@ -1,0 +1,37 @@
+"""Headless Debian Chromium driven by Playwright (its own browser download is not used)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@contextmanager
+def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
+    """A Playwright page on `url`, in a fresh profile; closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True,
+            viewport={"width": width, "height": height},
+        )
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.wait_for_selector("#header")
+        try:
+            yield page
+        finally:
+            context.close()
