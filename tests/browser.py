@@ -8,8 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -24,7 +30,10 @@ def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[ob
 
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True,
+            profile,
+            executable_path=chromium_path(),
+            args=CHROMIUM_FLAGS,
+            headless=True,
             viewport={"width": width, "height": height},
         )
         page = context.new_page()

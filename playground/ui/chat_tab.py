@@ -89,8 +89,9 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
                     show_label=False,
                     scale=5,
                     autofocus=True,
+                    elem_id="chat-message",
                 )
-                send = gr.Button("Send", variant="primary", scale=1, min_width=80)
+                send = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="chat-send")
             with gr.Row():
                 stop = gr.Button("Stop", size="sm")
                 retry = gr.Button("Retry", size="sm")

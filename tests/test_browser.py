@@ -1,0 +1,50 @@
+"""The UI in a real headless Chromium: what a person sees and clicks."""
+
+from __future__ import annotations
+
+import pytest
+from browser import browser_page, chromium_path
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def page(launched_app):
+    with browser_page(launched_app) as page:
+        yield page
+
+
+def test_header_states_model_device_and_dtype(page):
+    header = page.locator("#header").inner_text()
+    assert "SmolLM2-135M-Instruct" in header and "device cpu" in header and "dtype float32" in header
+    assert "M parameters" in header and "loaded in" in header
+
+
+def test_chat_streams_an_answer_with_hover_cards(page):
+    page.get_by_role("tab", name="Chat").click()
+    page.locator("#chat-message textarea").fill("What is the capital of France?")
+    page.get_by_label("Temperature").first.fill("0")
+    page.locator("#chat-send").click()
+    page.wait_for_function("document.querySelector('.chat-stats')?.innerText.includes('stopped')")
+    assert "Paris" in page.locator(".token-stream").first.inner_text()
+    token = page.locator(".token-stream .tok").nth(1)
+    card = token.locator(".tok-card")
+    assert not card.is_visible()
+    token.hover()
+    assert card.is_visible() and "log-prob" in card.inner_text() and "#5" in card.inner_text()
+    stats = page.locator(".chat-stats").first.inner_text()
+    assert "prefill (time to first token)" in stats and "tok/s" in stats
+
+
+def test_chat_empty_message_shows_an_error_not_a_trace(page):
+    page.get_by_role("tab", name="Chat").click()
+    page.locator("#chat-message textarea").fill("")
+    page.locator("#chat-send").click()
+    toast = page.get_by_text("Empty message: type something to send.")
+    toast.first.wait_for()
+    assert "Traceback" not in page.content()
