@@ -11,6 +11,7 @@ argmax survives.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -72,14 +73,30 @@ def validate_settings(settings: SamplingSettings | Mapping[str, Any] | None) -> 
         if unknown:
             raise PlaygroundError(f"Unknown sampling settings: {sorted(unknown)}; known: {sorted(known)}")
         values = {k: v for k, v in settings.items() if v is not None}
-        if "order" in values:
+        if isinstance(values.get("order"), (list, tuple)):
             values["order"] = tuple(values["order"])
+        if isinstance(values.get("top_k"), float) and values["top_k"].is_integer():
+            values["top_k"] = int(values["top_k"])  # sliders and JSON may send 40.0
         settings = SamplingSettings(**values)
     _check_ranges(settings)
     return settings
 
 
+_NUMBER_FIELDS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty")
+
+
+def _check_types(s: SamplingSettings) -> None:
+    """Every numeric setting must be a finite real number (not text, not a bool, not NaN/inf)."""
+    for name in _NUMBER_FIELDS:
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise PlaygroundError(f"{name.replace('_', '-')} must be a finite number, got {value!r}")
+    if not isinstance(s.order, (tuple, list)) or not all(isinstance(name, str) for name in s.order):
+        raise PlaygroundError(f"stage order must be a list of stage names, got {s.order!r}")
+
+
 def _check_ranges(s: SamplingSettings) -> None:
+    _check_types(s)
     checks = [
         (s.temperature >= 0, f"temperature must be >= 0 (0 = greedy), got {s.temperature}"),
         (

@@ -340,6 +340,16 @@ class StepSession:
             self._append(list(token_ids), "force")
             return self.ledger[-len(token_ids) :]
 
+    def append_tokens(self, token_ids: Sequence[int]) -> list[LedgerEntry]:
+        """Append given token ids in one forward (e.g. a beam's continuation), as forced tokens."""
+        with self._lock:
+            checked = [self._check_token(t) for t in token_ids]
+            if not checked:
+                return []
+            self._check_room(len(checked))
+            self._append(checked, "force")
+            return self.ledger[-len(checked) :]
+
     def greedy(self, n: int = 1, progress: ProgressFn | None = None) -> list[LedgerEntry]:
         """Append the most likely token n times (stops after an end-of-sequence token)."""
         return self.sample_steps(n, SamplingSettings(temperature=0), None, progress, source="greedy")

@@ -25,7 +25,7 @@ def make_tiny_llama(tokenizer: AutoTokenizer, seed: int = 0, **config_overrides:
     """A tiny random Llama with the embedded model's tokenizer: fast unit tests, never instead
     of the real model."""
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    defaults = dict(
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
@@ -37,8 +37,8 @@ def make_tiny_llama(tokenizer: AutoTokenizer, seed: int = 0, **config_overrides:
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=2,
-        **config_overrides,
     )
+    config = LlamaConfig(**{**defaults, **config_overrides})
     model = LlamaForCausalLM(config).eval()
     return LoadedModel(
         model, tokenizer, torch.device("cpu"), torch.float32, "tiny-random-llama", 0.0, "local"

@@ -162,3 +162,18 @@ def test_history_is_normalized_from_gradio_blocks_and_plain_strings():
         {"role": "assistant", "content": "Hello!"},
         {"role": "user", "content": "More"},
     ]
+
+
+def test_concurrent_chats_give_the_same_answers_as_alone(embedded_lm):
+    from concurrent.futures import ThreadPoolExecutor
+
+    questions = [[{"role": "user", "content": q}] for q in ("Name a fruit.", "Count to five.", "Say hello.")]
+
+    def answer(messages):
+        request = ChatRequest(messages, settings=SamplingSettings(temperature=0), max_new_tokens=8)
+        return [t.id for t in run_chat(embedded_lm, request).tokens]
+
+    alone = [answer(q) for q in questions]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        together = list(pool.map(answer, questions))
+    assert together == alone

@@ -14,6 +14,8 @@ from playground.ui.kv_tab import build_kv_tab
 from playground.ui.step_tab import build_step_tab
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
+CSS_FILES = ("app.css", "step.css")
+JS_FILES = ("app.js", "step.js")
 
 
 def header_markdown(lm: LoadedModel) -> str:
@@ -43,8 +45,10 @@ def build_demo(lm: LoadedModel, settings: Settings) -> gr.Blocks:
 
 def launch_options() -> dict[str, object]:
     """Theme, CSS and JS belong to launch() in Gradio 6."""
+    scripts = [(STATIC_DIR / name).read_text().strip() for name in JS_FILES]
     return {
         "theme": gr.themes.Soft(),
-        "css_paths": [STATIC_DIR / "app.css"],
-        "js": (STATIC_DIR / "app.js").read_text(),
+        "css_paths": [STATIC_DIR / name for name in CSS_FILES],
+        # Each file is one `() => {...}` function; launch() takes one, so call them in turn.
+        "js": "() => {\n" + "".join(f"({script})();\n" for script in scripts) + "}",
     }

@@ -1,0 +1,71 @@
+"""Plotly figures for the step-by-step view, built from plain lists (no session objects)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+RAW_COLOR = "#8fa8c8"
+KEPT_COLOR = "#2a7de1"
+REMOVED_COLOR = "#c8c8c8"
+
+
+def distribution_figure(
+    labels: Sequence[str],
+    raw_probs: Sequence[float],
+    stage_probs: Sequence[float],
+    removed: Sequence[bool],
+    stage_name: str,
+) -> go.Figure:
+    """Grouped horizontal bars, most likely token on top: raw probability vs the probability
+    after `stage_name`; tokens removed by then are grey."""
+    colors = [REMOVED_COLOR if gone else KEPT_COLOR for gone in removed]
+    fig = go.Figure()
+    fig.add_bar(
+        name="raw (model)", y=list(labels), x=list(raw_probs), orientation="h", marker_color=RAW_COLOR
+    )
+    fig.add_bar(
+        name=f"after {stage_name}",
+        y=list(labels),
+        x=list(stage_probs),
+        orientation="h",
+        marker_color=colors,
+        customdata=["removed" if gone else "kept" for gone in removed],
+        hovertemplate="%{y}: %{x:.2%} (%{customdata})<extra></extra>",
+    )
+    fig.update_layout(
+        template="none",  # small payloads; the app's theme styles the page
+        barmode="group",
+        height=max(260, 34 * len(labels) + 80),
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        yaxis={"autorange": "reversed", "type": "category"},
+        xaxis={"tickformat": ".0%", "title": "probability"},
+        legend={"orientation": "h", "y": 1.08},
+    )
+    return fig
+
+
+def cumulative_logprob_figure(logprobs: Sequence[float], labels: Sequence[str]) -> go.Figure:
+    """Per-step log-prob bars and the running sum (the log-probability of the whole continuation)."""
+    steps = list(range(1, len(logprobs) + 1))
+    running, total = [], 0.0
+    for value in logprobs:
+        total += value
+        running.append(total)
+    fig = go.Figure()
+    fig.add_bar(
+        name="log-prob of the step", x=steps, y=list(logprobs), text=list(labels), marker_color=RAW_COLOR
+    )
+    fig.add_scatter(
+        name="cumulative log-prob", x=steps, y=running, mode="lines+markers", line_color=KEPT_COLOR
+    )
+    fig.update_layout(
+        template="none",
+        height=260,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        xaxis={"title": "step", "dtick": 1 if len(steps) <= 20 else None},
+        yaxis={"title": "nats"},
+        legend={"orientation": "h", "y": 1.12},
+    )
+    return fig

@@ -1,0 +1,215 @@
+"""Step-by-step tab: handlers as plain functions, then the launched app through gradio_client."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import gradio as pytest_gradio
+import pytest
+from gradio_client import handle_file
+
+from playground.errors import PlaygroundError
+from playground.plots_step import REMOVED_COLOR, distribution_figure
+from playground.sampling import DEFAULT_ORDER
+from playground.session_store import SessionStore
+from playground.stepper import StepSession
+from playground.ui.step_tab import (
+    N_BUTTONS,
+    VIEW_OUTPUTS,
+    StepHandlers,
+    parse_token_ids,
+    read_settings,
+    render,
+)
+
+PROMPT = "The capital of France is"
+ORDER = list(DEFAULT_ORDER)
+SETTINGS = (1.0, 0, 1.0, 0.0, 1.0, 1.0, ORDER)  # temperature, top-k, top-p, min-p, typical-p, rep, order
+VIEW = (10, "raw", *SETTINGS)  # candidates in the chart, stage shown, settings
+# positions in a handler's view outputs
+TEXT, STATUS, IDS, FIGURE, STAGE, LEDGER = 0, 1, 2 + N_BUTTONS, 3 + N_BUTTONS, 4 + N_BUTTONS, 5 + N_BUTTONS
+
+
+def ledger_tokens(outputs: tuple, offset: int = 0) -> list[str]:
+    return [row[1] for row in outputs[offset + LEDGER]]
+
+
+@pytest.fixture
+def handlers(embedded_lm) -> StepHandlers:
+    return StepHandlers(embedded_lm, SessionStore())
+
+
+def test_handlers_pick_undo_force_sample(handlers, embedded_lm) -> None:
+    started = handlers.start("", PROMPT, False, *VIEW)
+    session_id, view = started[0], started[3:]
+    engine = StepSession(embedded_lm, PROMPT)
+    top = engine.candidates(N_BUTTONS)
+    assert view[IDS] == [c.token_id for c in top]  # the ids behind the buttons
+    assert view[2]["value"].startswith(f"[1] {top[0].piece.visible} ")
+    view = handlers.pick_nth(2)(session_id, [c.token_id for c in top], *VIEW)
+    assert ledger_tokens(view) == [top[1].piece.visible]
+    view = handlers.force(session_id, " Lyon", *VIEW)
+    assert "Lyon" in view[TEXT] and len(ledger_tokens(view)) == 2
+    view = handlers.undo(session_id, *VIEW)
+    assert ledger_tokens(view) == [top[1].piece.visible]
+    first = handlers.sample(session_id, 3, *VIEW)
+    handlers.undo(session_id, *VIEW)
+    again = handlers.sample(session_id, 3, *VIEW)
+    assert ledger_tokens(first) == ledger_tokens(again) and len(ledger_tokens(again)) == 2
+    view = handlers.run_steps(session_id, 3, 5, *VIEW, progress=lambda *a, **k: None)
+    assert len(ledger_tokens(view)) == 5
+    assert "5 generated tokens" in view[STATUS]
+
+
+def test_handlers_refuse_bad_input_without_change(handlers) -> None:
+    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
+    before = ledger_tokens(handlers.greedy(session_id, *VIEW))
+    bad_view = (10, "raw", 1.0, 0, 1.5, 0.0, 1.0, 1.0, ORDER)  # top-p 1.5
+    for call, shown in [
+        (lambda: handlers.pick(session_id, 10**9, *VIEW), "1000000000"),
+        (lambda: handlers.force(session_id, "", *VIEW), "empty"),
+        (lambda: handlers.sample(session_id, 1, *bad_view), "1.5"),
+        (lambda: handlers.pick(session_id, 5, *bad_view), "1.5"),
+        (lambda: handlers.run_steps(session_id, 2.5, 1, *VIEW), "2.5"),
+        (lambda: handlers.undo("no-such-session", *VIEW), "Start"),
+    ]:
+        with pytest.raises(PlaygroundError) as info:
+            call()
+        assert shown in str(info.value)
+    assert ledger_tokens(handlers.refresh(session_id, *VIEW)) == before
+    skipped = handlers.refresh("", *VIEW)  # settings moved before Start: no error, nothing to show
+    assert len(skipped) == VIEW_OUTPUTS and all(v == pytest_gradio.skip() for v in skipped)
+
+
+def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
+    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
+    view = handlers.refresh(session_id, 10, "top_k", 0.7, 3, 1.0, 0.0, 1.0, 1.0, ORDER)
+    figure, stage = view[FIGURE], view[STAGE]
+    assert stage["choices"] == ["raw", "temperature", "top_k"] and stage["value"] == "top_k"
+    colors = figure.to_dict()["data"][1]["marker"]["color"]
+    assert colors[3:] == [REMOVED_COLOR] * 7 and REMOVED_COLOR not in colors[:3]
+    handlers.greedy(session_id, *VIEW)
+    handlers.greedy(session_id, *VIEW)
+    handlers.undo(session_id, *VIEW)
+    view = handlers.force(session_id, " Rome", *VIEW)
+    branches = view[-1]["choices"]
+    assert len(branches) == 2 and view[-1]["value"] == branches[1][1]
+    assert view[-2].count("<li>") == 3  # "Paris" then two branches under it
+    view = handlers.switch(session_id, branches[0][1], *VIEW)
+    assert view[-1]["value"] == branches[0][1]
+    ids = embedded_lm.tokenizer(" Paris.", add_special_tokens=False).input_ids
+    opened = handlers.open_prefix(session_id, PROMPT, False, json.dumps(ids), *VIEW)
+    assert opened[0] == session_id and ledger_tokens(opened, 3) == ["␣Paris", "."]
+    assert [row[2] for row in opened[3 + LEDGER]] == ["force", "force"]
+
+
+def test_render_helpers() -> None:
+    settings = read_settings(0.5, 40.0, 0.9, 0.0, 1.0, 1.0, ["top_p", "temperature"])
+    assert settings.order[:2] == ("top_p", "temperature") and set(settings.order) == set(ORDER)
+    assert settings.top_k == 40
+    assert parse_token_ids("1, 2 3") == [1, 2, 3] and parse_token_ids("[4, 5]") == [4, 5]
+    with pytest.raises(PlaygroundError, match="x"):
+        parse_token_ids("1, x")
+    figure = distribution_figure(["a", "b"], [0.6, 0.4], [1.0, 0.0], [False, True], "top_k").to_dict()
+    assert figure["data"][1]["marker"]["color"] == ["#2a7de1", REMOVED_COLOR]
+    assert figure["data"][1]["name"] == "after top_k"
+
+
+def test_render_shows_token_cards(embedded_lm) -> None:
+    session = StepSession(embedded_lm, PROMPT)
+    session.force(" Paris\n")
+    views = render(session, read_settings(*SETTINGS), 10, "raw")
+    assert len(views) == VIEW_OUTPUTS
+    text = views[0]
+    assert text.count("class='tok'") >= 2 + 5  # two tokens plus the legend's five swatches
+    assert "log-prob" in text and "rank" in text and "Paris" in text
+
+
+# --- the launched app through gradio_client -------------------------------------------------------
+
+
+def test_tab_through_gradio_client(app_client, embedded_lm, tmp_path) -> None:
+    engine = StepSession(embedded_lm, PROMPT)
+    top = engine.candidates(3)
+    out = app_client.predict(PROMPT, False, *VIEW, api_name="/step_start")
+    assert out[0] == PROMPT and "Prompt:" in out[3]
+    out = app_client.predict(*VIEW, api_name="/step_pick_candidate_1")
+    assert [r[1] for r in out[4]["data"]] == [top[0].piece.visible]
+    out = app_client.predict(top[2].token_id, *VIEW, api_name="/step_pick")
+    assert [r[1] for r in out[4]["data"]] == [top[0].piece.visible, top[2].piece.visible]
+    out = app_client.predict(*VIEW, api_name="/step_undo")
+    assert len(out[4]["data"]) == 1
+    out = app_client.predict(" is a city", *VIEW, api_name="/step_force")
+    assert "city" in out[0] and len(out[4]["data"]) == 4
+    sampled = app_client.predict(42, *VIEW, api_name="/step_sample")
+    app_client.predict(*VIEW, api_name="/step_undo")
+    resampled = app_client.predict(42, *VIEW, api_name="/step_sample")
+    assert sampled[4]["data"] == resampled[4]["data"] and len(resampled[4]["data"]) == 5
+    with pytest.raises(Exception, match="outside the vocabulary"):
+        app_client.predict(10**9, *VIEW, api_name="/step_pick")
+    answer = app_client.predict(" London", *VIEW, api_name="/step_probability")
+    assert "rank" in answer
+    path = app_client.predict(api_name="/step_export")
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    assert len(data["nodes"]) == 6 and data["prompt"] == PROMPT
+    imported = app_client.predict(handle_file(path), *VIEW, api_name="/step_import")
+    replayed, original = imported[2 + 4]["data"], resampled[4]["data"]
+    assert imported[0] == PROMPT and [r[:3] for r in replayed] == [r[:3] for r in original]
+    assert [r[4] for r in replayed] == pytest.approx([r[4] for r in original], abs=1e-3)  # log-probs
+
+
+def test_two_clients_never_mix(launched_app, embedded_lm) -> None:
+    from gradio_client import Client
+
+    prompts = ["Roses are red,", "One, two, three,"]
+    results: dict[str, list] = {}
+
+    def play(prompt: str) -> None:
+        client = Client(launched_app, verbose=False)
+        client.predict(prompt, False, *VIEW, api_name="/step_start")
+        for _ in range(3):
+            client.predict(*VIEW, api_name="/step_greedy")
+            client.predict(*VIEW, api_name="/step_pick_candidate_2")
+            client.predict(*VIEW, api_name="/step_undo")
+        results[prompt] = client.predict(*VIEW, api_name="/step_refresh")[4]["data"]
+
+    threads = [threading.Thread(target=play, args=(p,)) for p in prompts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for prompt in prompts:
+        alone = StepSession(embedded_lm, prompt)
+        alone.greedy(3)
+        assert [r[1] for r in results[prompt]] == [e.piece.visible for e in alone.ledger]
+
+
+assert pytest_gradio  # gradio must import for these tests
+
+
+def test_connect_open_prefix_from_another_tab(embedded_lm) -> None:
+    """How the beam-search tab opens a prefix here: its own components, one call to wire them."""
+    from gradio_client import Client
+
+    from playground.ui.step_tab import build_step_tab
+
+    with pytest_gradio.Blocks() as demo:
+        with pytest_gradio.Tab("Beam"):
+            prompt = pytest_gradio.Textbox(PROMPT)
+            chat = pytest_gradio.Checkbox(False)
+            ids = pytest_gradio.Textbox("")
+            button = pytest_gradio.Button("open in step-by-step")
+        with pytest_gradio.Tab("Step"):
+            step = build_step_tab(embedded_lm)
+        step.connect_open_prefix(button.click, prompt, chat, ids)
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    try:
+        paris = embedded_lm.tokenizer(" Paris", add_special_tokens=False).input_ids
+        out = Client(url, verbose=False).predict(
+            PROMPT, False, json.dumps(paris), api_name="/step_open_prefix"
+        )
+        assert out[0] == PROMPT and [r[1] for r in out[2 + 4]["data"]] == ["␣Paris"]
+    finally:
+        demo.close()

@@ -1,0 +1,473 @@
+"""StepSession: chain rule, cache reuse, undo/branches, bad input, export, concurrency."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import threading
+
+import pytest
+import torch
+
+from playground.errors import PlaygroundError
+from playground.session_store import MIB, CacheEntry, KVStore, SessionStore
+from playground.stepper import StepSession, encode_prompt
+from tests.conftest import make_tiny_llama
+
+PROMPT = "The capital of France is"
+
+
+def full_forward_logprobs(lm, session: StepSession) -> torch.Tensor:
+    """log P(token_i | everything before) for the session's generated tokens, from ONE forward
+    over prompt + tokens, without any cache: (n_generated,)."""
+    ids = torch.tensor([session.ids])
+    with torch.inference_mode():
+        logprobs = torch.log_softmax(lm.model(ids).logits[0].float(), dim=-1)  # (seq, vocab)
+    start = len(session.prompt_ids)
+    targets = torch.tensor(session.token_ids)
+    return logprobs[start - 1 : -1].gather(1, targets[:, None])[:, 0]
+
+
+def snapshot(session: StepSession) -> tuple:
+    return (list(session.ids), list(session.path), len(session.nodes), [e.logprob for e in session.ledger])
+
+
+def count_forwards(monkeypatch, session: StepSession) -> list[int]:
+    """Record the number of new tokens of every forward the session runs."""
+    calls: list[int] = []
+    original = session._forward
+
+    def counting(cache, new_ids, n_logits):
+        calls.append(len(new_ids))
+        return original(cache, new_ids, n_logits)
+
+    monkeypatch.setattr(session, "_forward", counting)
+    return calls
+
+
+@pytest.fixture
+def store() -> KVStore:
+    return KVStore(256 * MIB)
+
+
+@pytest.fixture(scope="module")
+def small_context_lm(embedded_lm):
+    lm = make_tiny_llama(embedded_lm.tokenizer, seed=3)
+    lm.model.config.max_position_embeddings = 12  # a context limit reached in a few steps
+    return lm
+
+
+# --- the chain rule -----------------------------------------------------------------------
+
+
+def test_ledger_is_the_chain_rule_of_one_full_forward(embedded_lm, store) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    session.pick(session.candidates(3)[2].token_id)  # a less likely token
+    session.pick(session.candidates(1)[0].token_id)
+    session.force(" and the river, which")
+    session.sample({"temperature": 0.9, "top_k": 40}, seed=11)
+    session.greedy(2)
+    session.undo()
+    session.pick(session.candidates(5)[4].token_id)
+    reference = full_forward_logprobs(embedded_lm, session)
+    ledger = session.ledger
+    assert len(ledger) == len(reference) == len(session.token_ids) >= 10
+    torch.testing.assert_close([e.logprob for e in ledger], reference.double().tolist(), atol=1e-3, rtol=0)
+    assert sum(e.logprob for e in ledger) == pytest.approx(float(reference.sum()), abs=1e-3)
+    assert ledger[-1].cum_logprob == pytest.approx(sum(e.logprob for e in ledger), abs=1e-9)
+    for entry in ledger:
+        assert entry.prob == pytest.approx(math.exp(entry.logprob))
+        assert entry.perplexity == pytest.approx(math.exp(-entry.cum_logprob / entry.step))
+        assert entry.rank >= 1 and entry.entropy >= 0
+    assert [e.source for e in ledger][:3] == ["pick", "pick", "force"]
+    assert ledger[0].rank == 3 and ledger[-1].rank == 5
+
+
+def test_ranks_and_entropy_match_the_full_distribution(embedded_lm, store) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    far = session.candidates(2000)[-1]  # rank ~2000: far outside any top-k shown
+    entry = session.pick(far.token_id)
+    ids = torch.tensor([session.prompt_ids])
+    with torch.inference_mode():
+        logits = embedded_lm.model(ids).logits[0, -1].float()
+    logprobs = torch.log_softmax(logits, -1)
+    assert entry.rank == 1 + int((logits > logits[far.token_id]).sum()) == far.rank
+    assert entry.entropy == pytest.approx(float(-(logprobs.exp() * logprobs).sum()), abs=1e-4)
+
+
+# --- candidates, cache reuse -----------------------------------------------------------------
+
+
+def test_candidates_need_no_forward_and_a_pick_forwards_one_token(embedded_lm, store, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    calls = count_forwards(monkeypatch, session)
+    first = session.candidates(10, {"temperature": 0.7, "top_p": 0.9})
+    session.candidates(10)
+    session.probability_of(first[5].token_id)
+    assert calls == []
+    session.pick(first[0].token_id)
+    assert calls == [1]
+    entry = store.get(session.key)
+    assert entry.ids == session.ids and entry.cache.get_seq_length() == len(session.ids)
+
+
+def test_candidates_fields(embedded_lm, store) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    cands = session.candidates(10, {"top_k": 3})
+    assert [c.rank for c in cands] == list(range(1, 11))
+    assert all(a.prob >= b.prob for a, b in itertools.pairwise(cands))
+    assert cands[0].piece.text == " Paris" and cands[0].piece.visible == "␣Paris"
+    assert [c.kept for c in cands] == [True] * 3 + [False] * 7
+    assert sum(c.sampled_prob for c in cands[:3]) == pytest.approx(1.0, abs=1e-5)
+    assert cands[0].sampled_prob == pytest.approx(cands[0].prob / sum(c.prob for c in cands[:3]), rel=1e-4)
+    assert all(c.logprob == pytest.approx(math.log(c.prob), abs=1e-5) for c in cands)
+
+
+def test_undo_then_the_same_pick_gives_the_same_candidates(embedded_lm, store, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    session.greedy(3)
+    before = session.candidates(10)
+    session.pick(before[1].token_id)
+    after_pick = session.candidates(10)
+    calls = count_forwards(monkeypatch, session)
+    session.undo()
+    assert calls == []  # undo crops the cache and reuses the remembered logits
+    assert store.get(session.key).cache.get_seq_length() == len(session.ids)
+    again = session.candidates(10)
+    assert [c.token_id for c in again] == [c.token_id for c in before]
+    torch.testing.assert_close([c.prob for c in again], [c.prob for c in before], atol=1e-6, rtol=0)
+    session.pick(before[1].token_id)
+    assert calls == [1]
+    assert [c.token_id for c in session.candidates(10)] == [c.token_id for c in after_pick]
+    torch.testing.assert_close(
+        [c.prob for c in session.candidates(10)], [c.prob for c in after_pick], atol=1e-6, rtol=0
+    )
+
+
+def test_undo_far_back_crops_and_recomputes_one_token(embedded_lm, monkeypatch) -> None:
+    store = KVStore(256 * MIB)
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    store.get(session.key).max_logits = 2  # remember only a couple of positions
+    session.greedy(6)
+    reference = full_forward_logprobs(embedded_lm, session)
+    calls = count_forwards(monkeypatch, session)
+    session.undo(4)
+    assert calls == [1]  # crop to the new tip minus one, forward that one token
+    assert store.get(session.key).cache.get_seq_length() == len(session.ids)
+    entry = session.pick(session.candidates(1)[0].token_id)  # the same greedy token again
+    assert entry.logprob == pytest.approx(float(reference[2]), abs=1e-3)
+
+
+def test_branches_keep_old_continuations(embedded_lm, store, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    session.greedy(4)
+    old_text, old_tip, old_cands = session.text, session.tip, session.candidates(5)
+    session.undo(3)
+    session.pick(session.candidates(5)[3].token_id)
+    session.greedy(2)
+    branches = session.branches()
+    assert len(branches) == 2
+    assert [b.current for b in branches] == [False, True]
+    assert branches[0].text == old_text and branches[0].node_id == old_tip and branches[0].length == 4
+    calls = count_forwards(monkeypatch, session)
+    session.switch_to(old_tip)
+    assert session.text == old_text
+    assert sum(calls) <= 3  # only the tokens after the common prefix, never the prompt
+    assert [c.token_id for c in session.candidates(5)] == [c.token_id for c in old_cands]
+    torch.testing.assert_close(
+        [c.prob for c in session.candidates(5)], [c.prob for c in old_cands], atol=1e-5, rtol=0
+    )
+    assert [b.current for b in session.branches()] == [True, False]
+    session.undo(3)
+    assert all(b.current for b in session.branches())  # both continue the current tip
+    session.pick(session.nodes[session.nodes[session.tip].children[0]].token_id)
+    assert len(session.nodes) == 8  # picking an existing token reuses its node
+
+
+def test_force_appends_several_tokens_in_one_forward(embedded_lm, store, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    calls = count_forwards(monkeypatch, session)
+    entries = session.force(" Lyon.\nIt")
+    assert calls == [len(entries)] and len(entries) >= 4
+    assert session.text == " Lyon.\nIt"
+    assert "↵" in [e.piece.visible for e in entries]
+    reference = full_forward_logprobs(embedded_lm, session)
+    torch.testing.assert_close([e.logprob for e in entries], reference.double().tolist(), atol=1e-3, rtol=0)
+
+
+def test_probability_of_any_token_or_text(embedded_lm, store) -> None:
+    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+    top = session.candidates(1, {"top_k": 5})[0]
+    single = session.probability_of(top.token_id, {"top_k": 5})
+    assert single.tokens[0].prob == pytest.approx(top.prob) and single.tokens[0].rank == 1
+    assert single.tokens[0].sampled_prob == pytest.approx(top.sampled_prob)
+    rare = session.probability_of(" xylophone")
+    assert rare.tokens[0].rank > 1000 and rare.tokens[0].sampled_prob == pytest.approx(rare.tokens[0].prob)
+    before = snapshot(session)
+    text = session.probability_of(" Paris, the city")
+    assert snapshot(session) == before  # looking does not change the session
+    session.force(" Paris, the city")
+    assert text.logprob == pytest.approx(sum(e.logprob for e in session.ledger), abs=1e-4)
+    assert [t.rank for t in text.tokens] == [e.rank for e in session.ledger]
+
+
+def test_chat_wraps_the_prompt_as_a_user_turn(embedded_lm, store) -> None:
+    session = StepSession(embedded_lm, "What is the capital of France?", chat=True, kv_store=store)
+    text = embedded_lm.tokenizer.decode(session.prompt_ids)
+    assert "<|im_start|>user\nWhat is the capital of France?<|im_end|>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+    session.greedy(7)
+    assert "Paris" in session.text
+
+
+# --- parity with generate ---------------------------------------------------------------------
+
+
+def test_seeded_sampling_and_greedy_match_generate(embedded_lm, store) -> None:
+    settings = {"temperature": 0.8, "top_k": 50, "top_p": 0.95, "repetition_penalty": 1.1}
+    session = StepSession(embedded_lm, "Once upon a time", kv_store=store)
+    session.sample_steps(6, settings, seed=1234)
+    ids = torch.tensor([session.prompt_ids])
+    torch.manual_seed(1234)
+    with torch.inference_mode():
+        out = embedded_lm.model.generate(ids, do_sample=True, max_new_tokens=6, **settings)
+    assert session.token_ids == out[0, ids.shape[1] :].tolist()
+    greedy = StepSession(embedded_lm, "Once upon a time", kv_store=store)
+    greedy.greedy(6)
+    with torch.inference_mode():
+        out = embedded_lm.model.generate(ids, do_sample=False, max_new_tokens=6)
+    assert greedy.token_ids == out[0, ids.shape[1] :].tolist()
+    assert all(e.sampled_prob is None for e in greedy.ledger)
+    assert all(0 < e.sampled_prob <= 1 for e in session.ledger)
+
+
+# --- bad input: clear message, session unchanged -------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [-1, 49152, 10**9, True, "12", 3.0, None])
+def test_bad_token_ids_are_refused(tiny_lm, store, bad) -> None:
+    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+    session.greedy(2)
+    before = snapshot(session)
+    with pytest.raises(PlaygroundError, match="outside the vocabulary") as info:
+        session.pick(bad)
+    assert repr(bad) in str(info.value)
+    assert snapshot(session) == before
+
+
+def test_bad_requests_leave_the_session_unchanged(tiny_lm, store) -> None:
+    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+    session.greedy(2)
+    before = snapshot(session)
+    cases = [
+        (lambda: session.force(""), "empty"),
+        (lambda: session.candidates(10, {"temperature": -1}), "-1"),
+        (lambda: session.sample({"top_p": 2.0}, seed=1), "2.0"),
+        (lambda: session.sample_steps(0), "0"),
+        (lambda: session.candidates(0), "0"),
+        (lambda: session.undo(5), "5"),
+        (lambda: session.switch_to(99), "99"),
+        (lambda: session.probability_of(""), "Type"),
+    ]
+    for call, shown in cases:
+        with pytest.raises(PlaygroundError) as info:
+            call()
+        assert shown in str(info.value)
+        assert snapshot(session) == before
+
+
+def test_context_limit_is_refused_without_change(small_context_lm, store) -> None:
+    with pytest.raises(PlaygroundError, match="context limit of 12"):
+        StepSession(
+            small_context_lm, "one two three four five six seven eight nine ten eleven twelve thirteen"
+        )
+    session = StepSession(small_context_lm, "one two three", kv_store=store)
+    session.greedy(12 - len(session.prompt_ids) - 1)
+    before = snapshot(session)
+    for call in (lambda: session.greedy(2), lambda: session.force(" a b c"), lambda: session.sample_steps(5)):
+        with pytest.raises(PlaygroundError, match="Context limit reached"):
+            call()
+        assert snapshot(session) == before
+    session.pick(5)  # exactly at the limit is fine
+    with pytest.raises(PlaygroundError, match="12"):
+        session.pick(5)
+
+
+def test_a_failed_forward_changes_nothing(tiny_lm, store, monkeypatch) -> None:
+    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+    session.greedy(2)
+    before = snapshot(session)
+
+    def broken(*args, **kwargs):
+        raise torch.OutOfMemoryError("simulated")
+
+    monkeypatch.setattr(session, "_forward", broken)
+    with pytest.raises(torch.OutOfMemoryError):
+        session.force(" hello there")
+    assert snapshot(session) == before
+    assert all(not child for child in [n.children for n in session.nodes[-1:]])
+
+
+# --- store: eviction, isolation, concurrency -------------------------------------------------
+
+
+def test_evicted_sessions_rebuild_transparently(tiny_lm) -> None:
+    tiny_store = KVStore(1)  # every put evicts every other session
+    big_store = KVStore(256 * MIB)
+    a, b = (
+        StepSession(tiny_lm, "Alpha beta", kv_store=tiny_store),
+        StepSession(tiny_lm, "Gamma", kv_store=tiny_store),
+    )
+    ref_a, ref_b = (
+        StepSession(tiny_lm, "Alpha beta", kv_store=big_store),
+        StepSession(tiny_lm, "Gamma", kv_store=big_store),
+    )
+    for session in (a, b, ref_a, ref_b):
+        session.pick(100)
+        session.force(" x y")
+    a.undo()
+    ref_a.undo()
+    for session, ref in ((a, ref_a), (b, ref_b)):
+        session.greedy(2)
+        ref.greedy(2)
+        assert session.token_ids == ref.token_ids
+        torch.testing.assert_close(
+            [e.logprob for e in session.ledger], [e.logprob for e in ref.ledger], atol=1e-4, rtol=0
+        )
+    assert tiny_store.evictions > 0 and len(tiny_store.keys()) == 1
+
+
+def test_kv_store_bounds_bytes_lru() -> None:
+    store = KVStore(3000)
+    entries = {}
+    for key in "abc":
+        entries[key] = CacheEntry(cache=None)
+        entries[key].remember_logits(0, torch.zeros(250))  # 1000 bytes each
+        store.put(key, entries[key])
+    assert store.keys() == ["a", "b", "c"] and store.total_bytes == 3000
+    store.get("a")  # a is now the most recently used
+    entries["d"] = CacheEntry(cache=None)
+    entries["d"].remember_logits(0, torch.zeros(250))
+    store.put("d", entries["d"])
+    assert store.keys() == ["c", "a", "d"] and store.evictions == 1
+    with pytest.raises(PlaygroundError, match="0"):
+        KVStore(0)
+
+
+def test_session_store_ids(tiny_lm, store) -> None:
+    sessions = SessionStore(max_sessions=2)
+    first = sessions.add(StepSession(tiny_lm, "a", kv_store=store))
+    second = sessions.add(StepSession(tiny_lm, "b", kv_store=store))
+    assert first != second and sessions.get(first).prompt == "a"
+    sessions.add(StepSession(tiny_lm, "c", kv_store=store))
+    assert len(sessions) == 2
+    with pytest.raises(PlaygroundError, match="Start"):
+        sessions.get(second)  # the least recently used one was dropped
+    with pytest.raises(PlaygroundError, match="Start"):
+        sessions.get(None)
+
+
+def test_concurrent_clicks_never_mix_sessions(tiny_lm) -> None:
+    shared = KVStore(64 * 1024)  # small: sessions evict each other while threads run
+    scripts = {
+        "The cat": [("pick", 300), ("force", " sat on"), ("sample", 5), ("undo", 1), ("greedy", 3)],
+        "A dog and": [("greedy", 2), ("pick", 1200), ("undo", 2), ("force", " ran"), ("sample", 9)],
+    }
+
+    def play(session: StepSession, script) -> None:
+        for _ in range(3):
+            for action, arg in script:
+                if action == "sample":
+                    session.sample({"temperature": 0.9}, seed=arg)
+                else:
+                    getattr(session, action)(arg)
+
+    expected = {}
+    for prompt, script in scripts.items():
+        alone = StepSession(tiny_lm, prompt, kv_store=KVStore(256 * MIB))
+        play(alone, script)
+        expected[prompt] = (alone.token_ids, [e.logprob for e in alone.ledger])
+    sessions = [StepSession(tiny_lm, p, kv_store=shared) for p in scripts for _ in range(2)]
+    threads = [threading.Thread(target=play, args=(s, scripts[s.prompt])) for s in sessions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for session in sessions:
+        ids, logprobs = expected[session.prompt]
+        assert session.token_ids == ids
+        torch.testing.assert_close([e.logprob for e in session.ledger], logprobs, atol=1e-4, rtol=0)
+    assert shared.evictions > 0
+
+
+# --- export / import --------------------------------------------------------------------------
+
+
+def test_export_import_replays_the_tree(tiny_lm, store) -> None:
+    session = StepSession(tiny_lm, PROMPT, kv_store=store, settings={"top_k": 20})
+    session.greedy(3)
+    session.undo(2)
+    session.sample({"temperature": 1.2}, seed=5)
+    session.force(" yes")
+    session.switch_to(session.branches()[0].node_id)
+    session.undo()
+    data = json.loads(session.to_json())
+    replayed = StepSession.from_json(tiny_lm, json.dumps(data), kv_store=store)
+    assert replayed.token_ids == session.token_ids and replayed.prompt_ids == session.prompt_ids
+    assert [(n.parent, n.token_id, n.source) for n in replayed.nodes] == [
+        (n.parent, n.token_id, n.source) for n in session.nodes
+    ]
+    assert replayed.settings == session.settings and replayed.settings.top_k == 20
+    torch.testing.assert_close(
+        [e.logprob for e in replayed.ledger], [e.logprob for e in session.ledger], atol=1e-4, rtol=0
+    )
+    assert [b.text for b in replayed.branches()] == [b.text for b in session.branches()]
+    assert [c.token_id for c in replayed.candidates(5)] == [c.token_id for c in session.candidates(5)]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(format="something else"), "format"),
+        (lambda d: d.update(version=99), "99"),
+        (lambda d: d["nodes"][0].update(parent=7), "parent 7"),
+        (lambda d: d["nodes"][0].update(token_id=10**7), "10000000"),
+        (lambda d: d["nodes"][0].update(source="magic"), "magic"),
+        (lambda d: d.update(current=42), "42"),
+        (lambda d: d.update(prompt_ids=[1, 2, 3]), "tokenizer"),
+        (lambda d: d["settings"].update(temperature=-2), "-2"),
+        (lambda d: d.update(nodes="none"), "nodes"),
+    ],
+)
+def test_import_rejects_bad_files(tiny_lm, store, change, message) -> None:
+    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+    session.greedy(2)
+    data = session.to_dict()
+    change(data)
+    with pytest.raises(PlaygroundError, match=message):
+        StepSession.from_dict(tiny_lm, data, kv_store=store)
+    with pytest.raises(PlaygroundError, match="JSON"):
+        StepSession.from_json(tiny_lm, "{not json", kv_store=store)
+
+
+class NoBosTokenizer:
+    """The embedded tokenizer, minus its start-of-text token."""
+
+    bos_token_id = None
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, *args, **kwargs):
+        return self.tokenizer(*args, **kwargs)
+
+
+def test_encode_prompt_refuses_empty_prompt_without_bos(tiny_lm) -> None:
+    assert encode_prompt(tiny_lm, "", False) == [tiny_lm.tokenizer.bos_token_id]
+    no_bos = dataclasses.replace(tiny_lm, tokenizer=NoBosTokenizer(tiny_lm.tokenizer))
+    with pytest.raises(PlaygroundError, match="empty"):
+        encode_prompt(no_bos, "", False)
+    with pytest.raises(PlaygroundError, match="chat template"):
+        encode_prompt(dataclasses.replace(tiny_lm, tokenizer=NoBosTokenizer(tiny_lm.tokenizer)), "hi", True)
