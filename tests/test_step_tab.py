@@ -142,9 +142,9 @@ def test_tab_through_gradio_client(app_client, embedded_lm, tmp_path) -> None:
     assert len(out[4]["data"]) == 1
     out = app_client.predict(" is a city", *VIEW, api_name="/step_force")
     assert "city" in out[0] and len(out[4]["data"]) == 4
-    sampled = app_client.predict(42, *VIEW, api_name="/step_sample")
+    sampled = app_client.predict("42", *VIEW, api_name="/step_sample")
     app_client.predict(*VIEW, api_name="/step_undo")
-    resampled = app_client.predict(42, *VIEW, api_name="/step_sample")
+    resampled = app_client.predict("42", *VIEW, api_name="/step_sample")
     assert sampled[4]["data"] == resampled[4]["data"] and len(resampled[4]["data"]) == 5
     with pytest.raises(Exception, match="outside the vocabulary"):
         app_client.predict(10**9, *VIEW, api_name="/step_pick")

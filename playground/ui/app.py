@@ -34,11 +34,12 @@ def build_demo(lm: LoadedModel, settings: Settings) -> gr.Blocks:
             with gr.Tab("Chat", id="chat"):
                 build_chat_tab(lm, settings)
             with gr.Tab("Step by step", id="step"):
-                build_step_tab(lm)
+                step_tab = build_step_tab(lm)
             with gr.Tab("Beam search", id="beam"):
                 build_beam_tab(lm)
             with gr.Tab("KV cache", id="kv"):
                 build_kv_tab(lm)
+        step_tab.connect_start(demo.load)  # candidates ready on first paint, no click needed
     demo.queue(default_concurrency_limit=settings.model_concurrency)
     return demo
 

@@ -1,9 +1,333 @@
-"""Beam search tab (placeholder until its issue lands)."""
+"""Beam search tab: run the real search, draw its tree, pick a node, export, open in Step by step."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
+from playground.beam import (
+    KEPT,
+    MAX_BEAMS,
+    MAX_NEW_TOKENS,
+    PRUNED,
+    ROOT,
+    BeamTree,
+    beam_search,
+    describe_node,
+)
+from playground.errors import PlaygroundError
 from playground.model import LoadedModel
+from playground.plots import beam_tree_figure, figure_config
+from playground.tokens import visible_text
+from playground.ui.common import friendly_errors, model_event
+
+EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
+HYPOTHESIS_COLUMNS = ["rank", "score", "cum log-prob", "tokens", "text"]
+MAX_NODE_CHOICES = 3000  # the node list stays usable in the browser
 
 
-def build_beam_tab(lm: LoadedModel) -> None:
-    gr.Markdown("**Coming next:** the real beam search tree.")
+@dataclass
+class BeamTab:
+    """What app.py wires to the Step-by-step tab (see the module docstring of app.py)."""
+
+    searched_prompt: gr.State  # the prompt of the search on screen (not the textbox, which may change)
+    searched_chat: gr.State  # whether that search used the chat template
+    prefix_ids: gr.State  # generated token ids of the chosen node (prompt excluded)
+    prefix_text: gr.Textbox  # the chosen prefix, readable
+    open_button: gr.Button  # "Open in Step by step": app.py connects it
+
+
+# --- pure helpers (plain values in, component values out) ---------------------------------------
+
+
+def parse_early_stopping(value: Any) -> bool | str:
+    """'off' / 'on' / 'never' (or the engine's False / True / 'never') -> engine value."""
+    if isinstance(value, bool) or value == "never":
+        return value
+    if value not in EARLY_STOPPING:
+        raise PlaygroundError(f"Early stopping must be one of {', '.join(EARLY_STOPPING)}, got {value!r}.")
+    return EARLY_STOPPING[value]
+
+
+def plot_value(tree: BeamTree, pruned_per_parent: Any, show_greedy: bool, image_format: str) -> PlotData:
+    """The figure as Gradio's plot payload, with a modebar that zooms and downloads PNG or SVG."""
+    fig = beam_tree_figure(tree, int(pruned_per_parent), bool(show_greedy))
+    data = json.loads(fig.to_json())
+    data["config"] = figure_config(str(image_format).lower())
+    return PlotData(type="plotly", plot=json.dumps(data))
+
+
+def status_markdown(tree: BeamTree) -> str:
+    """Summary: steps, why it stopped, node counts, time, greedy vs best beam."""
+    counts = {fate: sum(n.fate == fate for n in tree.nodes) for fate in (KEPT, "finished", PRUNED)}
+    lines = [
+        f"**{tree.steps_run} steps**, stopped: {tree.stop_reason} · {len(tree.nodes) - 1} nodes "
+        f"({counts[KEPT]} kept, {counts['finished']} finished, {counts[PRUNED]} pruned) · "
+        f"prompt {len(tree.prompt_ids)} tokens · {tree.seconds:.2f} s"
+    ]
+    best = tree.hypotheses[0]
+    lines.append(
+        f"**Best beam** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): {best.text!r}"
+    )
+    if tree.greedy:
+        greedy = tree.greedy[-1]
+        text = "".join(t.text for t in tree.greedy)
+        lines.append(
+            f"**Greedy** (cum log-prob {greedy.cum_logprob:.3f}, {len(tree.greedy)} tokens): {text!r}"
+        )
+    return "\n\n".join(lines)
+
+
+def hypothesis_rows(tree: BeamTree) -> list[list[Any]]:
+    return [
+        [h.rank, round(h.score, 4), round(h.cum_logprob, 4), len(h.token_ids), visible_text(h.text)]
+        for h in tree.hypotheses
+    ]
+
+
+def node_choices(tree: BeamTree) -> list[tuple[str, int]]:
+    """(label, node id) for the node list: returned hypotheses, then kept/finished, then pruned."""
+    ranked = sorted((n for n in tree.nodes if n.rank), key=lambda n: n.rank or 0)
+    live = [n for n in tree.nodes if n.fate not in (PRUNED, ROOT) and not n.rank]
+    pruned = [n for n in tree.nodes if n.fate == PRUNED]
+    ordered = [tree.nodes[0], *ranked, *live, *pruned][:MAX_NODE_CHOICES]
+    return [(describe_node(n), n.id) for n in ordered]
+
+
+def node_prefix(tree: BeamTree, node_id: Any) -> tuple[str, list[int]]:
+    """The prompt plus the tokens up to a node: readable text and the generated ids."""
+    try:
+        node_id = int(node_id)
+    except (TypeError, ValueError):
+        raise PlaygroundError(f"Choose a node from the list, got {node_id!r}.") from None
+    if not 0 <= node_id < len(tree.nodes):
+        raise PlaygroundError(f"Node #{node_id} is not in this tree (0 to {len(tree.nodes) - 1}).")
+    path = tree.path(node_id)
+    generated = "".join(node.text for node in path)
+    return tree.prompt_text + generated, [node.token_id for node in path]
+
+
+def export_json(tree: BeamTree | None) -> str:
+    """Write the tree (BeamTree.to_dict) to a temporary .json file; returns its path."""
+    if tree is None:
+        raise PlaygroundError("Run a search first: there is no tree to export yet.")
+    path = Path(tempfile.mkdtemp(prefix="beam-tree-")) / "beam-search-tree.json"
+    path.write_text(json.dumps(tree.to_dict(), ensure_ascii=False), encoding="utf-8")
+    return str(path)
+
+
+# --- handlers ---------------------------------------------------------------------------------
+
+
+class BeamHandlers:
+    """Thin handlers: parse, call the engine, render."""
+
+    def __init__(self, lm: LoadedModel) -> None:
+        self.lm = lm
+
+    def run(
+        self,
+        prompt: str,
+        chat: bool,
+        beams: Any,
+        steps: Any,
+        length_penalty: Any,
+        early_stopping: Any,
+        pruned: Any,
+        show_greedy: bool,
+        image_format: str,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 - gradio injects progress this way
+    ) -> tuple:
+        """Search, then every view: plot, status, hypotheses, node list, state, prompt, chat."""
+        progress(0, desc="Beam search")
+
+        def report(done: int, total: int) -> None:
+            progress((done, total), desc="Beam search", unit="steps")
+
+        tree = beam_search(
+            self.lm,
+            prompt,
+            beams,
+            steps,
+            float(length_penalty),
+            parse_early_stopping(early_stopping),
+            chat=bool(chat),
+            include_greedy=True,
+            progress=report,
+        )
+        nodes = gr.Dropdown(choices=node_choices(tree), value=None)
+        return (
+            plot_value(tree, pruned, show_greedy, image_format),
+            status_markdown(tree),
+            hypothesis_rows(tree),
+            nodes,
+            tree,
+            prompt,
+            bool(chat),
+            "",
+            [],
+            None,
+        )
+
+    def redraw(self, tree: BeamTree | None, pruned: Any, show_greedy: bool, image_format: str) -> Any:
+        if tree is None:
+            return gr.skip()
+        return plot_value(tree, pruned, show_greedy, image_format)
+
+    def select_node(self, tree: BeamTree | None, node_id: Any) -> tuple[str, list[int]]:
+        if tree is None:
+            raise PlaygroundError("Run a search first: there are no nodes to choose yet.")
+        if node_id is None or node_id == "":
+            return "", []
+        return node_prefix(tree, node_id)
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+
+def _controls() -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    with gr.Row():
+        c["prompt"] = gr.Textbox(
+            label="Prompt", value="The best thing about beam search is", lines=2, scale=4
+        )
+        with gr.Column(scale=1, min_width=180):
+            c["chat"] = gr.Checkbox(
+                label="Chat template", value=False, info="Wrap the prompt as a user turn."
+            )
+            c["run"] = gr.Button("Run beam search", variant="primary")
+    with gr.Row():
+        c["beams"] = gr.Slider(
+            1,
+            MAX_BEAMS,
+            value=4,
+            step=1,
+            label="Beams",
+            info="How many partial texts survive each step: the best by total log-prob.",
+        )
+        c["steps"] = gr.Slider(
+            1,
+            MAX_NEW_TOKENS,
+            value=12,
+            step=1,
+            label="Steps",
+            info="At most this many new tokens per hypothesis.",
+        )
+        c["length_penalty"] = gr.Slider(
+            -2,
+            3,
+            value=1.0,
+            step=0.1,
+            label="Length penalty",
+            info="Finished texts rank by log-prob / length^penalty: >0 favours longer.",
+        )
+        c["early_stopping"] = gr.Radio(
+            list(EARLY_STOPPING),
+            value="off",
+            label="Early stopping",
+            info="on: stop once N texts finished; off: once none can win (estimate); never: exact bound.",
+        )
+    return c
+
+
+def _view_options() -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    with gr.Row():
+        c["pruned"] = gr.Slider(
+            0,
+            3,
+            value=2,
+            step=1,
+            label="Pruned candidates shown per node",
+            info="Grey: tokens that were scored but lost the race for a beam.",
+        )
+        c["show_greedy"] = gr.Checkbox(
+            label="Overlay the greedy path",
+            value=True,
+            info="Dashed: always the single most likely token; beams can beat it.",
+        )
+        c["image_format"] = gr.Radio(
+            ["png", "svg"],
+            value="png",
+            label="Image download format",
+            info="The camera button of the plot saves the tree in this format.",
+        )
+    return c
+
+
+def _node_picker() -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    with gr.Row():
+        c["node"] = gr.Dropdown(
+            label="Node",
+            choices=[],
+            value=None,
+            filterable=True,
+            scale=2,
+            info="Pick a node (or type its #id from the plot's hover) to see its prefix.",
+        )
+        c["prefix_text"] = gr.Textbox(
+            label="Prefix (prompt + tokens up to the node)", interactive=False, scale=3
+        )
+        c["open"] = gr.Button("Open in Step by step", scale=1)
+    with gr.Row():
+        c["export"] = gr.Button("Export tree (JSON)", size="sm")
+        c["export_file"] = gr.File(label="tree JSON", interactive=False)
+    return c
+
+
+def build_beam_tab(lm: LoadedModel) -> BeamTab:
+    """The Beam search tab (call inside a gr.Tab); returns what the Step-by-step wiring needs."""
+    h = BeamHandlers(lm)
+    gr.Markdown(
+        "Beam search keeps the **N best partial texts** at every step. This is the search that "
+        "really ran (same results as `model.generate`), with the candidates it pruned."
+    )
+    c = {**_controls(), **_view_options()}
+    status = gr.Markdown()
+    plot = gr.Plot(label="Search tree (scroll to zoom, drag to pan, hover for scores)")
+    table = gr.Dataframe(
+        headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False
+    )
+    p = _node_picker()
+    tree, s_prompt, s_chat, prefix_ids = gr.State(None), gr.State(""), gr.State(False), gr.State([])
+    view = [c["pruned"], c["show_greedy"], c["image_format"]]
+    inputs = [c[k] for k in ("prompt", "chat", "beams", "steps", "length_penalty", "early_stopping")] + view
+    outputs = [
+        plot,
+        status,
+        table,
+        p["node"],
+        tree,
+        s_prompt,
+        s_chat,
+        p["prefix_text"],
+        prefix_ids,
+        p["export_file"],
+    ]
+    run: Callable = friendly_errors(h.run)
+    c["run"].click(run, inputs, outputs, api_name="beam_run", **model_event())
+    c["prompt"].submit(run, inputs, outputs, api_name="beam_run_submit", **model_event())
+    gr.on(
+        [w.change for w in view],
+        friendly_errors(h.redraw),
+        [tree, *view],
+        [plot],
+        api_name="beam_redraw",
+        trigger_mode="always_last",
+    )
+    p["node"].input(
+        friendly_errors(h.select_node),
+        [tree, p["node"]],
+        [p["prefix_text"], prefix_ids],
+        api_name="beam_select_node",
+    )
+    p["export"].click(friendly_errors(export_json), [tree], [p["export_file"]], api_name="beam_export")
+    return BeamTab(s_prompt, s_chat, prefix_ids, p["prefix_text"], p["open"])

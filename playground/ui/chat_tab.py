@@ -13,7 +13,7 @@ from playground.model import LoadedModel
 from playground.sampling import SamplingSettings
 from playground.settings import Settings
 from playground.tokens import token_piece
-from playground.ui.common import friendly_errors, model_event
+from playground.ui.common import friendly_errors, model_event, parse_seed
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
@@ -30,24 +30,6 @@ class UncheckedSlider(gr.Slider):
         return payload
 
 
-def _parse_seed(seed: str | float | None) -> int | None:
-    """'' or None -> None (random); '42', 42 or 42.0 -> 42; anything else is refused."""
-    text = "" if seed is None else str(seed).strip()
-    if not text:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer():
-        raise PlaygroundError(f"seed must be a whole number (or empty for random), got {seed!r}")
-    return int(value)
-
-
 def make_request(history: list[dict[str, str]], system_prompt: str, *controls: Any) -> ChatRequest:
     """The engine request from the UI's control values (same order as the controls list)."""
     temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed = controls
@@ -60,7 +42,7 @@ def make_request(history: list[dict[str, str]], system_prompt: str, *controls: A
         min_p=float(min_p),
         repetition_penalty=float(repetition_penalty),
     )
-    return ChatRequest(history, system_prompt or "", settings, int(max_new_tokens), _parse_seed(seed))
+    return ChatRequest(history, system_prompt or "", settings, int(max_new_tokens), parse_seed(seed))
 
 
 def render_answer(lm: LoadedModel, update: ChatUpdate, show_template: bool) -> tuple[str, str]:

@@ -59,3 +59,21 @@ def friendly_errors(handler: Callable) -> Callable:
             raise gr.Error(explain_exception(exc)) from None
 
     return wrapper
+
+
+def parse_seed(seed: str | float | None) -> int | None:
+    """'' or None -> None (random); '42', 42 or 42.0 -> 42; anything else is refused."""
+    text = "" if seed is None else str(seed).strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value.is_integer():
+        raise PlaygroundError(f"seed must be a whole number (or empty for random), got {seed!r}")
+    return int(value)

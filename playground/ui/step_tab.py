@@ -24,7 +24,7 @@ from playground.sampling import DEFAULT_ORDER, SamplingSettings, validate_settin
 from playground.session_store import SessionStore
 from playground.stepper import Node, StepSession, TextProbability
 from playground.tokens import token_piece
-from playground.ui.common import friendly_errors, model_event
+from playground.ui.common import friendly_errors, model_event, parse_seed
 from playground.ui.token_html import legend_html, token_span
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
@@ -44,6 +44,12 @@ class StepTab:
     view_inputs: list[gr.components.Component]  # candidates count, stage, sampling settings
     full_outputs: list[gr.components.Component]  # session id, prompt, chat, then every view
     open_prefix: Callable[..., tuple]  # (session_id, prompt, chat, token_ids, *view) -> full outputs
+    start: Callable[..., tuple]  # (session_id, prompt, chat, *view) -> full outputs
+
+    def connect_start(self, trigger: Callable[..., Any]) -> Any:
+        """Wire e.g. `demo.load` so the tab opens with its default prompt already started."""
+        inputs = [self.session_id, self.prompt, self.chat, *self.view_inputs]
+        return trigger(self.start, inputs, self.full_outputs, api_visibility="private", **model_event())
 
     def connect_open_prefix(self, trigger: Callable[..., Any], prompt: Any, chat: Any, token_ids: Any) -> Any:
         """Wire e.g. `button.click` so it opens prompt + token_ids (components) in this tab."""
@@ -298,13 +304,15 @@ class StepHandlers:
         return self._act(session_id, view, lambda s, _: s.greedy(1))
 
     def sample(self, session_id: str, seed: Any, *view: Any) -> tuple:
-        return self._act(session_id, view, lambda s, settings: s.sample(settings, _seed(seed)))
+        return self._act(session_id, view, lambda s, settings: s.sample(settings, parse_seed(seed)))
 
     def run_steps(self, session_id: str, n: Any, seed: Any, *view: Any, progress=gr.Progress()) -> tuple:  # noqa: B008
         steps = _as_int(n, "number of steps")
 
         def run(session: StepSession, settings: SamplingSettings) -> None:
-            session.sample_steps(steps, settings, _seed(seed), lambda d, t: progress((d, t), desc="steps"))
+            session.sample_steps(
+                steps, settings, parse_seed(seed), lambda d, t: progress((d, t), desc="steps")
+            )
 
         return self._act(session_id, view, run)
 
@@ -340,10 +348,6 @@ def _as_int(value: Any, what: str) -> int:
 def _as_token_id(value: Any) -> Any:
     """Integral numbers become ints; anything else goes to the session, which names it."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def _seed(value: Any) -> int | None:
-    return None if value is None or value == "" else _as_int(value, "seed")
 
 
 # --- layout and wiring -------------------------------------------------------------------------
@@ -504,7 +508,7 @@ def _wire_steps(
     on(c["ask"].click, h.probability, [sid, c["query"], *view], "step_probability", [c["answer"]])
 
 
-def _header() -> tuple[gr.Textbox, gr.Checkbox, gr.Button, gr.Slider, gr.Number]:
+def _header() -> tuple[gr.Textbox, gr.Checkbox, gr.Button, gr.Slider, gr.Textbox]:
     with gr.Row():
         prompt = gr.Textbox("The capital of France is", label="prompt", scale=4, lines=2)
         with gr.Column(scale=1, min_width=160):
@@ -514,8 +518,8 @@ def _header() -> tuple[gr.Textbox, gr.Checkbox, gr.Button, gr.Slider, gr.Number]
             start = gr.Button("Start", variant="primary")
     with gr.Row():
         k = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
-        seed = gr.Number(
-            None, precision=0, label="seed", info="Same seed, same draws (empty = random)", scale=1
+        seed = gr.Textbox(
+            "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
         )
     return prompt, chat, start, k, seed
 
@@ -547,4 +551,4 @@ def build_step_tab(lm: LoadedModel) -> StepTab:
     on(import_file.upload, h.import_file, [sid, import_file, *view], "step_import", full)
     triggers = [views.stage.input, k.release, *[w.change for w in settings]]
     on(gr.on, h.refresh, [sid, *view], "step_refresh", triggers=triggers, trigger_mode="always_last")
-    return StepTab(sid, prompt, chat, view, full, friendly_errors(h.open_prefix))
+    return StepTab(sid, prompt, chat, view, full, friendly_errors(h.open_prefix), friendly_errors(h.start))
