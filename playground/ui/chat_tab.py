@@ -120,14 +120,12 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
         seed: str | float | None,
         show_template: bool,
     ) -> Iterator[tuple]:
-        """Drop the last answer and answer the last user message again."""
-        history = normalize_history(history)
-        while history and history[-1]["role"] == "assistant":
-            history.pop()
-        if not history:
+        """Answer the last user message again (its previous answer is dropped)."""
+        message, earlier, *_ = undo_last(history)
+        if not message:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
-        values = (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
-        yield from _stream(history, system_prompt, values, show_template)
+        sampling = (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
+        yield from chat(message, earlier, system_prompt, *sampling, show_template)
 
     def _stream(history: list[dict[str, str]], system: str, values: tuple, show: bool) -> Iterator[tuple]:
         request = make_request(history, system, *values)
@@ -138,7 +136,7 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
     def undo_last(history: list) -> tuple:
         """Remove the last exchange and put the user's message back in the box."""
         history = normalize_history(history)
-        while history and history[-1]["role"] == "assistant":
+        while history and history[-1]["role"] != "user":
             history.pop()
         last_user = history.pop()["content"] if history else ""
         return last_user, history, "", ""
