@@ -48,3 +48,24 @@ def test_chat_empty_message_shows_an_error_not_a_trace(page):
     toast = page.get_by_text("Empty message: type something to send.")
     toast.first.wait_for()
     assert "Traceback" not in page.content()
+
+
+def test_step_tab_opens_started_and_number_keys_pick_candidates(page):
+    page.get_by_role("tab", name="Step by step").click()
+    first = page.locator("#step-cand-1")
+    first.wait_for(state="visible")
+    label = first.inner_text()
+    assert "Paris" not in page.locator("#step-text").inner_text()
+    page.locator("body").click(position={"x": 5, "y": 5})  # focus outside any text box
+    page.keyboard.press("1")
+    piece = label.split()[1].replace("␣", "") if len(label.split()) > 1 else label
+    page.wait_for_function(
+        "piece => document.querySelector('#step-text').innerText.includes(piece)", arg=piece
+    )
+
+
+def test_kv_tab_shows_bytes_in_gib_and_gb(page):
+    page.get_by_role("tab", name="KV cache").click()
+    page.get_by_text("KV cache:", exact=False).first.wait_for()
+    body = page.locator("body").inner_text()
+    assert "bytes" in body and "GiB" in body and "GB" in body
