@@ -29,6 +29,8 @@ from transformers import DynamicCache, LogitsProcessorList
 
 from playground.errors import PlaygroundError
 from playground.model import LoadedModel
+from playground.stepper import encode_prompt as encode_prompt_ids
+from playground.tokens import token_piece
 
 MAX_BEAMS = 16
 MAX_NEW_TOKENS = 64
@@ -54,6 +56,7 @@ class BeamNode:
     parent: int  # id of the prefix this token extends; -1 for the root
     token_id: int  # -1 for the root
     text: str  # the token decoded on its own (special tokens kept)
+    label: str  # the same with whitespace, bytes and specials made visible (␣ ↵ <0xNN>)
     logprob: float  # log p(token | prefix) after the model's logits processors
     cum_logprob: float  # sum of logprob along the path from the root
     score: float  # cum_logprob / step ** length_penalty (the score a finished hypothesis gets)
@@ -82,6 +85,7 @@ class GreedyToken:
     step: int
     token_id: int
     text: str
+    label: str  # visible form of text (␣ ↵ <0xNN>)
     logprob: float
     cum_logprob: float
     node_id: int | None = None  # the tree node with the same prefix, when the search recorded it
@@ -235,9 +239,14 @@ def check_settings(
     _check_int("Returned sequences", returned, 1, num_beams)
     _check_int("Candidates per beam", candidates_per_beam, 1, 20)
     return BeamSettings(
-        int(num_beams), int(max_new_tokens), float(length_penalty), early_stopping, int(returned), bool(chat),
+        int(num_beams),
+        int(max_new_tokens),
+        float(length_penalty),
+        early_stopping,
+        int(returned),
+        bool(chat),
         int(candidates_per_beam),
-    )  # fmt: skip
+    )
 
 
 def _check_int(what: str, value: object, low: int, high: int) -> None:
@@ -248,17 +257,12 @@ def _check_int(what: str, value: object, low: int, high: int) -> None:
 
 
 def encode_prompt(lm: LoadedModel, prompt: str, chat: bool) -> tuple[str, list[int]]:
-    """The text to tokenize (chat template applied when chat) and its token ids."""
+    """The text the model reads (chat template applied when chat) and its token ids, encoded
+    exactly as the Step-by-step tab encodes a prompt (so an opened prefix is the same ids)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise PlaygroundError("The prompt is empty: type some text to continue.")
-    tokenizer = lm.tokenizer
-    if chat:
-        if not lm.has_chat_template:
-            raise PlaygroundError(f"{lm.name} has no chat template: switch the chat template off.")
-        messages = [{"role": "user", "content": prompt}]
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return text, list(tokenizer(text, add_special_tokens=False).input_ids)
-    return prompt, list(tokenizer(prompt).input_ids)
+    ids = encode_prompt_ids(lm, prompt, bool(chat))
+    return lm.tokenizer.decode(ids, skip_special_tokens=False), ids
 
 
 def search_bytes(lm: LoadedModel, prompt_len: int, settings: BeamSettings) -> int:
@@ -328,10 +332,13 @@ def _logits_processors(lm: LoadedModel, prompt: torch.Tensor, settings: BeamSett
     model's generation config; none for the embedded model)."""
     config = copy.deepcopy(lm.model.generation_config)
     config.update(
-        do_sample=False, num_beams=settings.num_beams, length_penalty=settings.length_penalty,
-        early_stopping=settings.early_stopping, max_new_tokens=settings.max_new_tokens,
+        do_sample=False,
+        num_beams=settings.num_beams,
+        length_penalty=settings.length_penalty,
+        early_stopping=settings.early_stopping,
+        max_new_tokens=settings.max_new_tokens,
         num_return_sequences=settings.num_return_sequences,
-    )  # fmt: skip
+    )
     return lm.model._get_logits_processor(
         generation_config=config,
         input_ids_seq_length=prompt.shape[-1],
@@ -352,6 +359,7 @@ class _StepRecord:
     hits: list[bool]  # (K,) the token ends the text (EOS or length limit)
     next_running: list[int]  # (N,) contender index of each running beam for the next step
     merged: list[int]  # (N,) index into [finished slots (N) ; contenders (K)] kept as finished
+    merged_finished: list[bool]  # (N,) the slot holds a finished hypothesis (not a -1e9 filler)
     cand_token: list[list[int]]  # (N, C) best tokens of every running beam
     cand_cum: list[list[float]]  # (N, C)
     cand_logprob: list[list[float]]  # (N, C)
@@ -449,7 +457,9 @@ class _Search:
             hits = torch.ones_like(hits)
         return hits
 
-    def _next_running(self, topk_log_probs: torch.Tensor, topk_sequences: torch.Tensor, hits: torch.Tensor):
+    def _next_running(
+        self, topk_log_probs: torch.Tensor, topk_sequences: torch.Tensor, hits: torch.Tensor
+    ) -> torch.Tensor:
         """generate's _get_running_beams_for_next_iteration; returns (1, N) contender indices."""
         running_log_probs = topk_log_probs + hits.to(torch.float32) * NEG_INF
         next_idx = torch.topk(running_log_probs, k=self.settings.num_beams)[1]
@@ -459,7 +469,7 @@ class _Search:
 
     def _update_finished(
         self, topk_sequences: torch.Tensor, topk_log_probs: torch.Tensor, hits: torch.Tensor
-    ):
+    ) -> torch.Tensor:
         """generate's _update_finished_beams; returns (1, N) indices into [finished ; contenders]."""
         s = self.settings
         just_finished = hits & self.top_num_beam_mask[None, :]  # (1, K)
@@ -503,7 +513,15 @@ class _Search:
         return False
 
     def _record(
-        self, log_probs, accumulated, topk_log_probs, src_beam, token, hits, next_idx, merged
+        self,
+        log_probs: torch.Tensor,  # (N, V) after the processors
+        accumulated: torch.Tensor,  # (N, V) running score + log_probs
+        topk_log_probs: torch.Tensor,  # (1, K)
+        src_beam: torch.Tensor,  # (1, K)
+        token: torch.Tensor,  # (1, K)
+        hits: torch.Tensor,  # (1, K)
+        next_idx: torch.Tensor,  # (1, N)
+        merged: torch.Tensor,  # (1, N)
     ) -> None:
         """Copy this step's choices to the host: K contenders, N x C per-beam candidates."""
         c = min(self.settings.candidates_per_beam, accumulated.shape[-1])
@@ -519,10 +537,11 @@ class _Search:
                 hits[0].tolist(),
                 next_idx[0].tolist(),
                 merged[0].tolist(),
+                self.is_sent_finished[0].tolist(),
                 cand_token.tolist(),
                 cand_cum.tolist(),
                 cand_logprob.tolist(),
-            )  # fmt: skip
+            )
         )
 
 
@@ -545,9 +564,20 @@ class _SearchResult:
         length = max(len(h.token_ids) for h in hypotheses)
         sequences = [row[:length] for row in self.rows]
         return BeamTree(
-            prompt, prompt_text, prompt_ids, s, builder.nodes, hypotheses, sequences, self.scores,
-            search.fill, search.eos_ids, len(search.records), search.stop_reason, seconds,
-        )  # fmt: skip
+            prompt,
+            prompt_text,
+            prompt_ids,
+            s,
+            builder.nodes,
+            hypotheses,
+            sequences,
+            self.scores,
+            search.fill,
+            search.eos_ids,
+            len(search.records),
+            search.stop_reason,
+            seconds,
+        )
 
 
 # --- from recorded choices to nodes ----------------------------------------------------------
@@ -558,17 +588,17 @@ class _TreeBuilder:
 
     def __init__(self, tokenizer: Any, settings: BeamSettings):
         self.tokenizer, self.settings = tokenizer, settings
-        self.nodes = [BeamNode(0, 0, -1, -1, "", 0.0, 0.0, 0.0, ROOT)]
+        self.nodes = [BeamNode(0, 0, -1, -1, "", "prompt", 0.0, 0.0, 0.0, ROOT)]
         n = settings.num_beams
         self.running: list[int | None] = [0] + [None] * (n - 1)  # node of each running beam slot
         self.finished: list[int | None] = [None] * n  # node of each finished slot
-        self._texts: dict[int, str] = {}
 
     def _new_node(self, step: int, parent: int, token: int, logprob: float, cum: float) -> int:
-        if token not in self._texts:
-            self._texts[token] = self.tokenizer.decode([token], skip_special_tokens=False)
+        piece = token_piece(self.tokenizer, token)
         score = cum / (step**self.settings.length_penalty)
-        node = BeamNode(len(self.nodes), step, parent, token, self._texts[token], logprob, cum, score, PRUNED)
+        node = BeamNode(
+            len(self.nodes), step, parent, token, piece.text, piece.visible, logprob, cum, score, PRUNED
+        )
         node.note = "outranked"
         self.nodes.append(node)
         return node.id
@@ -594,7 +624,9 @@ class _TreeBuilder:
         for beam, parent in enumerate(self.running):
             if parent is None:
                 continue
-            for token, cum, logprob in zip(rec.cand_token[beam], rec.cand_cum[beam], rec.cand_logprob[beam]):
+            for token, cum, logprob in zip(
+                rec.cand_token[beam], rec.cand_cum[beam], rec.cand_logprob[beam], strict=True
+            ):
                 if (beam, token) not in seen:
                     seen[(beam, token)] = self._new_node(step, parent, token, logprob, cum)
 
@@ -612,7 +644,10 @@ class _TreeBuilder:
 
     def _mark_finished(self, rec: _StepRecord, ids: list[int | None]) -> None:
         merged_ids = self.finished + ids
-        new_finished = [merged_ids[m] for m in rec.merged]
+        # A slot whose flag is off holds a -1e9 filler (generate keeps one there), not a hypothesis.
+        new_finished = [
+            merged_ids[m] if done else None for m, done in zip(rec.merged, rec.merged_finished, strict=True)
+        ]
         for node_id in new_finished:
             if node_id is not None and self.nodes[node_id].fate == PRUNED:
                 self.nodes[node_id].fate, self.nodes[node_id].note = FINISHED, ""
@@ -650,17 +685,22 @@ def greedy_path(lm: LoadedModel, prompt_ids: list[int], max_new_tokens: int) -> 
     eos_ids, fill = _eos_and_pad(lm)
     with lm.lock, torch.inference_mode():
         out = lm.model.generate(
-            prompt, attention_mask=torch.ones_like(prompt), do_sample=False, num_beams=1,
-            max_new_tokens=max_new_tokens, output_scores=True, return_dict_in_generate=True,
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=max_new_tokens,
+            output_scores=True,
+            return_dict_in_generate=True,
             pad_token_id=fill,
-        )  # fmt: skip
+        )
     tokens, cum = [], 0.0
     for step, scores in enumerate(out.scores, start=1):
         token = int(out.sequences[0, len(prompt_ids) + step - 1])
         logprob = float(torch.log_softmax(scores[0].float(), dim=-1)[token])
         cum += logprob
-        text = lm.tokenizer.decode([token], skip_special_tokens=False)
-        tokens.append(GreedyToken(step, token, text, logprob, cum))
+        piece = token_piece(lm.tokenizer, token)
+        tokens.append(GreedyToken(step, token, piece.text, piece.visible, logprob, cum))
         if token in eos_ids:
             break
     return tokens
@@ -683,19 +723,9 @@ def _link_greedy(tree: BeamTree, greedy: list[GreedyToken]) -> list[GreedyToken]
 # --- labels ------------------------------------------------------------------------------------
 
 
-def visible_token(text: str) -> str:
-    """Make spaces, newlines and tabs visible in a token label (␣, ↵, ⇥); '∅' for empty."""
-    if text == "":
-        return "∅"
-    return text.replace(" ", "␣").replace("\n", "↵").replace("\r", "⏎").replace("\t", "⇥")
-
-
-def describe_node(tree: BeamTree, node: BeamNode) -> str:
+def describe_node(node: BeamNode) -> str:
     """One line for lists: id, step, token, score, fate (and rank)."""
     if node.fate == ROOT:
         return "#0 · the prompt"
     rank = f" · rank {node.rank}" if node.rank else ""
-    return (
-        f"#{node.id} · step {node.step} · {visible_token(node.text)} · score {node.score:.3f} · "
-        f"{node.fate}{rank}"
-    )
+    return f"#{node.id} · step {node.step} · {node.label} · score {node.score:.3f} · {node.fate}{rank}"

@@ -69,3 +69,21 @@ def test_kv_tab_shows_bytes_in_gib_and_gb(page):
     page.get_by_text("KV cache:", exact=False).first.wait_for()
     body = page.locator("body").inner_text()
     assert "bytes" in body and "GiB" in body and "GB" in body
+
+
+def test_beam_search_runs_and_opens_the_best_hypothesis_in_step_by_step(page):
+    page.get_by_role("tab", name="Beam search").click()
+    page.get_by_role("button", name="Run beam search").click()
+    page.get_by_text("Returned hypotheses").first.wait_for()
+    page.wait_for_function("document.body.innerText.includes('stopped')")
+    prefix = page.get_by_label("Prefix (prompt + tokens up to the node)")
+    page.wait_for_function("() => [...document.querySelectorAll('textarea')].some(t => t.value.length > 40)")
+    chosen = prefix.input_value()
+    assert chosen.startswith("The best thing about beam search is")
+    page.get_by_role("button", name="Open in Step by step").click()
+    page.wait_for_function(
+        "text => document.querySelector('#step-text')?.innerText.replace(/\\s+/g, '')"
+        ".includes(text.replace(/\\s+/g, '').slice(-12))",
+        arg=chosen,
+    )
+    assert page.get_by_role("tab", name="Step by step").get_attribute("aria-selected") == "true"

@@ -30,16 +30,19 @@ def header_markdown(lm: LoadedModel) -> str:
 def build_demo(lm: LoadedModel, settings: Settings) -> gr.Blocks:
     with gr.Blocks(title="LLM generation playground") as demo:
         gr.Markdown(header_markdown(lm), elem_id="header")
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Chat", id="chat"):
                 build_chat_tab(lm, settings)
             with gr.Tab("Step by step", id="step"):
                 step_tab = build_step_tab(lm)
             with gr.Tab("Beam search", id="beam"):
-                build_beam_tab(lm)
+                beam_tab = build_beam_tab(lm)
             with gr.Tab("KV cache", id="kv"):
                 build_kv_tab(lm)
         step_tab.connect_start(demo.load)  # candidates ready on first paint, no click needed
+        step_tab.connect_open_prefix(
+            beam_tab.open_button.click, beam_tab.searched_prompt, beam_tab.searched_chat, beam_tab.prefix_ids
+        ).then(lambda: gr.Tabs(selected="step"), None, tabs, api_visibility="private")
     demo.queue(default_concurrency_limit=settings.model_concurrency)
     return demo
 

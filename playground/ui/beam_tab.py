@@ -26,7 +26,7 @@ from playground.errors import PlaygroundError
 from playground.model import LoadedModel
 from playground.plots import beam_tree_figure, figure_config
 from playground.tokens import visible_text
-from playground.ui.common import friendly_errors, model_event
+from playground.ui.common import UncheckedSlider, friendly_errors, model_event
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
 HYPOTHESIS_COLUMNS = ["rank", "score", "cum log-prob", "tokens", "text"]
@@ -151,30 +151,27 @@ class BeamHandlers:
         def report(done: int, total: int) -> None:
             progress((done, total), desc="Beam search", unit="steps")
 
+        early = parse_early_stopping(early_stopping)
         tree = beam_search(
             self.lm,
             prompt,
             beams,
             steps,
             float(length_penalty),
-            parse_early_stopping(early_stopping),
+            early,
             chat=bool(chat),
             include_greedy=True,
             progress=report,
         )
-        nodes = gr.Dropdown(choices=node_choices(tree), value=None)
-        return (
+        best = tree.hypotheses[0].node_id  # preselected: "Open in Step by step" continues the winner
+        nodes = gr.Dropdown(choices=node_choices(tree), value=best)
+        views = (
             plot_value(tree, pruned, show_greedy, image_format),
             status_markdown(tree),
             hypothesis_rows(tree),
-            nodes,
-            tree,
-            prompt,
-            bool(chat),
-            "",
-            [],
-            None,
         )
+        prefix_text, prefix_ids = node_prefix(tree, best)
+        return (*views, nodes, tree, prompt, bool(chat), prefix_text, prefix_ids, None)  # RUN_OUTPUTS order
 
     def redraw(self, tree: BeamTree | None, pruned: Any, show_greedy: bool, image_format: str) -> Any:
         if tree is None:
@@ -192,7 +189,7 @@ class BeamHandlers:
 # --- layout -----------------------------------------------------------------------------------
 
 
-def _controls() -> dict[str, Any]:
+def _prompt_row() -> dict[str, Any]:
     c: dict[str, Any] = {}
     with gr.Row():
         c["prompt"] = gr.Textbox(
@@ -203,36 +200,25 @@ def _controls() -> dict[str, Any]:
                 label="Chat template", value=False, info="Wrap the prompt as a user turn."
             )
             c["run"] = gr.Button("Run beam search", variant="primary")
+    return c
+
+
+def _search_settings() -> dict[str, Any]:
+    info = {
+        "beams": "How many partial texts survive each step: the best by total log-prob.",
+        "steps": "At most this many new tokens per hypothesis.",
+        "length_penalty": "Finished texts rank by log-prob / length^penalty: >0 favours longer.",
+        "early_stopping": "on: stop once N texts ended; off: once none can win (guess); never: strict bound.",
+    }
+    c: dict[str, Any] = {}
     with gr.Row():
-        c["beams"] = gr.Slider(
-            1,
-            MAX_BEAMS,
-            value=4,
-            step=1,
-            label="Beams",
-            info="How many partial texts survive each step: the best by total log-prob.",
-        )
-        c["steps"] = gr.Slider(
-            1,
-            MAX_NEW_TOKENS,
-            value=12,
-            step=1,
-            label="Steps",
-            info="At most this many new tokens per hypothesis.",
-        )
+        c["beams"] = UncheckedSlider(1, MAX_BEAMS, value=4, step=1, label="Beams", info=info["beams"])
+        c["steps"] = UncheckedSlider(1, MAX_NEW_TOKENS, value=12, step=1, label="Steps", info=info["steps"])
         c["length_penalty"] = gr.Slider(
-            -2,
-            3,
-            value=1.0,
-            step=0.1,
-            label="Length penalty",
-            info="Finished texts rank by log-prob / length^penalty: >0 favours longer.",
+            -2, 3, value=1.0, step=0.1, label="Length penalty", info=info["length_penalty"]
         )
         c["early_stopping"] = gr.Radio(
-            list(EARLY_STOPPING),
-            value="off",
-            label="Early stopping",
-            info="on: stop once N texts finished; off: once none can win (estimate); never: exact bound.",
+            list(EARLY_STOPPING), value="off", label="Early stopping", info=info["early_stopping"]
         )
     return c
 
@@ -262,8 +248,12 @@ def _view_options() -> dict[str, Any]:
     return c
 
 
-def _node_picker() -> dict[str, Any]:
-    c: dict[str, Any] = {}
+def _results() -> dict[str, Any]:
+    c: dict[str, Any] = {"status": gr.Markdown()}
+    c["plot"] = gr.Plot(label="Search tree (scroll to zoom, drag to pan, hover for scores)")
+    c["table"] = gr.Dataframe(
+        headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False
+    )
     with gr.Row():
         c["node"] = gr.Dropdown(
             label="Node",
@@ -280,54 +270,47 @@ def _node_picker() -> dict[str, Any]:
     with gr.Row():
         c["export"] = gr.Button("Export tree (JSON)", size="sm")
         c["export_file"] = gr.File(label="tree JSON", interactive=False)
+    c["tree"], c["searched_prompt"], c["searched_chat"] = gr.State(None), gr.State(""), gr.State(False)
+    c["prefix_ids"] = gr.State([])
     return c
 
 
-def build_beam_tab(lm: LoadedModel) -> BeamTab:
-    """The Beam search tab (call inside a gr.Tab); returns what the Step-by-step wiring needs."""
-    h = BeamHandlers(lm)
-    gr.Markdown(
-        "Beam search keeps the **N best partial texts** at every step. This is the search that "
-        "really ran (same results as `model.generate`), with the candidates it pruned."
-    )
-    c = {**_controls(), **_view_options()}
-    status = gr.Markdown()
-    plot = gr.Plot(label="Search tree (scroll to zoom, drag to pan, hover for scores)")
-    table = gr.Dataframe(
-        headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False
-    )
-    p = _node_picker()
-    tree, s_prompt, s_chat, prefix_ids = gr.State(None), gr.State(""), gr.State(False), gr.State([])
-    view = [c["pruned"], c["show_greedy"], c["image_format"]]
-    inputs = [c[k] for k in ("prompt", "chat", "beams", "steps", "length_penalty", "early_stopping")] + view
-    outputs = [
-        plot,
-        status,
-        table,
-        p["node"],
-        tree,
-        s_prompt,
-        s_chat,
-        p["prefix_text"],
-        prefix_ids,
-        p["export_file"],
-    ]
+RUN_INPUTS = ["prompt", "chat", "beams", "steps", "length_penalty", "early_stopping"]
+VIEW_INPUTS = ["pruned", "show_greedy", "image_format"]
+RUN_OUTPUTS = ["plot", "status", "table", "node", "tree", "searched_prompt", "searched_chat"]
+RUN_OUTPUTS += ["prefix_text", "prefix_ids", "export_file"]
+
+
+def _wire(h: BeamHandlers, c: dict[str, Any]) -> None:
+    """Events: run (button or Enter), redraw on view options, node choice, export."""
+    inputs, outputs = [c[k] for k in RUN_INPUTS + VIEW_INPUTS], [c[k] for k in RUN_OUTPUTS]
+    view = [c[k] for k in VIEW_INPUTS]
     run: Callable = friendly_errors(h.run)
     c["run"].click(run, inputs, outputs, api_name="beam_run", **model_event())
     c["prompt"].submit(run, inputs, outputs, api_name="beam_run_submit", **model_event())
     gr.on(
         [w.change for w in view],
         friendly_errors(h.redraw),
-        [tree, *view],
-        [plot],
+        [c["tree"], *view],
+        [c["plot"]],
         api_name="beam_redraw",
         trigger_mode="always_last",
     )
-    p["node"].input(
+    c["node"].input(
         friendly_errors(h.select_node),
-        [tree, p["node"]],
-        [p["prefix_text"], prefix_ids],
+        [c["tree"], c["node"]],
+        [c["prefix_text"], c["prefix_ids"]],
         api_name="beam_select_node",
     )
-    p["export"].click(friendly_errors(export_json), [tree], [p["export_file"]], api_name="beam_export")
-    return BeamTab(s_prompt, s_chat, prefix_ids, p["prefix_text"], p["open"])
+    c["export"].click(friendly_errors(export_json), [c["tree"]], [c["export_file"]], api_name="beam_export")
+
+
+def build_beam_tab(lm: LoadedModel) -> BeamTab:
+    """The Beam search tab (call inside a gr.Tab); returns what the Step-by-step wiring needs."""
+    gr.Markdown(
+        "Beam search keeps the **N best partial texts** at every step. This is the search that "
+        "really ran (same results as `model.generate`), with the candidates it pruned."
+    )
+    c = {**_prompt_row(), **_search_settings(), **_view_options(), **_results()}
+    _wire(BeamHandlers(lm), c)
+    return BeamTab(c["searched_prompt"], c["searched_chat"], c["prefix_ids"], c["prefix_text"], c["open"])

@@ -13,21 +13,10 @@ from playground.model import LoadedModel
 from playground.sampling import SamplingSettings
 from playground.settings import Settings
 from playground.tokens import token_piece
-from playground.ui.common import friendly_errors, model_event, parse_seed
+from playground.ui.common import UncheckedSlider, friendly_errors, model_event, parse_seed
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
-
-
-class UncheckedSlider(gr.Slider):
-    """A slider that lets out-of-range API values through, so the engine's message (which
-    names the setting and its allowed range) reaches the user instead of a generic one."""
-
-    def get_block_name(self) -> str:
-        return "slider"
-
-    def preprocess(self, payload: float) -> float:
-        return payload
 
 
 def make_request(history: list[dict[str, str]], system_prompt: str, *controls: Any) -> ChatRequest:

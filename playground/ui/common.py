@@ -77,3 +77,14 @@ def parse_seed(seed: str | float | None) -> int | None:
     if not value.is_integer():
         raise PlaygroundError(f"seed must be a whole number (or empty for random), got {seed!r}")
     return int(value)
+
+
+class UncheckedSlider(gr.Slider):
+    """A slider that lets out-of-range API values through, so the engine's message (which
+    names the setting and its allowed range) reaches the user instead of a generic one."""
+
+    def get_block_name(self) -> str:
+        return "slider"
+
+    def preprocess(self, payload: float) -> float:
+        return payload

@@ -24,7 +24,7 @@ from playground.sampling import DEFAULT_ORDER, SamplingSettings, validate_settin
 from playground.session_store import SessionStore
 from playground.stepper import Node, StepSession, TextProbability
 from playground.tokens import token_piece
-from playground.ui.common import friendly_errors, model_event, parse_seed
+from playground.ui.common import UncheckedSlider, friendly_errors, model_event, parse_seed
 from playground.ui.token_html import legend_html, token_span
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
@@ -400,7 +400,7 @@ def _settings_widgets() -> list[gr.components.Component]:
     with gr.Accordion("Sampling settings (used by 'sample', shown as stages)", open=False):
         with gr.Row():
             sliders = [
-                gr.Slider(lo, hi, value=default, step=step, label=label, info=info, min_width=180)
+                UncheckedSlider(lo, hi, value=default, step=step, label=label, info=info, min_width=180)
                 for _, label, lo, hi, default, step, info in SLIDERS
             ]
         order = gr.Dropdown(

@@ -1,0 +1,40 @@
+"""Take the README screenshots of every tab: .venv/bin/python scripts/screenshots.py"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests"), str(REPO)]
+
+
+def main() -> None:
+    from browser import browser_page
+
+    from playground.model import load_model
+    from playground.settings import load_settings
+    from playground.ui.app import build_demo, launch_options
+
+    demo = build_demo(load_model(), load_settings())
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_options())
+    docs = REPO / "docs"
+    with browser_page(url, width=1400, height=1000) as page:
+        page.locator("#chat-message textarea").fill("What is the capital of France?")
+        page.locator("#chat-send").click()
+        page.wait_for_function("document.querySelector('.chat-stats')?.innerText.includes('stopped')")
+        page.locator(".token-stream .tok").nth(5).hover()
+        page.screenshot(path=docs / "chat.png")
+        page.get_by_role("tab", name="Beam search").click()
+        page.get_by_role("button", name="Run beam search").click()
+        page.wait_for_timeout(15000)
+        page.screenshot(path=docs / "beam.png", full_page=True)
+        for tab, name in [("Step by step", "step"), ("KV cache", "kv")]:
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_timeout(2000)
+            page.screenshot(path=docs / f"{name}.png", full_page=True)
+    demo.close()
+
+
+if __name__ == "__main__":
+    main()
