@@ -24,8 +24,10 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from playground.errors import PlaygroundError
@@ -778,6 +780,19 @@ def cache_layer_bytes(cache: Any) -> list[int]:
     return sizes
 
 
+def cache_dtype(cache: Any) -> str | None:
+    """The dtype of a real cache's key tensors ("float32", "bfloat16", ...), or None if it holds none.
+
+    It is the model's compute dtype, whatever KV dtype the calculator is set to; predicting in it is what
+    makes measured and predicted equal to the byte."""
+    cache = getattr(cache, "self_attention_cache", cache)
+    for layer in cache.layers:
+        keys = getattr(layer, "keys", None)
+        if hasattr(keys, "dtype") and keys.numel():
+            return str(keys.dtype).removeprefix("torch.")
+    return None
+
+
 @dataclass(frozen=True)
 class Measurement:
     """A real cache built by a forward pass next to the prediction for the same model and shape."""
@@ -822,7 +837,7 @@ def measure_vs_predicted(model: Any, seq_len: int, batch_size: int = 1, lock: An
     with lock if lock is not None else contextlib.nullcontext():
         cache = build_real_cache(model, seq_len, batch_size)
     measured = tuple(cache_layer_bytes(cache))
-    dtype = str(model.dtype).removeprefix("torch.")
+    dtype = cache_dtype(cache) or str(model.dtype).removeprefix("torch.")
     predicted = kv_cache_breakdown(model.config, seq_len, batch_size, dtype=dtype, mode="transformers")
     return Measurement(seq_len, batch_size, dtype, measured, predicted)
 
@@ -856,22 +871,65 @@ def kv_curve(
     ]
 
 
-def load_config_file(path_or_id: str) -> dict[str, Any]:
-    """A config.json from a local file or model directory, or from a Hub id when online."""
-    from pathlib import Path
+CONFIG_NAME = "config.json"  # the only file name the loader opens
+MAX_CONFIG_BYTES = 4 * 2**20  # larger than any published config.json; refuse bigger files unread
+_MODEL_MARKERS = ("model_type", "architectures", *(k for keys in KEY_ALIASES.values() for k in keys))
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
+
+def load_config_file(path_or_id: str) -> dict[str, Any]:
+    """A model's config.json from a local file named config.json, a model directory holding one, or a
+    Hub id when online. Anything else is refused, and a refused file's content is never echoed: the app
+    may be reachable by others (--host 0.0.0.0, --share, Spaces)."""
     text = str(path_or_id or "").strip()
     if not text:
         raise PlaygroundError("Enter a path to a config.json (or its model directory) or a Hub model id.")
     path = Path(text).expanduser()
+    if _HUB_ID.fullmatch(text) and not text.endswith(".json") and not path.exists():
+        return _require_model_config(_config_from_hub(text), repr(text))
+    return _require_model_config(_read_local_config(_local_config_path(path)), str(path))
+
+
+def _local_config_path(path: Path) -> Path:
+    """`path` itself if it is a file named config.json, or the config.json in a model directory."""
     if path.is_dir():
-        path = path / "config.json"
-    if path.is_file():
-        try:
-            return _parse_json(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise PlaygroundError(f"Cannot read {path}: {exc}") from exc
-    return _config_from_hub(text)
+        if not (path / CONFIG_NAME).is_file():
+            raise PlaygroundError(f"The directory {path} has no {CONFIG_NAME}: give a model directory.")
+        return path / CONFIG_NAME
+    if path.name != CONFIG_NAME:
+        raise PlaygroundError(
+            f"Refused {path}: only a file named {CONFIG_NAME} (or a model directory holding one) "
+            "can be loaded, or a Hub id such as Qwen/Qwen2.5-7B."
+        )
+    if not path.is_file():
+        raise PlaygroundError(f"No file {path}: give an existing config.json or model directory.")
+    return path
+
+
+def _read_local_config(path: Path) -> dict[str, Any]:
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise PlaygroundError(
+                f"Refused {path}: over {MAX_CONFIG_BYTES // 2**20} MiB, not a model config."
+            )
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlaygroundError(f"Cannot read {path}: {exc.strerror or type(exc).__name__}.") from exc
+    except UnicodeDecodeError as exc:
+        raise PlaygroundError(f"Refused {path}: not UTF-8 text, so not a model config.") from exc
+    return _parse_json(raw)
+
+
+def _require_model_config(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """Refuse JSON that is not a model config, naming what is missing but none of what is there."""
+    text, _ = _text_dict(config)
+    if any(key in part for part in (config, text) for key in _MODEL_MARKERS):
+        return config
+    raise PlaygroundError(
+        f"Refused {where}: it does not look like a model config. It has no model_type, no architectures, "
+        f"and none of the layer/head keys the calculator needs ({', '.join(KEY_ALIASES['layers'])}; "
+        f"{', '.join(KEY_ALIASES['heads'])}; {', '.join(KEY_ALIASES['hidden'])})."
+    )
 
 
 def _config_from_hub(model_id: str) -> dict[str, Any]:

@@ -496,3 +496,88 @@ def test_embedded_model_measured_equals_predicted(embedded_lm):
     m = kvm.measure_vs_predicted(embedded_lm.model, 24, lock=embedded_lm.lock)
     assert m.measured_bytes == 2 * 30 * 3 * 64 * 24 * F32  # SmolLM2-135M, float32 on CPU
     assert m.equal
+
+
+def test_tiny_bfloat16_model_predicts_in_its_own_dtype():
+    model = _tiny("llama", **SMALL).to(torch.bfloat16)
+    m = kvm.measure_vs_predicted(model, 7, batch_size=2)
+    assert m.dtype == "bfloat16" and m.predicted.dtype.name == "bfloat16"
+    assert (
+        m.measured_bytes == 2 * 3 * 2 * 2 * 8 * 7 * 2
+    )  # K+V × 3 layers × batch 2 × 2 heads × 8 dim × 7 × 2 B
+    assert m.equal
+
+
+# --- loading a config.json from disk: only model configs, never other files ----------------------------
+
+SECRET = "c2VjcmV0LXRva2Vu"  # what a credentials file might hold; must never appear in a message
+
+
+def test_load_config_refuses_files_not_named_config_json(tmp_path):
+    for name in ("credentials.json", "config.yaml", ".env"):
+        secret = tmp_path / name
+        secret.write_text(json.dumps({**PRESETS["Mistral-7B-v0.1"].config, "token": SECRET}))
+        with pytest.raises(PlaygroundError, match=r"only a file named config\.json") as info:
+            kvm.load_config_file(str(secret))
+        assert SECRET not in str(info.value)
+    with pytest.raises(PlaygroundError, match=r"only a file named config\.json"):
+        kvm.load_config_file(str(tmp_path / "missing.txt"))
+
+
+def test_load_config_refuses_a_directory_without_config_json(tmp_path):
+    (tmp_path / "secrets.json").write_text(json.dumps({"model_type": "llama", "token": SECRET}))
+    with pytest.raises(PlaygroundError, match=r"has no config\.json") as info:
+        kvm.load_config_file(str(tmp_path))
+    assert SECRET not in str(info.value)
+
+
+def test_load_config_refuses_config_json_that_is_not_a_model_config(tmp_path):
+    docker_like = {"auths": {"registry.example.com": {"auth": SECRET}}, "credsStore": "desktop"}
+    (tmp_path / "config.json").write_text(json.dumps(docker_like))
+    for given in (tmp_path, tmp_path / "config.json"):
+        with pytest.raises(PlaygroundError, match="does not look like a model config") as info:
+            kvm.load_config_file(str(given))
+        message = str(info.value)
+        assert "model_type" in message and "architectures" in message and "num_hidden_layers" in message
+        assert SECRET not in message and "auths" not in message and "registry" not in message
+
+
+def test_load_config_refuses_non_json_and_binary_config_json(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(f"token = {SECRET}\n")
+    with pytest.raises(PlaygroundError, match="not valid JSON") as info:
+        kvm.load_config_file(str(path))
+    assert SECRET not in str(info.value)
+    path.write_bytes(b"\xff\xfe" + SECRET.encode())
+    with pytest.raises(PlaygroundError, match="not UTF-8") as info:
+        kvm.load_config_file(str(path))
+    assert SECRET not in str(info.value)
+
+
+def test_load_config_home_path_is_checked_like_any_other(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".docker").mkdir()
+    (tmp_path / ".docker" / "config.json").write_text(json.dumps({"auths": {"x": {"auth": SECRET}}}))
+    with pytest.raises(PlaygroundError, match="does not look like a model config") as info:
+        kvm.load_config_file("~/.docker/config.json")
+    assert SECRET not in str(info.value)
+
+
+def test_load_config_from_real_model_dirs(tmp_path, embedded_lm):
+    config = kvm.load_config_file(embedded_lm.model.name_or_path)  # the embedded model's own directory
+    assert config["model_type"] == "llama" and config["num_hidden_layers"] == 30
+    _tiny("qwen2", **SMALL).config.save_pretrained(tmp_path)  # a directory as save_pretrained writes it
+    assert kvm.load_config_file(str(tmp_path))["num_key_value_heads"] == 2
+    assert kvm.load_config_file(str(tmp_path / "config.json"))["model_type"] == "qwen2"
+    linked = tmp_path / "snapshot"  # the Hub cache's layout: config.json is a link to a blob
+    linked.mkdir()
+    (linked / "config.json").symlink_to(tmp_path / "config.json")
+    assert kvm.load_config_file(str(linked))["model_type"] == "qwen2"
+
+
+def test_load_config_hub_id_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(PlaygroundError, match="Hub is offline"):
+        kvm.load_config_file("Qwen/Qwen2.5-7B")
+    with pytest.raises(PlaygroundError, match="Enter a path"):
+        kvm.load_config_file("  ")

@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import time
 
+import gradio as gr
 import pytest
+import torch
 from gradio_client.exceptions import AppError
 
+from playground import kv_memory as kvm
 from playground.errors import PlaygroundError
 from playground.kv_presets import PRESETS
+from playground.model import LoadedModel
 from playground.ui import kv_tab
+from tests.conftest import make_tiny_llama
 
 MISTRAL = json.dumps(PRESETS["Mistral-7B-v0.1"].config)
 # Mistral-7B: 32 layers × 8 KV heads × 128 head_dim × 2 (K, V) × 2 B = 131,072 B per token, window 4096.
@@ -91,6 +96,52 @@ def test_load_config_from_a_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(PlaygroundError, match="offline"):
         kv_tab.load_config_text("someone/some-model")
+
+
+def test_load_config_refuses_other_files(tmp_path):
+    (tmp_path / "notes.json").write_text(MISTRAL)
+    with pytest.raises(PlaygroundError, match=r"only a file named config\.json"):
+        kv_tab.load_config_text(str(tmp_path / "notes.json"))
+    (tmp_path / "config.json").write_text('{"auths": {"registry": {"auth": "c2VjcmV0"}}}')
+    with pytest.raises(PlaygroundError, match="does not look like a model config") as info:
+        kv_tab.load_config_text(str(tmp_path))
+    assert "c2VjcmV0" not in str(info.value)
+
+
+def test_weights_dtype_defaults_to_the_loaded_models_dtype(embedded_lm):
+    value, info = kv_tab.weights_dtype_default(embedded_lm, kv_tab.LOADED)
+    assert (
+        value == "float32" == str(embedded_lm.dtype).removeprefix("torch.") and "As loaded: float32" in info
+    )
+    text = kv_tab.preset_config_text(embedded_lm, kv_tab.LOADED)
+    summary, *_ = calc(embedded_lm, kv_tab.LOADED, text, seq=100, batch=1, wdtype=value)
+    weights = embedded_lm.num_parameters * 4  # float32: the bytes the model really takes here
+    assert f"in float32 = {kvm.format_bytes(weights)}" in summary
+    other = kv_tab.weights_dtype_update(embedded_lm, "Mistral-7B-v0.1")
+    assert other.value == "bfloat16" and "As loaded" not in other.info
+    again = kv_tab.weights_dtype_update(embedded_lm, kv_tab.LOADED)  # re-selecting the loaded model
+    assert again.value == "float32" and "As loaded: float32" in again.info
+
+
+def test_first_paint_uses_the_loaded_dtype(embedded_lm):
+    with gr.Blocks() as demo:
+        kv_tab.build_kv_tab(embedded_lm)
+    dropdowns = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Weights dtype"]
+    assert len(dropdowns) == 1 and dropdowns[0].value == "float32"
+    summary = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "kv-summary")
+    assert "in float32 = " in summary.value
+    assert "runs in **float32**" in str([getattr(b, "value", "") for b in demo.blocks.values()])
+
+
+def test_measure_bfloat16_model_uses_its_dtype(embedded_lm):
+    tiny = make_tiny_llama(embedded_lm.tokenizer)
+    lm = LoadedModel(
+        tiny.model.to(torch.bfloat16), tiny.tokenizer, tiny.device, torch.bfloat16, "tiny", 0, "local"
+    )
+    text, rows = kv_tab.measure(lm, 10)
+    assert f"Measured {2 * 2 * 2 * 16 * 10 * 2:,} bytes" in text and "equal to the byte" in text
+    assert "loaded in bfloat16" in text and "'bfloat16', 'transformers'" in text
+    assert all(row[4] for row in rows) and len(rows) == 2
 
 
 def test_handler_is_fast(embedded_lm):

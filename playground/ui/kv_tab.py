@@ -32,6 +32,7 @@ GPU_CHOICES = [
 ]
 OTHER_DTYPES = ("float16", "fp8", "q4_0")  # drawn dashed for the selected model
 LAYER_HEADERS = ["layer", "kind", "KV heads", "K dim", "V dim", "tokens held", "bytes"]
+WEIGHTS_INFO = "Weights take parameters × bytes per parameter next to the cache."
 MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
 
 
@@ -42,6 +43,25 @@ def preset_choices() -> list[str]:
 def loaded_config(lm: LoadedModel) -> dict[str, Any]:
     """The loaded model's full config as a plain config.json dict."""
     return json.loads(lm.config.to_json_string(use_diff=False))
+
+
+def model_dtype_name(lm: LoadedModel) -> str:
+    """The loaded model's dtype as the calculator names it: torch.float32 -> "float32"."""
+    return str(lm.dtype).removeprefix("torch.")
+
+
+def weights_dtype_default(lm: LoadedModel, preset: str) -> tuple[str, str]:
+    """Default weights dtype and its info line: the loaded model's own dtype, else bfloat16 for presets."""
+    if preset == LOADED:
+        name = model_dtype_name(lm)
+        return name, f"As loaded: {name} ({lm.name} runs in it here). {WEIGHTS_INFO}"
+    return "bfloat16", f"bfloat16: how most checkpoints are published. {WEIGHTS_INFO}"
+
+
+def weights_dtype_update(lm: LoadedModel, preset: str) -> Any:
+    """Handler: reset the weights dtype dropdown when the model changes (as loaded for the loaded model)."""
+    value, info = weights_dtype_default(lm, preset)
+    return gr.Dropdown(value=value, info=info)
 
 
 def preset_config_text(lm: LoadedModel, name: str) -> str:
@@ -181,10 +201,12 @@ def measure(lm: LoadedModel, prompt_len: float) -> tuple[str, list[list[Any]]]:
     text = (
         f"### Measured {m.measured_bytes:,} bytes · predicted {m.predicted.total_bytes:,} bytes: "
         f"{verdict}\n\n"
-        f"A forward pass of {lm.name} over {n} synthetic tokens (batch 1, cache dtype {m.dtype}) filled a "
-        f"`DynamicCache`; measured = Σ numel × element_size over its keys and values "
-        f"({len(m.measured_layers)} layers). Predicted = `kv_cache_bytes(config, {n}, 1, {m.dtype!r}, "
-        f"'transformers')` = {kvm.format_bytes(m.predicted.total_bytes)}."
+        f"A forward pass of {lm.name} (loaded in {model_dtype_name(lm)}) over {n} synthetic tokens "
+        f"(batch 1) filled a `DynamicCache` whose keys and values are {m.dtype}, the model's own dtype; "
+        f"measured = Σ numel × element_size over them ({len(m.measured_layers)} layers). "
+        f"Predicted = `kv_cache_bytes(config, {n}, 1, {m.dtype!r}, 'transformers')` = "
+        f"{kvm.format_bytes(m.predicted.total_bytes)}, in that same dtype: the KV dtype chosen above "
+        "does not apply to this real cache."
     )
     return text, rows
 
@@ -218,7 +240,7 @@ def build_kv_tab(lm: LoadedModel) -> None:
     with gr.Row():
         with gr.Column(scale=1):
             preset, config_text, filled = _config_inputs(lm)
-            inputs = [preset, config_text, *_size_inputs()]
+            inputs = [preset, config_text, *_size_inputs(lm)]
             run = gr.Button("Calculate", variant="primary")
         with gr.Column(scale=2):
             first = calculate(lm, *(c.value for c in inputs))
@@ -276,7 +298,7 @@ def _config_inputs(lm: LoadedModel) -> list[Any]:
     return [preset, config_text, filled]
 
 
-def _size_inputs() -> list[Any]:
+def _size_inputs(lm: LoadedModel) -> list[Any]:
     """Length, batch, dtype and mode inputs, then the GPU ones."""
     seq_len = gr.Number(
         4096,
@@ -304,10 +326,11 @@ def _size_inputs() -> list[Any]:
         label="Mode",
         info="ideal: what an efficient engine must hold; transformers: what its DynamicCache keeps.",
     )
-    return [seq_len, batch, kv_dtype, mode, *_gpu_inputs()]
+    return [seq_len, batch, kv_dtype, mode, *_gpu_inputs(lm)]
 
 
-def _gpu_inputs() -> list[Any]:
+def _gpu_inputs(lm: LoadedModel) -> list[Any]:
+    """GPU size, weights dtype (first paint: the loaded model's own), parameters and overhead."""
     gpu = gr.Dropdown(
         GPU_CHOICES,
         value=80,
@@ -315,12 +338,8 @@ def _gpu_inputs() -> list[Any]:
         allow_custom_value=True,
         info="Memory of one GPU as vendors print it; type any other size in GB.",
     )
-    weights_dtype = gr.Dropdown(
-        list(kvm.DTYPES),
-        value="bfloat16",
-        label="Weights dtype",
-        info="Weights take parameters × bytes per parameter next to the cache.",
-    )
+    wdtype, winfo = weights_dtype_default(lm, LOADED)
+    weights_dtype = gr.Dropdown(list(kvm.DTYPES), value=wdtype, label="Weights dtype", info=winfo)
     params = gr.Number(
         None,
         label="Parameters (billions, optional)",
@@ -341,13 +360,22 @@ def _gpu_inputs() -> list[Any]:
 def _wire_calculator(
     lm: LoadedModel, inputs: list[Any], filled: list[Any], run: Any, outputs: list[Any]
 ) -> None:
-    """One calculator event for every trigger; none of it needs the model queue."""
-    seq_len, batch, kv_dtype, mode, gpu, weights_dtype, params, overhead = inputs[2:]
+    """One calculator event for every trigger; none of it needs the model queue. A new preset first resets
+    the weights dtype (the loaded model's own for "Loaded model"), then calculates."""
+    preset, seq_len, batch, kv_dtype, mode, gpu, weights_dtype, params, overhead = [inputs[0], *inputs[2:]]
     handler = friendly_errors(functools.partial(calculate, lm))
     triggers = [run.click, seq_len.submit, batch.submit, params.submit, overhead.release]
     triggers += [c.change for c in (kv_dtype, mode, gpu, weights_dtype)]
     gr.on(triggers, handler, inputs, outputs, api_name="kv_calculate", concurrency_limit=None)
-    for name, event in zip(("kv_calculate_after_preset", "kv_calculate_after_load"), filled, strict=True):
+    after_preset = filled[0].success(
+        functools.partial(weights_dtype_update, lm),
+        preset,
+        weights_dtype,
+        api_name="kv_weights_dtype",
+        concurrency_limit=None,
+    )
+    events = (after_preset, filled[1])
+    for name, event in zip(("kv_calculate_after_preset", "kv_calculate_after_load"), events, strict=True):
         event.success(handler, inputs, outputs, api_name=name, concurrency_limit=None)
 
 
@@ -355,7 +383,9 @@ def _measure_section(lm: LoadedModel) -> None:
     with gr.Accordion("Measured vs predicted: build a real cache with the loaded model", open=True):
         gr.Markdown(
             f"Runs **{lm.name}** once over synthetic tokens with `use_cache=True`, sums the bytes of the "
-            "cache's key and value tensors, and compares them with the *transformers*-mode prediction."
+            "cache's key and value tensors, and compares them with the *transformers*-mode prediction. "
+            f"The model runs in **{model_dtype_name(lm)}**, so its cache holds {model_dtype_name(lm)} keys "
+            "and values and the prediction uses that dtype (not the KV dtype above)."
         )
         with gr.Row():
             length = gr.Slider(
