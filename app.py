@@ -76,18 +76,19 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the app; on any start-up failure print one line `error: ...` and return 2."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    settings = parse_args(argv)
     try:
+        settings = parse_args(argv)
         demo = create_demo(settings)
-    except PlaygroundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    from playground.ui.app import launch_options
+        from playground.ui.app import launch_options
 
-    demo.launch(
-        server_name=settings.host, server_port=settings.port, share=settings.share, **launch_options()
-    )
+        demo.launch(
+            server_name=settings.host, server_port=settings.port, share=settings.share, **launch_options()
+        )
+    except (PlaygroundError, OSError, RuntimeError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -9,6 +9,7 @@ the sampling settings it was drawn with.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -95,16 +96,30 @@ class ChatRequest:
     seed: int | None = None
 
 
+# Each shown answer ends with its statistics in this footer; it is display only, and
+# normalize_history strips it so the model never sees it.
+FOOTER_START = "\n\n<sub>⏱ "
+_FOOTER_PATTERN = re.compile(re.escape(FOOTER_START) + r".*?</sub>\s*$", re.DOTALL)
+
+
+def with_footer(text: str, footer: str) -> str:
+    """The answer text followed by its statistics line (shown under the answer)."""
+    return f"{text}{FOOTER_START}{footer}</sub>"
+
+
 def normalize_history(history: Sequence[Any] | None) -> list[dict[str, str]]:
     """Chat history from Gradio 6 (content as a list of blocks) or the API (plain strings)
-    as plain {"role", "content": str} dicts."""
+    as plain {"role", "content": str} dicts, without the statistics footers."""
     messages = []
     for message in history or []:
         role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
         content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
         if role not in {"user", "assistant", "system"}:
             continue
-        messages.append({"role": role, "content": _content_text(content)})
+        text = _content_text(content)
+        if role == "assistant":
+            text = _FOOTER_PATTERN.sub("", text)
+        messages.append({"role": role, "content": text})
     return messages
 
 
@@ -167,35 +182,54 @@ def _encode_conversation(lm: LoadedModel, messages: list[dict[str, str]], system
 def stream_chat(
     lm: LoadedModel, request: ChatRequest, max_new_tokens_limit: int = 1024
 ) -> Iterator[ChatUpdate]:
-    """Generate the answer token by token; yields a ChatUpdate after each token."""
+    """Generate the answer token by token; yields a ChatUpdate after each token.
+
+    Timings count only the model's own work: prefill = prompt forward + first choice; decode =
+    every later forward + choice. Time the caller spends between yields (rendering, network)
+    is not counted, so tok/s is the model's speed, not the UI's.
+    """
     settings = check_request(lm, request, max_new_tokens_limit)
     prompt_ids, notes = build_prompt(lm, request)
     max_new = min(request.max_new_tokens, lm.context_length - len(prompt_ids))
     if max_new < request.max_new_tokens:
         notes.append(f"Max new tokens cut to {max_new} to stay within the {lm.context_length}-token context.")
     seed = request.seed if request.seed is not None else int(torch.randint(0, 2**31 - 1, (1,)))
-    decoder = _Decoder(lm, prompt_ids, settings, seed)
     update = ChatUpdate("", [], ChatTimings(prompt_tokens=len(prompt_ids)), prompt_ids, seed, notes)
     started = time.perf_counter()
+    decoder = _Decoder(lm, prompt_ids, settings, seed)
     for step in range(max_new):
-        info = decoder.next_token()
-        now = time.perf_counter()
+        if step > 0:
+            started = time.perf_counter()
+            decoder.advance()
+        info = decoder.choose()
+        spent = time.perf_counter() - started
         if step == 0:
-            update.timings.prefill_seconds = now - started
-            first_token_at = now
+            update.timings.prefill_seconds = spent
         else:
-            update.timings.decode_seconds = now - first_token_at
-        update.timings.generated_tokens += 1
-        update.tokens.append(info)
-        finished = info.id in lm.eos_token_ids
-        if not info.special:
-            update.text += info.text
-        if finished or step == max_new - 1:
+            update.timings.decode_seconds += spent
+        _append(lm, update, info)
+        if info.id in lm.eos_token_ids or step == max_new - 1:
             update.finished = True
-            update.stop_reason = "eos" if finished else "max_new_tokens"
+            update.stop_reason = _stop_reason(info.id in lm.eos_token_ids, max_new < request.max_new_tokens)
         yield update
         if update.finished:
             return
+
+
+def _append(lm: LoadedModel, update: ChatUpdate, info: TokenInfo) -> None:
+    """Add a token; the text is decoded from all ids at once, so characters split over several
+    tokens (emoji, CJK) come out whole. An unfinished character is held back until complete."""
+    update.tokens.append(info)
+    update.timings.generated_tokens += 1
+    ids = [token.id for token in update.tokens if not token.special]
+    text = lm.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    update.text = text.rstrip("\ufffd")
+
+
+def _stop_reason(eos: bool, cut_by_context: bool) -> str:
+    if eos:
+        return "eos"
+    return "context" if cut_by_context else "max_new_tokens"
 
 
 class _Decoder:
@@ -218,14 +252,17 @@ class _Decoder:
         return out.logits[0, -1].float()
 
     @torch.inference_mode()
-    def next_token(self) -> TokenInfo:
+    def choose(self) -> TokenInfo:
+        """Pick the next token from the current logits and append it to the ids."""
         scores = final_scores(self.logits, self.ids, self.settings)  # (1, vocab)
         token_id = choose_token(scores, self.settings, self.generator)
         info = describe_choice(self.lm, self.logits, scores[0], token_id)
         self.ids = torch.cat([self.ids, self.ids.new_tensor([[token_id]])], dim=1)
-        if token_id not in self.lm.eos_token_ids:
-            self.logits = self._forward(self.ids[:, -1:])
         return info
+
+    def advance(self) -> None:
+        """Run the model over the last chosen token: logits for the position after it."""
+        self.logits = self._forward(self.ids[:, -1:])
 
 
 def describe_choice(

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from playground.errors import PlaygroundError
+
 ENV_PREFIX = "PLAYGROUND_"
 
 
@@ -26,9 +28,9 @@ class Settings:
     cache_dir: str = field(default_factory=_default_cache_dir)
     # Only run code shipped with a Hub model when the user explicitly allows it.
     trust_remote_code: bool = False
-    # Web server.
-    host: str = "127.0.0.1"
-    port: int = 7860
+    # Web server (Spaces sets GRADIO_SERVER_NAME=0.0.0.0; locally only this machine can connect).
+    host: str = field(default_factory=lambda: os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    port: int = field(default_factory=lambda: int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     share: bool = False
     # Upper bound for "max new tokens" in chat (and other tabs).
     max_new_tokens_limit: int = 1024
@@ -38,12 +40,17 @@ class Settings:
     model_concurrency: int = 2
 
 
-def _parse(value: str, kind: type | str) -> object:
+def _parse(name: str, value: str, kind: type | str) -> object:
     kind_name = kind if isinstance(kind, str) else kind.__name__
     if "bool" in kind_name:
+        if value.strip().lower() not in {"1", "true", "yes", "on", "0", "false", "no", "off", ""}:
+            raise PlaygroundError(f"{name} must be true or false, got {value!r}")
         return value.strip().lower() in {"1", "true", "yes", "on"}
     if "int" in kind_name:
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            raise PlaygroundError(f"{name} must be a whole number, got {value!r}") from None
     return value or None if "None" in kind_name else value
 
 
@@ -51,9 +58,10 @@ def load_settings(**overrides: object) -> Settings:
     """Settings from defaults, then PLAYGROUND_<FIELD> variables, then explicit overrides."""
     settings = Settings()
     for f in fields(Settings):
-        env_value = os.environ.get(ENV_PREFIX + f.name.upper())
+        variable = ENV_PREFIX + f.name.upper()
+        env_value = os.environ.get(variable)
         if env_value is not None:
-            setattr(settings, f.name, _parse(env_value, f.type))
+            setattr(settings, f.name, _parse(variable, env_value, f.type))
     for name, value in overrides.items():
         if value is not None:
             setattr(settings, name, value)

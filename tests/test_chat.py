@@ -138,6 +138,7 @@ def test_old_turns_are_dropped_to_fit_and_the_answer_is_cut_to_the_context(tiny_
     assert any("dropped" in note for note in result.notes)
     assert any("cut to" in note for note in result.notes)
     assert len(result.prompt_ids) + len(result.tokens) <= tiny_lm.context_length
+    assert result.stop_reason == "context"
 
 
 def test_model_without_chat_template_falls_back_to_plain_completion(tiny_lm):
@@ -177,3 +178,41 @@ def test_concurrent_chats_give_the_same_answers_as_alone(embedded_lm):
     with ThreadPoolExecutor(max_workers=3) as pool:
         together = list(pool.map(answer, questions))
     assert together == alone
+
+
+def test_prefill_counts_the_prompt_forward_and_decode_excludes_the_callers_time(embedded_lm):
+    import time
+
+    long_prompt = [{"role": "user", "content": "Summarize: " + "the cat sat on the mat. " * 250}]
+    request = ChatRequest(long_prompt, settings=SamplingSettings(temperature=0), max_new_tokens=4)
+    updates = []
+    for update in stream_chat(embedded_lm, request):
+        time.sleep(1.0)  # a slow consumer (rendering, network) must not count as decode time
+        updates.append(update)
+    timings = updates[-1].timings
+    assert timings.prompt_tokens > 1000 and timings.generated_tokens == 4
+    assert timings.decode_seconds < 2.0, "the 3 s the caller spent between tokens were counted"
+    per_decode_step = timings.decode_seconds / (timings.generated_tokens - 1)
+    assert timings.prefill_seconds > 3 * per_decode_step, "the prompt's forward pass was not counted"
+
+
+def test_answer_text_keeps_characters_split_over_several_tokens(embedded_lm):
+    from playground.chat import ChatTimings, ChatUpdate, TokenInfo, _append
+
+    original = "東京 😀 café naïve"
+    ids = embedded_lm.tokenizer(original, add_special_tokens=False)["input_ids"]
+    assert len(ids) > len(original.split()), "the text should split characters over tokens"
+    update = ChatUpdate("", [], ChatTimings(), [], 0)
+    for token_id in ids:
+        _append(embedded_lm, update, TokenInfo(token_id, "", "", False, 1.0, 0.0, 1.0))
+        assert "\ufffd" not in update.text and original.startswith(update.text)
+    assert update.text == original
+
+
+def test_statistics_footer_is_stripped_before_the_model_sees_the_history():
+    from playground.chat import with_footer
+
+    shown = with_footer("Paris.", "prompt 30 tokens · prefill 80 ms")
+    assert shown != "Paris." and "prefill 80 ms" in shown
+    history = [{"role": "user", "content": "Capital?"}, {"role": "assistant", "content": shown}]
+    assert normalize_history(history)[-1] == {"role": "assistant", "content": "Paris."}

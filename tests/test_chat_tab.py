@@ -10,6 +10,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from playground.chat import normalize_history
+from playground.errors import PlaygroundError
 
 REPO = Path(__file__).resolve().parents[1]
 # temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed, show_template
@@ -99,3 +100,45 @@ def test_cli_exits_non_zero_with_a_one_line_reason():
     assert result.returncode == 2
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("error: Cannot load model 'no-such-org/no-such-model'")
+
+
+def test_handlers_as_plain_functions_put_statistics_under_each_answer(embedded_lm):
+    from playground.settings import load_settings
+    from playground.ui.chat_tab import ChatHandlers
+
+    handlers = ChatHandlers(embedded_lm, load_settings())
+    *_, (_, history, _, _) = handlers.chat("What is the capital of France?", [], "", *GREEDY)
+    answer = history[-1]["content"]
+    assert "Paris" in answer and "prefill (time to first token)" in answer and "tok/s" in answer
+    *_, (_, history, _, _) = handlers.chat("And of Italy?", history, "", *GREEDY)
+    assert sum("prefill" in m["content"] for m in history if m["role"] == "assistant") == 2
+    assert "prefill" not in normalize_history(history)[1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ((None, 50, 1.0, 0.0, 1.0, 30, "1", False), "temperature must be a number, got None"),
+        ((1, 50, 1.0, 0.0, 1.0, 3.7, "1", False), "max new tokens must be a whole number, got 3.7"),
+        ((1, "many", 1.0, 0.0, 1.0, 30, "1", False), "top-k must be a number, got 'many'"),
+    ],
+)
+def test_odd_api_values_are_named(embedded_lm, settings, expected):
+    from playground.settings import load_settings
+    from playground.ui.chat_tab import ChatHandlers
+
+    with pytest.raises(PlaygroundError, match=expected):
+        list(ChatHandlers(embedded_lm, load_settings()).chat("hi", [], "", *settings))
+
+
+def test_cli_bad_environment_value_exits_with_one_line():
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "", "PLAYGROUND_PORT": "abc"},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: PLAYGROUND_PORT must be a whole number, got 'abc'"

@@ -10,6 +10,7 @@ from playground.model import LoadedModel
 from playground.settings import Settings
 from playground.ui.beam_tab import build_beam_tab
 from playground.ui.chat_tab import build_chat_tab
+from playground.ui.common import set_model_concurrency
 from playground.ui.kv_tab import build_kv_tab
 from playground.ui.step_tab import build_step_tab
 
@@ -18,16 +19,29 @@ CSS_FILES = ("app.css", "step.css")
 JS_FILES = ("app.js", "step.js")
 
 
+def device_summary(lm: LoadedModel) -> str:
+    """'cpu', 'cuda', or for a model spread by device_map: 'cuda:0 (20 layers), cpu (10 layers)'."""
+    device_map = getattr(lm.model, "hf_device_map", None)
+    if not device_map or len(set(device_map.values())) == 1:
+        return lm.device.type
+    counts: dict[str, int] = {}
+    for placement in device_map.values():
+        name = f"cuda:{placement}" if isinstance(placement, int) else str(placement)
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} ({count} modules)" for name, count in counts.items())
+
+
 def header_markdown(lm: LoadedModel) -> str:
     return (
         "## LLM generation playground\n"
         f"<span class='model-info'>**Model:** {lm.name} · {lm.num_parameters / 1e6:.1f} M parameters · "
-        f"**device** {lm.device.type} · **dtype** {str(lm.dtype).removeprefix('torch.')} · "
+        f"**device** {device_summary(lm)} · **dtype** {str(lm.dtype).removeprefix('torch.')} · "
         f"loaded in {lm.load_seconds:.1f} s ({lm.source}) · context {lm.context_length} tokens</span>"
     )
 
 
 def build_demo(lm: LoadedModel, settings: Settings) -> gr.Blocks:
+    set_model_concurrency(settings.model_concurrency)
     with gr.Blocks(title="LLM generation playground") as demo:
         gr.Markdown(header_markdown(lm), elem_id="header")
         with gr.Tabs() as tabs:

@@ -7,76 +7,78 @@ from typing import Any
 
 import gradio as gr
 
-from playground.chat import ChatRequest, ChatUpdate, normalize_history, stream_chat
+from playground.chat import ChatRequest, ChatUpdate, normalize_history, stream_chat, with_footer
 from playground.errors import PlaygroundError
 from playground.model import LoadedModel
 from playground.sampling import SamplingSettings
 from playground.settings import Settings
 from playground.tokens import token_piece
-from playground.ui.common import UncheckedSlider, friendly_errors, model_event, parse_seed
+from playground.ui.common import UncheckedSlider, friendly_errors, model_event, on_gpu, parse_seed
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
 
 
+def _number(value: Any, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise PlaygroundError(f"{name} must be a number, got {value!r}") from None
+    if number != number:  # NaN
+        raise PlaygroundError(f"{name} must be a number, got {value!r}")
+    return number
+
+
+def _whole(value: Any, name: str) -> int:
+    number = _number(value, name)
+    if not number.is_integer():
+        raise PlaygroundError(f"{name} must be a whole number, got {value!r}")
+    return int(number)
+
+
 def make_request(history: list[dict[str, str]], system_prompt: str, *controls: Any) -> ChatRequest:
-    """The engine request from the UI's control values (same order as the controls list)."""
+    """The engine request from the UI's control values; every bad value is named."""
     temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed = controls
-    if top_k is None or float(top_k) != int(top_k):
-        raise PlaygroundError(f"top-k must be a whole number >= 0 (0 = off), got {top_k}")
     settings = SamplingSettings(
-        temperature=float(temperature),
-        top_k=int(top_k),
-        top_p=float(top_p),
-        min_p=float(min_p),
-        repetition_penalty=float(repetition_penalty),
+        temperature=_number(temperature, "temperature"),
+        top_k=_whole(top_k, "top-k"),
+        top_p=_number(top_p, "top-p"),
+        min_p=_number(min_p, "min-p"),
+        repetition_penalty=_number(repetition_penalty, "repetition penalty"),
     )
-    return ChatRequest(history, system_prompt or "", settings, int(max_new_tokens), parse_seed(seed))
+    max_new = _whole(max_new_tokens, "max new tokens")
+    return ChatRequest(history, system_prompt or "", settings, max_new, parse_seed(seed))
+
+
+def answer_stats(update: ChatUpdate) -> str:
+    """One line of statistics for an answer (shown under it)."""
+    stats = update.timings.summary() + f" · seed {update.seed}"
+    if update.finished:
+        stats += f" · stopped: {update.stop_reason.replace('_', ' ')}"
+    return stats
 
 
 def render_answer(lm: LoadedModel, update: ChatUpdate, show_template: bool) -> tuple[str, str]:
-    """(token view html, statistics markdown) for one answer."""
+    """(token view html, statistics markdown with notes) for one answer."""
     if show_template:
         ids = update.prompt_ids + [token.id for token in update.tokens]
         pieces = [token_piece(lm.tokenizer, i) for i in ids]
         view = templated_stream_html(pieces, len(update.prompt_ids))
     else:
         view = legend_html() + answer_tokens_html(update.tokens)
-    stats = update.timings.summary() + f" · seed {update.seed}"
-    if update.finished:
-        stats += f" · stopped: {update.stop_reason.replace('_', ' ')}"
     notes = "".join(f"\n\n> {note}" for note in update.notes)
-    return view, stats + notes
+    return view, answer_stats(update) + notes
 
 
-def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
-    with gr.Row():
-        with gr.Column(scale=3):
-            chatbot = gr.Chatbot(label="Conversation", height=380, buttons=["copy"])
-            with gr.Row():
-                message = gr.Textbox(
-                    label="Message",
-                    placeholder="Ask something… (Enter to send)",
-                    show_label=False,
-                    scale=5,
-                    autofocus=True,
-                    elem_id="chat-message",
-                )
-                send = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="chat-send")
-            with gr.Row():
-                stop = gr.Button("Stop", size="sm")
-                retry = gr.Button("Retry", size="sm")
-                undo = gr.Button("Undo", size="sm")
-                clear = gr.Button("Clear", size="sm")
-            stats = gr.Markdown(label="Statistics", elem_classes=["chat-stats"])
-            token_view = gr.HTML(label="Answer tokens")
-        with gr.Column(scale=1):
-            controls = _build_controls(lm, settings)
-    system_prompt, show_template = controls[0], controls[-1]
-    sampling_controls = controls[1:-1]
+class ChatHandlers:
+    """The tab's event handlers as plain methods (callable from tests without a server)."""
 
-    @friendly_errors
+    def __init__(self, lm: LoadedModel, settings: Settings) -> None:
+        self.lm = lm
+        self.settings = settings
+
     def chat(
+        self,
         message: str,
         history: list,
         system_prompt: str,
@@ -93,11 +95,15 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
         if not (message or "").strip():
             raise PlaygroundError("Empty message: type something to send.")
         history = [*normalize_history(history), {"role": "user", "content": message}]
-        values = (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
-        yield from _stream(history, system_prompt, values, show_template)
+        sampling = (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
+        request = make_request(history, system_prompt, *sampling)
+        for update in stream_chat(self.lm, request, self.settings.max_new_tokens_limit):
+            view, stats = render_answer(self.lm, update, bool(show_template))
+            answer = with_footer(update.text, answer_stats(update)) if update.finished else update.text
+            yield "", [*history, {"role": "assistant", "content": answer}], view, stats
 
-    @friendly_errors
     def chat_retry(
+        self,
         history: list,
         system_prompt: str,
         temperature: float,
@@ -110,19 +116,14 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
         show_template: bool,
     ) -> Iterator[tuple]:
         """Answer the last user message again (its previous answer is dropped)."""
-        message, earlier, *_ = undo_last(history)
+        message, earlier, *_ = self.chat_undo(history)
         if not message:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
         sampling = (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
-        yield from chat(message, earlier, system_prompt, *sampling, show_template)
+        yield from self.chat(message, earlier, system_prompt, *sampling, show_template)
 
-    def _stream(history: list[dict[str, str]], system: str, values: tuple, show: bool) -> Iterator[tuple]:
-        request = make_request(history, system, *values)
-        for update in stream_chat(lm, request, settings.max_new_tokens_limit):
-            view, stats_text = render_answer(lm, update, bool(show))
-            yield "", [*history, {"role": "assistant", "content": update.text}], view, stats_text
-
-    def undo_last(history: list) -> tuple:
+    @staticmethod
+    def chat_undo(history: list) -> tuple:
         """Remove the last exchange and put the user's message back in the box."""
         history = normalize_history(history)
         while history and history[-1]["role"] != "user":
@@ -130,16 +131,49 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
         last_user = history.pop()["content"] if history else ""
         return last_user, history, "", ""
 
-    chat_inputs = [chatbot, system_prompt, *sampling_controls, show_template]
-    chat_outputs = [message, chatbot, token_view, stats]
-    send_event = send.click(chat, [message, *chat_inputs], chat_outputs, api_name="chat", **model_event())
-    submit_event = message.submit(
-        chat, [message, *chat_inputs], chat_outputs, api_visibility="private", **model_event()
-    )
-    retry_event = retry.click(chat_retry, chat_inputs, chat_outputs, api_name="chat_retry", **model_event())
-    stop.click(None, cancels=[send_event, submit_event, retry_event])
-    undo.click(undo_last, [chatbot], chat_outputs, api_name="chat_undo")
-    clear.click(lambda: ("", [], "", ""), None, chat_outputs, api_name="chat_clear")
+    @staticmethod
+    def chat_clear() -> tuple:
+        return "", [], "", ""
+
+
+def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
+    """The Chat tab (call inside a gr.Tab)."""
+    c: dict[str, Any] = {}
+    with gr.Row():
+        with gr.Column(scale=3):
+            c["chatbot"] = gr.Chatbot(label="Conversation", height=380, buttons=["copy"])
+            with gr.Row():
+                c["message"] = gr.Textbox(
+                    label="Message",
+                    placeholder="Ask something… (Enter to send)",
+                    show_label=False,
+                    scale=5,
+                    autofocus=True,
+                    elem_id="chat-message",
+                )
+                c["send"] = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="chat-send")
+            with gr.Row():
+                for name in ("Stop", "Retry", "Undo", "Clear"):
+                    c[name.lower()] = gr.Button(name, size="sm")
+            c["stats"] = gr.Markdown(label="Statistics", elem_classes=["chat-stats"])
+            c["token_view"] = gr.HTML(label="Answer tokens")
+        with gr.Column(scale=1):
+            c["controls"] = _build_controls(lm, settings)
+    _wire(ChatHandlers(lm, settings), c)
+
+
+def _wire(h: ChatHandlers, c: dict[str, Any]) -> None:
+    """Send/Enter and Retry stream through the model queue; Stop cancels them."""
+    inputs = [c["chatbot"], *c["controls"]]
+    outputs = [c["message"], c["chatbot"], c["token_view"], c["stats"]]
+    chat, retry = friendly_errors(on_gpu(h.chat)), friendly_errors(on_gpu(h.chat_retry))
+    with_message = [c["message"], *inputs]
+    send_event = c["send"].click(chat, with_message, outputs, api_name="chat", **model_event())
+    submit_event = c["message"].submit(chat, with_message, outputs, api_visibility="private", **model_event())
+    retry_event = c["retry"].click(retry, inputs, outputs, api_name="chat_retry", **model_event())
+    c["stop"].click(None, cancels=[send_event, submit_event, retry_event])
+    c["undo"].click(h.chat_undo, [c["chatbot"]], outputs, api_name="chat_undo")
+    c["clear"].click(h.chat_clear, None, outputs, api_name="chat_clear")
 
 
 def _build_controls(lm: LoadedModel, settings: Settings) -> list[gr.components.Component]:

@@ -17,11 +17,28 @@ log = logging.getLogger(__name__)
 
 # Every event that runs the model shares this queue, so one model serves sessions in turn.
 MODEL_QUEUE = "model"
+_model_queue = {"concurrency_limit": 2}  # set from Settings.model_concurrency by build_demo
 
 
-def model_event(concurrency_limit: int = 2) -> dict[str, Any]:
+def set_model_concurrency(limit: int) -> None:
+    """How many model events may run at once (the rest wait in the shared queue)."""
+    if limit < 1:
+        raise PlaygroundError(f"model concurrency must be at least 1, got {limit}")
+    _model_queue["concurrency_limit"] = limit
+
+
+def model_event() -> dict[str, Any]:
     """Keyword arguments for an event that touches the model (shared queue + limit)."""
-    return {"concurrency_id": MODEL_QUEUE, "concurrency_limit": concurrency_limit}
+    return {"concurrency_id": MODEL_QUEUE, **_model_queue}
+
+
+def on_gpu(handler: Callable) -> Callable:
+    """@spaces.GPU on Hugging Face ZeroGPU (a GPU is attached for the call); unchanged elsewhere."""
+    try:
+        import spaces
+    except ImportError:
+        return handler
+    return spaces.GPU(handler)
 
 
 def explain_exception(exc: BaseException) -> str:
