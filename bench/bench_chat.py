@@ -71,11 +71,11 @@ def plain_generate(
             torch.tensor([prompt_ids], device=lm.device),
             max_new_tokens=n,
             streamer=clock,
-            pad_token_id=2,
+            pad_token_id=lm.tokenizer.pad_token_id or lm.tokenizer.eos_token_id,
             **sampling,
         )
-    token_times = clock.times[1:]
-    return (n - 1) / (token_times[-1] - token_times[0]), out[0, len(prompt_ids) :].tolist()
+    token_times = clock.times[1:]  # one per new token (generate may stop early at EOS)
+    return (len(token_times) - 1) / (token_times[-1] - token_times[0]), out[0, len(prompt_ids) :].tolist()
 
 
 def run_mode(lm, name: str, settings: SamplingSettings, tokens: int, repeats: int) -> float:
