@@ -30,7 +30,7 @@ from transformers import DynamicCache, LogitsProcessorList
 from playground.errors import PlaygroundError
 from playground.model import LoadedModel
 from playground.stepper import encode_prompt as encode_prompt_ids
-from playground.tokens import token_piece
+from playground.tokens import decode_ids, token_piece
 
 MAX_BEAMS = 16
 MAX_NEW_TOKENS = 64
@@ -124,6 +124,7 @@ class BeamTree:
     stop_reason: str
     seconds: float
     greedy: list[GreedyToken] | None = None
+    greedy_text: str | None = None  # the greedy tokens decoded as one sequence
     _children: dict[int, list[int]] | None = field(default=None, repr=False, compare=False)
 
     def children(self, node_id: int) -> list[int]:
@@ -204,12 +205,15 @@ def beam_search(
     )
     prompt_text, prompt_ids = encode_prompt(lm, prompt, chat)
     check_fits(lm, len(prompt_ids), settings)
-    with lm.lock, torch.inference_mode():
+    # The search's KV cache is private: lm.lock is taken per forward (in _Search._forward) and
+    # by greedy_path around generate, so other users' requests interleave with a long search.
+    with torch.inference_mode():
         run = _Search(lm, prompt_ids, settings, progress).run()
-        greedy = greedy_path(lm, prompt_ids, max_new_tokens) if include_greedy else None
+    greedy = greedy_path(lm, prompt_ids, max_new_tokens) if include_greedy else None
     tree = run.to_tree(prompt, prompt_text, prompt_ids, time.perf_counter() - started)
     if greedy is not None:
         tree.greedy = _link_greedy(tree, greedy)
+        tree.greedy_text = decode_ids(lm.tokenizer, [token.token_id for token in greedy])
     return tree
 
 
@@ -262,7 +266,7 @@ def encode_prompt(lm: LoadedModel, prompt: str, chat: bool) -> tuple[str, list[i
     if not isinstance(prompt, str) or not prompt.strip():
         raise PlaygroundError("The prompt is empty: type some text to continue.")
     ids = encode_prompt_ids(lm, prompt, bool(chat))
-    return lm.tokenizer.decode(ids, skip_special_tokens=False), ids
+    return decode_ids(lm.tokenizer, ids), ids
 
 
 def search_bytes(lm: LoadedModel, prompt_len: int, settings: BeamSettings) -> int:
@@ -424,7 +428,8 @@ class _Search:
         }
         if self.keep_last_logits:
             kwargs["logits_to_keep"] = 1
-        return self.model(input_ids=input_ids.contiguous(), return_dict=True, **kwargs)
+        with self.lm.lock:  # per forward: the model is shared, this search's cache is not
+            return self.model(input_ids=input_ids.contiguous(), return_dict=True, **kwargs)
 
     def _step(self, logits: torch.Tensor) -> bool:
         """One beam search step on (N, V) logits; returns True when the search is over."""
@@ -663,7 +668,7 @@ class _TreeBuilder:
                 raise RuntimeError("beam search returned an empty hypothesis slot")  # cannot happen
             self.nodes[node_id].rank = rank
             path = _path_tokens(self.nodes, node_id)
-            text = self.tokenizer.decode(path, skip_special_tokens=False)
+            text = decode_ids(self.tokenizer, path)
             result.append(Hypothesis(rank, node_id, path, text, score, self.nodes[node_id].cum_logprob))
         return result
 

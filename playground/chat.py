@@ -27,7 +27,7 @@ from playground.sampling import (
     seeded_generator,
     validate_settings,
 )
-from playground.tokens import token_piece
+from playground.tokens import decode_ids, token_piece
 
 TOP_ALTERNATIVES = 5
 
@@ -112,7 +112,7 @@ def normalize_history(history: Sequence[Any] | None) -> list[dict[str, str]]:
     as plain {"role", "content": str} dicts, without the statistics footers."""
     messages = []
     for message in history or []:
-        role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+        role = message_role(message)
         content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
         if role not in {"user", "assistant", "system"}:
             continue
@@ -121,6 +121,11 @@ def normalize_history(history: Sequence[Any] | None) -> list[dict[str, str]]:
             text = _FOOTER_PATTERN.sub("", text)
         messages.append({"role": role, "content": text})
     return messages
+
+
+def message_role(message: Any) -> str | None:
+    """The role of a history entry, whether a dict (API, Gradio) or a ChatMessage object."""
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
 
 
 def _content_text(content: Any) -> str:
@@ -222,7 +227,7 @@ def _append(lm: LoadedModel, update: ChatUpdate, info: TokenInfo) -> None:
     update.tokens.append(info)
     update.timings.generated_tokens += 1
     ids = [token.id for token in update.tokens if not token.special]
-    text = lm.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    text = decode_ids(lm.tokenizer, ids)
     update.text = text.rstrip("\ufffd")
 
 

@@ -19,7 +19,8 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ from playground.sampling import (
     validate_settings,
 )
 from playground.session_store import CacheEntry, KVStore, default_kv_store
-from playground.tokens import TokenPiece, token_piece
+from playground.tokens import TokenPiece, decode_ids, token_piece
 
 EXPORT_FORMAT = "llm-playground/step-session"
 EXPORT_VERSION = 1
@@ -217,8 +218,15 @@ class StepSession:
 
     @property
     def text(self) -> str:
-        """The generated continuation, decoded."""
-        return self.lm.tokenizer.decode(self.token_ids, skip_special_tokens=False)
+        """The generated continuation, decoded as one sequence."""
+        return decode_ids(self.lm.tokenizer, self.token_ids)
+
+    @contextmanager
+    def locked(self) -> Iterator[StepSession]:
+        """Hold this session's lock (re-entrant) so an action and the reads that follow it see
+        one state: `with session.locked(): session.pick(t); render(session)`."""
+        with self._lock:
+            yield self
 
     @property
     def ledger(self) -> list[LedgerEntry]:
@@ -314,7 +322,7 @@ class StepSession:
             for leaf in (n for n in self.nodes if not n.children and n.id != ROOT):
                 path = self._path_to(leaf.id)
                 tokens = [self.nodes[n].token_id for n in path[1:]]
-                text = self.lm.tokenizer.decode(tokens, skip_special_tokens=False)
+                text = decode_ids(self.lm.tokenizer, tokens)
                 result.append(Branch(leaf.id, len(tokens), text, self.tip in path))
             return result
 

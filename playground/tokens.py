@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
@@ -75,3 +77,27 @@ _BYTE_DECODER = {char: byte for byte, char in _bytes_to_unicode().items()}
 def visible_text(text: str) -> str:
     """Whitespace made visible in any text (for forced text or labels)."""
     return text.translate(VISIBLE_WHITESPACE)
+
+
+def decode_ids(tokenizer: Any, ids: Sequence[int]) -> str:
+    """The text of a whole id sequence, special tokens kept, nothing cleaned up. Decode whole
+    sequences, never join single-token decodes: a character split over several byte tokens
+    (emoji, CJK, accents) decodes to U+FFFD one token at a time."""
+    return tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def stream_pieces(tokenizer: Any, ids: Sequence[int], start: int) -> list[str]:
+    """The text each of ids[start:] adds, so that decode_ids(ids[:start]) + "".join(result)
+    == decode_ids(ids). A token that only begins a character adds "" and the token that
+    completes it adds the whole character (incremental decoding, as servers stream text)."""
+    pieces: list[str] = []
+    window, read = max(0, start - 6), start  # decode a few tokens back: spacing stays right
+    for end in range(start + 1, len(ids) + 1):
+        before = decode_ids(tokenizer, ids[window:read])
+        after = decode_ids(tokenizer, ids[window:end])
+        if after.endswith("\ufffd") and end < len(ids):
+            pieces.append("")  # an incomplete character: wait for its last byte
+            continue
+        pieces.append(after[len(before) :])
+        window, read = read, end
+    return pieces

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import threading
 
 import pytest
 import torch
@@ -116,6 +117,34 @@ def test_parity_with_the_models_logits_processors(embedded_lm):
     assert_parity(lm, tree)
     plain = make_tiny_llama(embedded_lm.tokenizer, seed=1)
     assert beam_search(plain, "one two one two", 4, 10, 1.0, False).sequences != tree.sequences
+
+
+def test_the_model_lock_is_held_per_forward_not_for_the_whole_search(embedded_lm):
+    """Other users' requests get the model between the search's forwards; each forward (and the
+    greedy generate) still runs under lm.lock."""
+    lm = make_tiny_llama(embedded_lm.tokenizer, seed=2)
+    held_in_forward: list[bool] = []
+    free_between: list[bool] = []
+
+    def another_user_tries_the_lock() -> None:
+        got = lm.lock.acquire(blocking=False)
+        free_between.append(got)
+        if got:
+            lm.lock.release()
+
+    def progress(done: int, total: int) -> None:
+        thread = threading.Thread(target=another_user_tries_the_lock)
+        thread.start()
+        thread.join()
+
+    hook = lm.model.register_forward_pre_hook(lambda *_: held_in_forward.append(lm.lock._is_owned()))
+    try:
+        tree = beam_search(lm, "Hello there", 3, 6, include_greedy=True, progress=progress)
+    finally:
+        hook.remove()
+    assert len(held_in_forward) > tree.steps_run and all(held_in_forward)
+    assert len(free_between) == tree.steps_run and all(free_between)
+    assert_parity(lm, tree)
 
 
 # --- tree data --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import gradio as gr
 import pytest
 from gradio_client.exceptions import AppError
 
-from playground.beam import FINISHED, BeamTree
+from playground import beam
+from playground.beam import FINISHED, KEPT, BeamNode, BeamTree, GreedyToken
 from playground.errors import PlaygroundError
 from playground.ui.beam_tab import (
     BeamHandlers,
@@ -17,7 +19,10 @@ from playground.ui.beam_tab import (
     node_choices,
     node_prefix,
     parse_early_stopping,
+    status_markdown,
 )
+
+MULTIBYTE = " 東京 😀 café"  # CJK and an emoji split over byte tokens, an accented letter
 
 
 def no_progress(*args: object, **kwargs: object) -> None:
@@ -49,15 +54,15 @@ def test_run_returns_every_view(run_outputs):
     assert prefix_ids == best.token_ids and prefix_text.startswith("Hello there")
 
 
-def test_choosing_a_node_gives_its_prefix(run_outputs):
+def test_choosing_a_node_gives_its_prefix(run_outputs, tiny_lm):
     tree = run_outputs[4]
     best = tree.hypotheses[0]
-    text, ids = BeamHandlers(None).select_node(tree, best.node_id)
+    text, ids = BeamHandlers(tiny_lm).select_node(tree, best.node_id)
     assert ids == best.token_ids and text == tree.prompt_text + best.text
-    assert BeamHandlers(None).select_node(tree, 0) == (tree.prompt_text, [])
+    assert BeamHandlers(tiny_lm).select_node(tree, 0) == (tree.prompt_text, [])
     assert tree.nodes[best.node_id].fate == FINISHED
     with pytest.raises(PlaygroundError, match="Node #99999 is not in this tree"):
-        node_prefix(tree, 99999)
+        node_prefix(tree, 99999, tiny_lm.tokenizer)
     with pytest.raises(PlaygroundError, match="Run a search first"):
         BeamHandlers(None).select_node(None, 3)
 
@@ -126,3 +131,33 @@ def test_a_chosen_prefix_opens_as_the_same_ids_in_a_step_session(tiny_lm):
     session = StepSession(tiny_lm, searched_prompt, searched_chat)
     session.append_tokens(prefix_ids)
     assert session.ids == tree.prefix_ids(node_id)
+
+
+def chain_tree(tree: BeamTree, token_ids: list[int]) -> BeamTree:
+    """The tree's prompt followed by one chain of nodes for token_ids (each alone is U+FFFD)."""
+    nodes = [tree.nodes[0]]
+    for step, token in enumerate(token_ids, start=1):
+        nodes.append(BeamNode(step, step, step - 1, token, "\ufffd", "?", -1.0, -step, -1.0, KEPT))
+    return dataclasses.replace(tree, nodes=nodes, _children=None)
+
+
+def test_a_prefix_with_multibyte_characters_reads_whole(run_outputs, tiny_lm):
+    tokenizer = tiny_lm.tokenizer
+    ids = tokenizer(MULTIBYTE, add_special_tokens=False).input_ids
+    tree = chain_tree(run_outputs[4], ids)
+    text, prefix_ids = BeamHandlers(tiny_lm).select_node(tree, len(ids))
+    assert (text, prefix_ids) == (tree.prompt_text + MULTIBYTE, ids)
+    assert node_prefix(tree, 4, tokenizer)[1] == ids[:4]
+
+
+def test_the_greedy_text_keeps_multibyte_characters_whole(tiny_lm, monkeypatch):
+    ids = tiny_lm.tokenizer(MULTIBYTE, add_special_tokens=False).input_ids
+
+    def fake_greedy(lm, prompt_ids, max_new_tokens):
+        return [GreedyToken(i, t, "\ufffd", "?", -1.0, -float(i)) for i, t in enumerate(ids, 1)]
+
+    monkeypatch.setattr(beam, "greedy_path", fake_greedy)
+    tree = beam.beam_search(tiny_lm, "東京 😀 café", 2, 3, include_greedy=True)
+    assert tree.prompt_text == "東京 😀 café" and tree.greedy_text == MULTIBYTE
+    assert f"tokens): {MULTIBYTE!r}" in status_markdown(tree)
+    assert BeamTree.from_dict(tree.to_dict()).greedy_text == MULTIBYTE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import GenerationConfig
 from transformers.generation.logits_process import (
     MinPLogitsWarper,
     RepetitionPenaltyLogitsProcessor,
@@ -128,10 +129,29 @@ def test_each_stage_matches_transformers_on_embedded_model(real_logits, raw_sett
     check_against_transformers(logits, ids, raw_settings)
 
 
-def test_default_order_is_generates_order() -> None:
-    assert DEFAULT_ORDER == ("repetition_penalty", "temperature", "top_k", "top_p", "min_p", "typical_p")
-    settings = validate_settings({"temperature": 0.5, "top_k": 5, "top_p": 0.9, "min_p": 0.1})
-    assert [name for name, _ in build_processors(settings)] == ["temperature", "top_k", "top_p", "min_p"]
+PROCESSOR_CLASSES = {
+    "repetition_penalty": RepetitionPenaltyLogitsProcessor,
+    "temperature": TemperatureLogitsWarper,
+    "top_k": TopKLogitsWarper,
+    "top_p": TopPLogitsWarper,
+    "min_p": MinPLogitsWarper,
+    "typical_p": TypicalLogitsWarper,
+}
+
+
+def test_default_order_is_generates_order(tiny_lm) -> None:
+    """With every stage active, generate's own processor list runs them in our default order."""
+    values = {"temperature": 0.7, "top_k": 20, "top_p": 0.9, "min_p": 0.05, "typical_p": 0.8}
+    values["repetition_penalty"] = 1.3
+    config = GenerationConfig(do_sample=True, **values)
+    ids = torch.tensor([[5, 6, 7]])
+    theirs = tiny_lm.model._get_logits_processor(
+        generation_config=config, input_ids_seq_length=3, encoder_input_ids=ids, device="cpu", model_kwargs={}
+    )
+    theirs = [type(p) for p in theirs if type(p) in PROCESSOR_CLASSES.values()]
+    ours = [PROCESSOR_CLASSES[name] for name, _ in build_processors(validate_settings(values))]
+    assert len(ours) == len(PROCESSOR_CLASSES) and ours == theirs
+    assert [PROCESSOR_CLASSES[name] for name in DEFAULT_ORDER] == theirs
 
 
 def test_reordering_changes_the_result() -> None:

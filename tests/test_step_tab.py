@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import threading
+import time
 
 import gradio as pytest_gradio
 import pytest
@@ -14,6 +17,7 @@ from playground.plots_step import REMOVED_COLOR, distribution_figure
 from playground.sampling import DEFAULT_ORDER
 from playground.session_store import SessionStore
 from playground.stepper import StepSession
+from playground.ui import step_tab
 from playground.ui.step_tab import (
     N_BUTTONS,
     VIEW_OUTPUTS,
@@ -21,6 +25,7 @@ from playground.ui.step_tab import (
     parse_token_ids,
     read_settings,
     render,
+    text_html,
 )
 
 PROMPT = "The capital of France is"
@@ -213,3 +218,56 @@ def test_connect_open_prefix_from_another_tab(embedded_lm) -> None:
         assert out[0] == PROMPT and [r[1] for r in out[2 + 4]["data"]] == ["␣Paris"]
     finally:
         demo.close()
+
+
+def test_text_shows_multibyte_characters_whole(tiny_lm) -> None:
+    """The coloured text reads exactly as the decoded sequence (no U+FFFD from byte tokens)."""
+    session = StepSession(tiny_lm, PROMPT)
+    session.force(" 東京 😀 café")
+    page = text_html(session)
+    stream = page.split("<div class='token-stream step-text'>", 1)[1]
+    visible = html.unescape(re.sub(r"<span class='tok-card'>.*?</table></span>|<[^>]+>", "", stream))
+    assert visible == PROMPT + " 東京 😀 café" and "\ufffd" not in visible
+    assert stream.count("tabindex='0'") == len(session.ledger) and "tok-partial" in stream
+
+
+def rendered_counts(outputs: tuple) -> tuple[int, int, int, int]:
+    """Tokens in the coloured text, the status line, the ledger and the log-prob chart."""
+    status = outputs[STATUS]
+    in_status = 0 if status.startswith("Prompt:") else int(status.split(" generated tokens")[0])
+    chart = outputs[LEDGER + 1].data[0].x
+    return outputs[TEXT].count("tabindex='0'"), in_status, len(outputs[LEDGER]), len(chart)
+
+
+def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:
+    """Two threads pick and undo on ONE session: every result shows a single state."""
+    chart = step_tab.cumulative_logprob_figure
+
+    def slow_chart(*args: object) -> object:
+        time.sleep(0.005)  # widen the render so the other thread's click lands inside it
+        return chart(*args)
+
+    monkeypatch.setattr(step_tab, "cumulative_logprob_figure", slow_chart)
+    handlers = StepHandlers(tiny_lm, SessionStore())
+    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
+    handlers.force(session_id, " in the north of", *VIEW)
+    results: list[tuple] = []
+    errors: list[BaseException] = []
+
+    def clicks(token_id: int) -> None:
+        try:
+            for _ in range(12):
+                results.append(handlers.pick(session_id, token_id, *VIEW))
+                results.append(handlers.undo(session_id, *VIEW))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=clicks, args=(t,)) for t in (11, 12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(results) == 48
+    for outputs in results:
+        counts = rendered_counts(outputs)
+        assert len(set(counts)) == 1, counts

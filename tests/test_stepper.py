@@ -14,6 +14,7 @@ import torch
 from playground.errors import PlaygroundError
 from playground.session_store import MIB, CacheEntry, KVStore, SessionStore
 from playground.stepper import StepSession, encode_prompt
+from playground.tokens import decode_ids, stream_pieces
 from tests.conftest import make_tiny_llama
 
 PROMPT = "The capital of France is"
@@ -471,3 +472,32 @@ def test_encode_prompt_refuses_empty_prompt_without_bos(tiny_lm) -> None:
         encode_prompt(no_bos, "", False)
     with pytest.raises(PlaygroundError, match="chat template"):
         encode_prompt(dataclasses.replace(tiny_lm, tokenizer=NoBosTokenizer(tiny_lm.tokenizer)), "hi", True)
+
+
+# --- non-ASCII text: decode whole sequences, never join single-token decodes ------------------
+
+MULTIBYTE = " 東京 😀 café"  # CJK and an emoji split over byte tokens, an accented letter
+
+
+def test_multibyte_text_round_trips(tiny_lm) -> None:
+    tokenizer = tiny_lm.tokenizer
+    ids = tokenizer(MULTIBYTE, add_special_tokens=False).input_ids
+    assert "\ufffd" in "".join(tokenizer.decode([i]) for i in ids)  # joining pieces corrupts it
+    session = StepSession(tiny_lm, PROMPT, kv_store=KVStore(64 * MIB))
+    session.force(MULTIBYTE)
+    assert session.token_ids == ids and session.text == MULTIBYTE
+    assert [b.text for b in session.branches()] == [MULTIBYTE]
+    pieces = stream_pieces(tokenizer, session.ids, len(session.prompt_ids))
+    assert len(pieces) == len(ids) and "".join(pieces) == MULTIBYTE
+    assert "" in pieces and "\ufffd" not in "".join(pieces)  # a byte token waits for the rest
+
+
+def test_stream_pieces_concatenate_to_the_whole_decode(tiny_lm) -> None:
+    tokenizer = tiny_lm.tokenizer
+    ids = tokenizer("Paris é 東京 😀 café\n  end", add_special_tokens=False).input_ids
+    whole = decode_ids(tokenizer, ids)
+    starts = [n for n in range(len(ids)) if not decode_ids(tokenizer, ids[:n]).endswith("\ufffd")]
+    assert len(starts) > 5  # every split on a character boundary
+    for start in starts:
+        pieces = stream_pieces(tokenizer, ids, start)
+        assert decode_ids(tokenizer, ids[:start]) + "".join(pieces) == whole, start

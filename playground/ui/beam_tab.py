@@ -25,7 +25,7 @@ from playground.beam import (
 from playground.errors import PlaygroundError
 from playground.model import LoadedModel
 from playground.plots import beam_tree_figure, figure_config
-from playground.tokens import visible_text
+from playground.tokens import decode_ids, visible_text
 from playground.ui.common import UncheckedSlider, friendly_errors, model_event
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
@@ -78,9 +78,9 @@ def status_markdown(tree: BeamTree) -> str:
     )
     if tree.greedy:
         greedy = tree.greedy[-1]
-        text = "".join(t.text for t in tree.greedy)
         lines.append(
-            f"**Greedy** (cum log-prob {greedy.cum_logprob:.3f}, {len(tree.greedy)} tokens): {text!r}"
+            f"**Greedy** (cum log-prob {greedy.cum_logprob:.3f}, {len(tree.greedy)} tokens): "
+            f"{tree.greedy_text!r}"
         )
     return "\n\n".join(lines)
 
@@ -101,17 +101,16 @@ def node_choices(tree: BeamTree) -> list[tuple[str, int]]:
     return [(describe_node(n), n.id) for n in ordered]
 
 
-def node_prefix(tree: BeamTree, node_id: Any) -> tuple[str, list[int]]:
-    """The prompt plus the tokens up to a node: readable text and the generated ids."""
+def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> tuple[str, list[int]]:
+    """The prompt plus the tokens up to a node: readable text (the ids decoded as one sequence,
+    so characters split over byte tokens stay whole) and the generated ids."""
     try:
         node_id = int(node_id)
     except (TypeError, ValueError):
         raise PlaygroundError(f"Choose a node from the list, got {node_id!r}.") from None
     if not 0 <= node_id < len(tree.nodes):
         raise PlaygroundError(f"Node #{node_id} is not in this tree (0 to {len(tree.nodes) - 1}).")
-    path = tree.path(node_id)
-    generated = "".join(node.text for node in path)
-    return tree.prompt_text + generated, [node.token_id for node in path]
+    return decode_ids(tokenizer, tree.prefix_ids(node_id)), [node.token_id for node in tree.path(node_id)]
 
 
 def export_json(tree: BeamTree | None) -> str:
@@ -170,7 +169,7 @@ class BeamHandlers:
             status_markdown(tree),
             hypothesis_rows(tree),
         )
-        prefix_text, prefix_ids = node_prefix(tree, best)
+        prefix_text, prefix_ids = node_prefix(tree, best, self.lm.tokenizer)
         return (*views, nodes, tree, prompt, bool(chat), prefix_text, prefix_ids, None)  # RUN_OUTPUTS order
 
     def redraw(self, tree: BeamTree | None, pruned: Any, show_greedy: bool, image_format: str) -> Any:
@@ -183,7 +182,7 @@ class BeamHandlers:
             raise PlaygroundError("Run a search first: there are no nodes to choose yet.")
         if node_id is None or node_id == "":
             return "", []
-        return node_prefix(tree, node_id)
+        return node_prefix(tree, node_id, self.lm.tokenizer)
 
 
 # --- layout -----------------------------------------------------------------------------------

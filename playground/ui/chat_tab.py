@@ -7,7 +7,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground.chat import ChatRequest, ChatUpdate, normalize_history, stream_chat, with_footer
+from playground.chat import ChatRequest, ChatUpdate, message_role, normalize_history, stream_chat, with_footer
 from playground.errors import PlaygroundError
 from playground.model import LoadedModel
 from playground.sampling import SamplingSettings
@@ -94,13 +94,13 @@ class ChatHandlers:
         """Append the user's message and stream the answer into the chat."""
         if not (message or "").strip():
             raise PlaygroundError("Empty message: type something to send.")
-        history = [*normalize_history(history), {"role": "user", "content": message}]
+        shown = [*(history or []), {"role": "user", "content": message}]  # earlier footers stay
         sampling = (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
-        request = make_request(history, system_prompt, *sampling)
+        request = make_request(normalize_history(shown), system_prompt, *sampling)
         for update in stream_chat(self.lm, request, self.settings.max_new_tokens_limit):
             view, stats = render_answer(self.lm, update, bool(show_template))
             answer = with_footer(update.text, answer_stats(update)) if update.finished else update.text
-            yield "", [*history, {"role": "assistant", "content": answer}], view, stats
+            yield "", [*shown, {"role": "assistant", "content": answer}], view, stats
 
     def chat_retry(
         self,
@@ -125,11 +125,11 @@ class ChatHandlers:
     @staticmethod
     def chat_undo(history: list) -> tuple:
         """Remove the last exchange and put the user's message back in the box."""
-        history = normalize_history(history)
-        while history and history[-1]["role"] != "user":
+        history = list(history or [])
+        while history and message_role(history[-1]) != "user":
             history.pop()
-        last_user = history.pop()["content"] if history else ""
-        return last_user, history, "", ""
+        last_user = normalize_history(history[-1:])[0]["content"] if history else ""
+        return last_user, history[:-1], "", ""
 
     @staticmethod
     def chat_clear() -> tuple:

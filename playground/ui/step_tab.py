@@ -23,7 +23,7 @@ from playground.plots_step import cumulative_logprob_figure, distribution_figure
 from playground.sampling import DEFAULT_ORDER, SamplingSettings, validate_settings
 from playground.session_store import SessionStore
 from playground.stepper import Node, StepSession, TextProbability
-from playground.tokens import token_piece
+from playground.tokens import decode_ids, stream_pieces, token_piece
 from playground.ui.common import UncheckedSlider, friendly_errors, model_event, parse_seed
 from playground.ui.token_html import legend_html, token_span
 
@@ -78,10 +78,16 @@ def read_settings(
 
 
 def text_html(session: StepSession) -> str:
-    """Prompt (dimmed) then the generated tokens coloured by probability, with hover cards."""
-    prompt = html.escape(session.lm.tokenizer.decode(session.prompt_ids)).replace("\n", "<br>")
+    """Prompt (dimmed) then the generated tokens coloured by probability, with hover cards.
+
+    The span texts are the whole sequence decoded incrementally (`stream_pieces`), so the text
+    reads exactly as decoded; a token that only begins a character gets an empty
+    'tok-partial' span (its bytes are in its card) and the token that completes it the character."""
+    tokenizer = session.lm.tokenizer
+    prompt = html.escape(decode_ids(tokenizer, session.prompt_ids)).replace("\n", "<br>")
     spans = [f"<span class='tok-prompt'>{prompt}</span>"]
-    for entry in session.ledger:
+    pieces = stream_pieces(tokenizer, session.ids, len(session.prompt_ids))
+    for entry, text in zip(session.ledger, pieces, strict=True):
         rows = [
             ("token", f"{entry.piece.visible} (id {entry.token_id})"),
             ("probability", f"{entry.prob:.2%}"),
@@ -92,8 +98,8 @@ def text_html(session: StepSession) -> str:
         ]
         if entry.sampled_prob is not None:
             rows.append(("after sampling", f"{entry.sampled_prob:.2%}"))
-        text = entry.piece.visible if entry.piece.special else entry.piece.text
-        spans.append(token_span(text, entry.prob, rows, entry.piece.special))
+        span = token_span(text, entry.prob, rows, entry.piece.special)
+        spans.append(span if text else span.replace("class='tok", "class='tok tok-partial", 1))
     return f"{legend_html()}<div class='token-stream step-text'>{''.join(spans)}</div>"
 
 
@@ -246,12 +252,13 @@ class StepHandlers:
 
     def _act(
         self, session_id: str, view: Sequence[Any], action: Callable[[StepSession, SamplingSettings], Any]
-    ):
+    ) -> tuple:
         k, stage, *widgets = view
         settings = read_settings(*widgets)  # bad settings: error before anything changes
         session = self.sessions.get(session_id)
-        action(session, settings)
-        return render(session, settings, int(k), stage)
+        with session.locked():  # one state from the action to the last view rendered
+            action(session, settings)
+            return render(session, settings, int(k), stage)
 
     def _install(self, session_id: str, session: StepSession, view: Sequence[Any]) -> tuple:
         k, stage = view[0], view[1]
@@ -259,7 +266,9 @@ class StepHandlers:
             self.sessions.replace(session_id, session)
         else:
             session_id = self.sessions.add(session)
-        return (session_id, session.prompt, session.chat, *render(session, session.settings, int(k), stage))
+        with session.locked():
+            views = render(session, session.settings, int(k), stage)
+        return (session_id, session.prompt, session.chat, *views)
 
     def start(self, session_id: str, prompt: str, chat: bool, *view: Any) -> tuple:
         settings = read_settings(*view[2:])
