@@ -26,7 +26,7 @@ from playground.errors import PlaygroundError
 from playground.model import LoadedModel
 from playground.plots import beam_tree_figure, figure_config
 from playground.tokens import decode_ids, visible_text
-from playground.ui.common import UncheckedSlider, friendly_errors, model_event
+from playground.ui.common import UncheckedSlider, friendly_errors, model_event, model_handler
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
 HYPOTHESIS_COLUMNS = ["rank", "score", "cum log-prob", "tokens", "text"]
@@ -284,7 +284,7 @@ def _wire(h: BeamHandlers, c: dict[str, Any]) -> None:
     """Events: run (button or Enter), redraw on view options, node choice, export."""
     inputs, outputs = [c[k] for k in RUN_INPUTS + VIEW_INPUTS], [c[k] for k in RUN_OUTPUTS]
     view = [c[k] for k in VIEW_INPUTS]
-    run: Callable = friendly_errors(h.run)
+    run: Callable = model_handler(h.run)
     c["run"].click(run, inputs, outputs, api_name="beam_run", **model_event())
     c["prompt"].submit(run, inputs, outputs, api_name="beam_run_submit", **model_event())
     gr.on(

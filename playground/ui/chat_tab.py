@@ -13,7 +13,7 @@ from playground.model import LoadedModel
 from playground.sampling import SamplingSettings
 from playground.settings import Settings
 from playground.tokens import token_piece
-from playground.ui.common import UncheckedSlider, friendly_errors, model_event, on_gpu, parse_seed
+from playground.ui.common import UncheckedSlider, model_event, model_handler, parse_seed
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
@@ -166,7 +166,7 @@ def _wire(h: ChatHandlers, c: dict[str, Any]) -> None:
     """Send/Enter and Retry stream through the model queue; Stop cancels them."""
     inputs = [c["chatbot"], *c["controls"]]
     outputs = [c["message"], c["chatbot"], c["token_view"], c["stats"]]
-    chat, retry = friendly_errors(on_gpu(h.chat)), friendly_errors(on_gpu(h.chat_retry))
+    chat, retry = model_handler(h.chat), model_handler(h.chat_retry)
     with_message = [c["message"], *inputs]
     send_event = c["send"].click(chat, with_message, outputs, api_name="chat", **model_event())
     submit_event = c["message"].submit(chat, with_message, outputs, api_visibility="private", **model_event())

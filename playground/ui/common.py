@@ -32,6 +32,11 @@ def model_event() -> dict[str, Any]:
     return {"concurrency_id": MODEL_QUEUE, **_model_queue}
 
 
+def model_handler(handler: Callable) -> Callable:
+    """A handler that runs the model: clear errors, and a GPU on ZeroGPU Spaces."""
+    return friendly_errors(on_gpu(handler))
+
+
 def on_gpu(handler: Callable) -> Callable:
     """@spaces.GPU on Hugging Face ZeroGPU (a GPU is attached for the call); unchanged elsewhere."""
     try:

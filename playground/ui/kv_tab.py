@@ -17,7 +17,7 @@ from playground.errors import PlaygroundError
 from playground.kv_presets import COMPARISON_MODELS, PRESETS
 from playground.model import LoadedModel
 from playground.plots_kv import CurveSeries, kv_curve_figure, memory_bar_figure
-from playground.ui.common import friendly_errors, model_event
+from playground.ui.common import friendly_errors, model_event, model_handler
 
 LOADED = "Loaded model"
 GPU_CHOICES = [
@@ -401,5 +401,5 @@ def _measure_section(lm: LoadedModel) -> None:
         table = gr.Dataframe(
             headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False
         )
-    handler = friendly_errors(functools.partial(measure, lm))
+    handler = model_handler(functools.partial(measure, lm))
     button.click(handler, length, [result, table], api_name="kv_measure", **model_event())

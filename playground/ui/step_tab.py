@@ -24,7 +24,7 @@ from playground.sampling import DEFAULT_ORDER, SamplingSettings, validate_settin
 from playground.session_store import SessionStore
 from playground.stepper import Node, StepSession, TextProbability
 from playground.tokens import decode_ids, stream_pieces, token_piece
-from playground.ui.common import UncheckedSlider, friendly_errors, model_event, parse_seed
+from playground.ui.common import UncheckedSlider, model_event, model_handler, parse_seed
 from playground.ui.token_html import legend_html, token_span
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
@@ -551,7 +551,7 @@ def build_step_tab(lm: LoadedModel) -> StepTab:
         trigger: Any, fn: Callable, inputs: list, name: str, outs: list | None = None, **extra: Any
     ) -> Any:
         kwargs = {"inputs": inputs, "outputs": outs or outputs, "api_name": name, **model_event(), **extra}
-        return trigger(fn=friendly_errors(fn), **kwargs)
+        return trigger(fn=model_handler(fn), **kwargs)
 
     on(start.click, h.start, [sid, prompt, chat, *view], "step_start", full)
     on(prompt.submit, h.start, [sid, prompt, chat, *view], "step_start_submit", full)
@@ -560,4 +560,4 @@ def build_step_tab(lm: LoadedModel) -> StepTab:
     on(import_file.upload, h.import_file, [sid, import_file, *view], "step_import", full)
     triggers = [views.stage.input, k.release, *[w.change for w in settings]]
     on(gr.on, h.refresh, [sid, *view], "step_refresh", triggers=triggers, trigger_mode="always_last")
-    return StepTab(sid, prompt, chat, view, full, friendly_errors(h.open_prefix), friendly_errors(h.start))
+    return StepTab(sid, prompt, chat, view, full, model_handler(h.open_prefix), model_handler(h.start))
