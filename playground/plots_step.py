@@ -38,10 +38,10 @@ def distribution_figure(
         template="none",  # small payloads; the app's theme styles the page
         barmode="group",
         height=max(260, 34 * len(labels) + 80),
-        margin={"l": 10, "r": 10, "t": 30, "b": 30},
-        yaxis={"autorange": "reversed", "type": "category"},
+        margin={"l": 70, "r": 10, "t": 50, "b": 30},
+        yaxis={"autorange": "reversed", "type": "category", "automargin": True},
         xaxis={"tickformat": ".0%", "title": "probability"},
-        legend={"orientation": "h", "y": 1.08},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
     )
     return fig
 
