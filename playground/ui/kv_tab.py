@@ -61,7 +61,7 @@ def weights_dtype_default(lm: LoadedModel, preset: str) -> tuple[str, str]:
 def weights_dtype_update(lm: LoadedModel, preset: str) -> Any:
     """Handler: reset the weights dtype dropdown when the model changes (as loaded for the loaded model)."""
     value, info = weights_dtype_default(lm, preset)
-    return gr.Dropdown(value=value, info=info)
+    return gr.Dropdown(choices=list(kvm.DTYPES), value=value, info=info)
 
 
 def preset_config_text(lm: LoadedModel, name: str) -> str:
