@@ -564,7 +564,13 @@ def test_load_config_home_path_is_checked_like_any_other(tmp_path, monkeypatch):
 
 
 def test_load_config_from_real_model_dirs(tmp_path, embedded_lm):
-    config = kvm.load_config_file(embedded_lm.model.name_or_path)  # the embedded model's own directory
+    from pathlib import Path
+
+    from playground.model import embedded_cache_dir
+    from playground.settings import load_settings
+
+    # the embedded model's converted-weights directory (written by its first load)
+    config = kvm.load_config_file(str(embedded_cache_dir(Path(load_settings().cache_dir))))
     assert config["model_type"] == "llama" and config["num_hidden_layers"] == 30
     _tiny("qwen2", **SMALL).config.save_pretrained(tmp_path)  # a directory as save_pretrained writes it
     assert kvm.load_config_file(str(tmp_path))["num_key_value_heads"] == 2
