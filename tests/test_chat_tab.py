@@ -26,8 +26,8 @@ def chat(client, message: str, history=(), system: str = "", settings=GREEDY):
 def test_streamed_chat_answers_with_token_view_and_timings(app_client):
     outputs = chat(app_client, "What is the capital of France?")
     assert len(outputs) > 3, "the answer should arrive token by token"
-    textbox, history, token_view, stats = outputs[-1]
-    assert textbox == ""
+    _, history, token_view, stats = outputs[-1]
+    assert outputs[0][0] == "", "the message box is cleared when the answer starts"
     messages = normalize_history(history)
     assert messages[0] == {"role": "user", "content": "What is the capital of France?"}
     assert "Paris" in messages[-1]["content"]
@@ -107,10 +107,10 @@ def test_handlers_as_plain_functions_put_statistics_under_each_answer(embedded_l
     from playground.ui.chat_tab import ChatHandlers
 
     handlers = ChatHandlers(embedded_lm, load_settings())
-    *_, (_, history, _, _) = handlers.chat("What is the capital of France?", [], "", *GREEDY)
+    *_, (_, history, _, _, _) = handlers.chat("What is the capital of France?", [], "", *GREEDY)
     answer = history[-1]["content"]
     assert "Paris" in answer and "prefill (time to first token)" in answer and "tok/s" in answer
-    *_, (_, history, _, _) = handlers.chat("And of Italy?", history, "", *GREEDY)
+    *_, (_, history, _, _, _) = handlers.chat("And of Italy?", history, "", *GREEDY)
     assert sum("prefill" in m["content"] for m in history if m["role"] == "assistant") == 2
     assert "prefill" not in normalize_history(history)[1]["content"]
 
@@ -142,3 +142,31 @@ def test_cli_bad_environment_value_exits_with_one_line():
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "error: PLAYGROUND_PORT must be a whole number, got 'abc'"
+
+
+def test_message_box_is_cleared_once_so_typing_during_streaming_survives(embedded_lm):
+    from playground.settings import load_settings
+    from playground.ui.chat_tab import ChatHandlers
+
+    outputs = list(ChatHandlers(embedded_lm, load_settings()).chat("Count to ten.", [], "", *GREEDY))
+    assert outputs[0][0] == "" and len(outputs) > 2
+    assert all(isinstance(out[0], type(outputs[1][0])) and out[0] != "" for out in outputs[1:])
+    assert all(out[4] is not None and not isinstance(out[4], dict) for out in outputs[-1:])
+
+
+def test_stop_marks_the_cut_off_answer_and_the_template_toggle_rerenders(embedded_lm):
+    from playground.settings import load_settings
+    from playground.ui.chat_tab import ChatHandlers
+
+    handlers = ChatHandlers(embedded_lm, load_settings())
+    partial = [{"role": "user", "content": "Tell a story"}, {"role": "assistant", "content": "Once upon"}]
+    history, stats = handlers.chat_stopped(partial, "prompt 30 tokens · generated 3 tokens\n\n> a note")
+    assert stats == "prompt 30 tokens · generated 3 tokens · stopped: by you\n\n> a note"
+    assert "stopped: by you" in history[-1]["content"]
+    assert normalize_history(history)[-1]["content"] == "Once upon"
+    assert handlers.chat_stopped(history, stats) == (history, stats)  # a finished answer stays as is
+
+    *_, (_, _, plain_view, _, last) = handlers.chat("Hi", [], "", *GREEDY)
+    templated = handlers.show_answer(last, True)
+    assert "&lt;|im_start|&gt;" in templated and "&lt;|im_start|&gt;" not in plain_view
+    assert handlers.show_answer(last, False) == plain_view

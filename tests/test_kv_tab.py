@@ -8,7 +8,6 @@ import time
 import gradio as gr
 import pytest
 import torch
-from gradio_client.exceptions import AppError
 
 from playground import kv_memory as kvm
 from playground.errors import PlaygroundError
@@ -90,6 +89,43 @@ def test_bad_inputs_raise_clear_errors(embedded_lm):
     assert "On a 100 GB GPU" in calc(embedded_lm, gpu="100")[0]  # a typed custom size
 
 
+def test_bad_config_clears_every_output_and_explains(embedded_lm):
+    previous = calc(embedded_lm)  # what a good config put on screen
+    inputs = ["Mistral-7B-v0.1", '{"num_hidden_layers": 2, ', 8192, 2, "float16", "ideal", 80, "bfloat16"]
+    with pytest.warns(UserWarning, match="not valid JSON"):  # gr.Warning outside an event: a warning
+        summary, formula, rows, curves, bars = kv_tab.calculate_or_explain(embedded_lm, *inputs, None, 10)
+    assert summary.startswith("**Can't calculate:** The config is not valid JSON")
+    assert (formula, rows, curves, bars) == ("", [], None, None)
+    assert previous[0] not in summary and "bytes" not in summary
+    zero_length = ["Mistral-7B-v0.1", MISTRAL, 0, 2, "float16", "ideal", 80, "bfloat16", None, 10]
+    with pytest.warns(UserWarning, match="Sequence length"):
+        summary, *_ = kv_tab.calculate_or_explain(embedded_lm, *zero_length)
+    assert summary.startswith("**Can't calculate:** Sequence length must be a positive whole number")
+
+
+def test_unexpected_errors_still_raise(embedded_lm, monkeypatch):
+    def broken(*_):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(kv_tab, "calculate", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        kv_tab.calculate_or_explain(embedded_lm, "Mistral-7B-v0.1", MISTRAL)
+
+
+def test_preset_restores_the_loaded_models_config(embedded_lm):
+    loaded = kv_tab.preset_config_text(embedded_lm, kv_tab.LOADED)
+    assert json.loads(loaded) == kv_tab.loaded_config(embedded_lm)
+    assert kv_tab.preset_config_text(embedded_lm, "Mistral-7B-v0.1") != loaded
+    assert kv_tab.preset_config_text(embedded_lm, kv_tab.LOADED) == loaded  # chosen again: same text back
+
+
+def test_preset_fires_on_every_selection(embedded_lm):
+    with gr.Blocks() as demo:
+        kv_tab.build_kv_tab(embedded_lm)
+    deps = [d for d in demo.fns.values() if d.api_name == "kv_preset_config"]
+    assert len(deps) == 1 and [t[1] for t in deps[0].targets] == ["select"]  # not "change"
+
+
 def test_load_config_from_a_directory(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text(MISTRAL)
     assert json.loads(kv_tab.load_config_text(str(tmp_path))) == PRESETS["Mistral-7B-v0.1"].config
@@ -163,10 +199,13 @@ def test_tab_through_gradio_client(app_client):
     assert f"{kv:,} bytes" in summary and "GiB" in summary and "GB" in summary
     assert "text_config.num_key_value_heads" in formula
     assert len(rows["data"]) == 62
-    with pytest.raises(AppError, match="not valid JSON"):
-        app_client.predict(
-            "Gemma-3-27B", "{", 10, 1, "float16", "ideal", 80, "bfloat16", None, 10, api_name="/kv_calculate"
-        )
+    summary, formula, rows, curves, bars = app_client.predict(
+        "Gemma-3-27B", "{", 10, 1, "float16", "ideal", 80, "bfloat16", None, 10, api_name="/kv_calculate"
+    )
+    assert summary.startswith("**Can't calculate:** The config is not valid JSON") and formula == ""
+    assert rows["data"] == [] and curves is None and bars is None
+    loaded = app_client.predict(kv_tab.LOADED, api_name="/kv_preset_config")
+    assert json.loads(loaded)["num_hidden_layers"] == 30  # the loaded model's config is back in the editor
     result, table = app_client.predict(16, api_name="/kv_measure")
     assert f"Measured {2 * 30 * 3 * 64 * 16 * 4:,} bytes" in result and "equal to the byte" in result
     assert all(row[4] for row in table["data"]) and len(table["data"]) == 30

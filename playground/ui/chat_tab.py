@@ -97,10 +97,13 @@ class ChatHandlers:
         shown = [*(history or []), {"role": "user", "content": message}]  # earlier footers stay
         sampling = (temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
         request = make_request(normalize_history(shown), system_prompt, *sampling)
+        box: Any = ""  # clear the message box once; later updates leave what the user types
         for update in stream_chat(self.lm, request, self.settings.max_new_tokens_limit):
             view, stats = render_answer(self.lm, update, bool(show_template))
             answer = with_footer(update.text, answer_stats(update)) if update.finished else update.text
-            yield "", [*shown, {"role": "assistant", "content": answer}], view, stats
+            kept = update if update.finished else gr.skip()  # state is copied: store it once
+            yield box, [*shown, {"role": "assistant", "content": answer}], view, stats, kept
+            box = gr.skip()
 
     def chat_retry(
         self,
@@ -129,11 +132,30 @@ class ChatHandlers:
         while history and message_role(history[-1]) != "user":
             history.pop()
         last_user = normalize_history(history[-1:])[0]["content"] if history else ""
-        return last_user, history[:-1], "", ""
+        return last_user, history[:-1], "", "", None
 
     @staticmethod
     def chat_clear() -> tuple:
-        return "", [], "", ""
+        return "", [], "", "", None
+
+    @staticmethod
+    def chat_stopped(history: list, stats: str) -> tuple[list, str]:
+        """After Stop: say so under the cut-off answer and in the statistics."""
+        history = list(history or [])
+        if not stats or "stopped:" in stats:
+            return history, stats
+        first_line, _, notes = stats.partition("\n\n")
+        first_line += " · stopped: by you"
+        last = normalize_history(history[-1:])
+        if last and last[0]["role"] == "assistant":
+            history[-1] = {"role": "assistant", "content": with_footer(last[0]["content"], first_line)}
+        return history, first_line + (f"\n\n{notes}" if notes else "")
+
+    def show_answer(self, last: ChatUpdate | None, show_template: bool) -> Any:
+        """Re-render the last answer's token view when the template toggle changes."""
+        if last is None:
+            return gr.skip()
+        return render_answer(self.lm, last, bool(show_template))[0]
 
 
 def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
@@ -157,6 +179,7 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
                     c[name.lower()] = gr.Button(name, size="sm")
             c["stats"] = gr.Markdown(label="Statistics", elem_classes=["chat-stats"])
             c["token_view"] = gr.HTML(label="Answer tokens")
+            c["last_answer"] = gr.State(None)  # the last finished ChatUpdate, for re-rendering
         with gr.Column(scale=1):
             c["controls"] = _build_controls(lm, settings)
     _wire(ChatHandlers(lm, settings), c)
@@ -165,13 +188,26 @@ def build_chat_tab(lm: LoadedModel, settings: Settings) -> None:
 def _wire(h: ChatHandlers, c: dict[str, Any]) -> None:
     """Send/Enter and Retry stream through the model queue; Stop cancels them."""
     inputs = [c["chatbot"], *c["controls"]]
-    outputs = [c["message"], c["chatbot"], c["token_view"], c["stats"]]
+    outputs = [c["message"], c["chatbot"], c["token_view"], c["stats"], c["last_answer"]]
     chat, retry = model_handler(h.chat), model_handler(h.chat_retry)
-    with_message = [c["message"], *inputs]
-    send_event = c["send"].click(chat, with_message, outputs, api_name="chat", **model_event())
-    submit_event = c["message"].submit(chat, with_message, outputs, api_visibility="private", **model_event())
-    retry_event = c["retry"].click(retry, inputs, outputs, api_name="chat_retry", **model_event())
-    c["stop"].click(None, cancels=[send_event, submit_event, retry_event])
+    once = {"trigger_mode": "once", **model_event()}  # a second Send while streaming is ignored
+    send_event = gr.on(
+        [c["send"].click, c["message"].submit],
+        chat,
+        [c["message"], *inputs],
+        outputs,
+        api_name="chat",
+        **once,
+    )
+    retry_event = c["retry"].click(retry, inputs, outputs, api_name="chat_retry", **once)
+    stop_inputs = [c["chatbot"], c["stats"]]
+    c["stop"].click(
+        h.chat_stopped, stop_inputs, stop_inputs, cancels=[send_event, retry_event], api_name="chat_stop"
+    )
+    show_template = c["controls"][-1]
+    show_template.change(
+        h.show_answer, [c["last_answer"], show_template], [c["token_view"]], api_visibility="private"
+    )
     c["undo"].click(h.chat_undo, [c["chatbot"]], outputs, api_name="chat_undo")
     c["clear"].click(h.chat_clear, None, outputs, api_name="chat_clear")
 

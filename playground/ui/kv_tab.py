@@ -187,6 +187,17 @@ def calculate(
     return summary, formula_markdown(b), layer_rows(b), curves, bars
 
 
+def calculate_or_explain(lm: LoadedModel, *inputs: Any) -> tuple[str, str, list[list[Any]], Any, Any]:
+    """`calculate` for the UI: a user error (bad JSON, bad size) replaces every output, so no numbers from
+    an earlier config stay on screen, and shows the message as a toast too. Other failures still raise."""
+    try:
+        return calculate(lm, *inputs)
+    except PlaygroundError as exc:
+        message = str(exc)
+        gr.Warning(message)
+        return f"**Can't calculate:** {message}", "", [], None, None
+
+
 def measure(lm: LoadedModel, prompt_len: float) -> tuple[str, list[list[Any]]]:
     """Build a real cache with the loaded model and put its bytes next to the prediction."""
     n = _whole(prompt_len, "Prompt length")
@@ -280,7 +291,7 @@ def _config_inputs(lm: LoadedModel) -> list[Any]:
             )
             load = gr.Button("Load config", scale=1)
     filled = [
-        preset.change(
+        preset.select(  # fires on every choice, re-choosing the same preset too (.change would not)
             friendly_errors(functools.partial(preset_config_text, lm)),
             preset,
             config_text,
@@ -360,10 +371,11 @@ def _gpu_inputs(lm: LoadedModel) -> list[Any]:
 def _wire_calculator(
     lm: LoadedModel, inputs: list[Any], filled: list[Any], run: Any, outputs: list[Any]
 ) -> None:
-    """One calculator event for every trigger; none of it needs the model queue. A new preset first resets
-    the weights dtype (the loaded model's own for "Loaded model"), then calculates."""
+    """One calculator event for every trigger; none of it needs the model queue. A chosen preset first resets
+    the weights dtype (the loaded model's own for "Loaded model"), then calculates. A user error clears
+    every output and explains itself in the summary (see calculate_or_explain)."""
     preset, seq_len, batch, kv_dtype, mode, gpu, weights_dtype, params, overhead = [inputs[0], *inputs[2:]]
-    handler = friendly_errors(functools.partial(calculate, lm))
+    handler = friendly_errors(functools.partial(calculate_or_explain, lm))
     triggers = [run.click, seq_len.submit, batch.submit, params.submit, overhead.release]
     triggers += [c.change for c in (kv_dtype, mode, gpu, weights_dtype)]
     gr.on(triggers, handler, inputs, outputs, api_name="kv_calculate", concurrency_limit=None)
