@@ -227,13 +227,21 @@ def _add_greedy(fig: go.Figure, tree: BeamTree, points: dict[int, _Point]) -> No
     fig.add_trace(_scatter(off, "greedy tokens off the tree", marker, text_color=GREEDY_COLOR))
 
 
+def early_stopping_word(value: bool | str) -> str:
+    """The engine's early_stopping as the Beam tab's control words it: off / on / never."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def _style(fig: go.Figure, tree: BeamTree, points: dict[int, _Point]) -> None:
     rows = 1 - min(p.y for p in points.values())
     s = tree.settings
     fig.update_layout(
         title={
             "text": f"Beam search: {s.num_beams} beams, {tree.steps_run} steps, length penalty "
-            f"{s.length_penalty:g}, early stopping {s.early_stopping} ({tree.stop_reason})"
+            f"{s.length_penalty:g}, early stopping {early_stopping_word(s.early_stopping)} "
+            f"({tree.stop_reason})"
         },
         height=int(min(max(480, rows * ROW_PX), 1600)),
         dragmode="pan",

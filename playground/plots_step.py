@@ -46,8 +46,13 @@ def distribution_figure(
     return fig
 
 
+MAX_TOKEN_LABELS = 12  # more steps than this: label every k-th bar (hover still names each token)
+
+
 def cumulative_logprob_figure(logprobs: Sequence[float], labels: Sequence[str]) -> go.Figure:
-    """Per-step log-prob bars and the running sum (the log-probability of the whole continuation)."""
+    """Per-step log-prob bars and the running sum (the log-probability of the whole continuation).
+
+    No in-figure title: the component's label names the chart."""
     steps = list(range(1, len(logprobs) + 1))
     running, total = [], 0.0
     for value in logprobs:
@@ -55,17 +60,36 @@ def cumulative_logprob_figure(logprobs: Sequence[float], labels: Sequence[str]) 
         running.append(total)
     fig = go.Figure()
     fig.add_bar(
-        name="log-prob of the step", x=steps, y=list(logprobs), text=list(labels), marker_color=RAW_COLOR
+        name="log-prob of the step",
+        x=steps,
+        y=list(logprobs),
+        text=thinned_labels(labels),
+        textposition="auto",  # inside a bar when it fits, else just past its end
+        textangle=-90,  # vertical: neighbouring labels never overlap
+        cliponaxis=False,
+        customdata=list(labels),
+        hovertemplate="step %{x}: %{customdata}<br>log-prob %{y:.3f}<extra></extra>",
+        marker_color=RAW_COLOR,
     )
     fig.add_scatter(
         name="cumulative log-prob", x=steps, y=running, mode="lines+markers", line_color=KEPT_COLOR
     )
+    _style_cumulative(fig, len(steps))
+    return fig
+
+
+def thinned_labels(labels: Sequence[str], most: int = MAX_TOKEN_LABELS) -> list[str]:
+    """Every label when there are at most `most`, else every k-th (the others blank)."""
+    every = max(1, -(-len(labels) // most))  # ceil(len / most)
+    return [label if i % every == 0 else "" for i, label in enumerate(labels)]
+
+
+def _style_cumulative(fig: go.Figure, n_steps: int) -> None:
     fig.update_layout(
         template="none",
-        height=260,
-        margin={"l": 10, "r": 10, "t": 30, "b": 30},
-        xaxis={"title": "step", "dtick": 1 if len(steps) <= 20 else None},
-        yaxis={"title": "nats"},
-        legend={"orientation": "h", "y": 1.12},
+        height=340,
+        margin={"l": 70, "r": 15, "t": 30, "b": 95},  # the legend sits under the step axis
+        xaxis={"title": {"text": "step"}, "dtick": 1 if n_steps <= 20 else None, "automargin": True},
+        yaxis={"title": {"text": "nats", "standoff": 8}, "automargin": True},
+        legend={"orientation": "h", "x": 0, "y": -0.28, "yanchor": "top"},
     )
-    return fig

@@ -570,6 +570,13 @@ class StepSession:
                 out = self.lm.model(input_ids=input_ids, **kwargs)
         return out.logits[0, -n_logits:].float()  # (n_logits, vocab)
 
+    def use_settings(self, settings: SamplingSettings | Mapping[str, Any] | None) -> SamplingSettings:
+        """Make `settings` the session's own (what export writes); returns them validated."""
+        checked = validate_settings(settings)
+        with self._lock:
+            self.settings = checked
+        return checked
+
     # --- export / import ------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:

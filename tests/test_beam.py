@@ -14,7 +14,7 @@ from playground import beam
 from playground.beam import FINISHED, KEPT, PRUNED, ROOT, BeamTree, beam_search
 from playground.errors import PlaygroundError
 from playground.model import LoadedModel
-from playground.plots import beam_tree_figure, figure_config
+from playground.plots import beam_tree_figure, early_stopping_word, figure_config
 from tests.conftest import make_tiny_llama
 
 CAPITAL = "What is the capital of France?"
@@ -353,6 +353,8 @@ def test_figure_overlays_the_greedy_path(capital_tree):
 def test_figure_layout_pans_and_zooms_and_downloads_svg(capital_tree):
     layout = beam_tree_figure(capital_tree).to_dict()["layout"]
     assert layout["dragmode"] == "pan" and layout["xaxis"]["title"]["text"] == "step"
+    assert "early stopping off (" in layout["title"]["text"]  # the control's word, not False
+    assert [early_stopping_word(v) for v in (False, True, "never")] == ["off", "on", "never"]
     config = figure_config("svg")
     assert config["scrollZoom"] is True and config["toImageButtonOptions"]["format"] == "svg"
     with pytest.raises(ValueError, match="jpeg"):

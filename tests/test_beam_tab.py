@@ -13,9 +13,12 @@ from gradio_client.exceptions import AppError
 from playground import beam
 from playground.beam import FINISHED, KEPT, BeamNode, BeamTree, GreedyToken
 from playground.errors import PlaygroundError
+from playground.tokens import decode_ids
 from playground.ui.beam_tab import (
     BeamHandlers,
     export_json,
+    hypothesis_rows,
+    markdown_text,
     node_choices,
     node_prefix,
     parse_early_stopping,
@@ -52,6 +55,17 @@ def test_run_returns_every_view(run_outputs):
     assert (prompt, chat, export_file) == ("Hello there", False, None)
     best = tree.hypotheses[0]
     assert prefix_ids == best.token_ids and prefix_text.startswith("Hello there")
+
+
+def test_texts_read_plain(run_outputs, tiny_lm):
+    tree = run_outputs[4]
+    rows = hypothesis_rows(tree)
+    assert [row[4] for row in rows] == [decode_ids(tiny_lm.tokenizer, h.token_ids) for h in tree.hypotheses]
+    assert not any("␣" in row[4] for row in rows)
+    assert markdown_text(" in a graph\r\n*x* <b>") == " in a graph↵\\*x\\* &lt;b&gt;"
+    best = dataclasses.replace(tree.hypotheses[0], text="it's\na graph")
+    status = status_markdown(dataclasses.replace(tree, hypotheses=[best]))
+    assert "): it's↵a graph" in status and "'it" not in status
 
 
 def test_choosing_a_node_gives_its_prefix(run_outputs, tiny_lm):
@@ -159,5 +173,5 @@ def test_the_greedy_text_keeps_multibyte_characters_whole(tiny_lm, monkeypatch):
     monkeypatch.setattr(beam, "greedy_path", fake_greedy)
     tree = beam.beam_search(tiny_lm, "東京 😀 café", 2, 3, include_greedy=True)
     assert tree.prompt_text == "東京 😀 café" and tree.greedy_text == MULTIBYTE
-    assert f"tokens): {MULTIBYTE!r}" in status_markdown(tree)
+    assert f"tokens): {MULTIBYTE}" in status_markdown(tree)  # plain text, no repr quotes
     assert BeamTree.from_dict(tree.to_dict()).greedy_text == MULTIBYTE

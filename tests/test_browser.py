@@ -71,19 +71,35 @@ def test_kv_tab_shows_bytes_in_gib_and_gb(page):
     assert "bytes" in body and "GiB" in body and "GB" in body
 
 
-def test_beam_search_runs_and_opens_the_best_hypothesis_in_step_by_step(page):
+def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page):
     page.get_by_role("tab", name="Beam search").click()
     page.get_by_role("button", name="Run beam search").click()
-    page.get_by_text("Returned hypotheses").first.wait_for()
-    page.wait_for_function("document.body.innerText.includes('stopped')")
+    page.wait_for_function("document.querySelector('#beam-plot .js-plotly-plot')?.dataset.clickWired")
     prefix = page.get_by_label("Prefix (prompt + tokens up to the node)")
     page.wait_for_function("() => [...document.querySelectorAll('textarea')].some(t => t.value.length > 40)")
+    best = prefix.input_value()  # the best hypothesis is chosen after a search
+    assert best.startswith("The best thing about beam search is")
+
+    names = page.evaluate("document.querySelector('#beam-plot .js-plotly-plot').data.map(t => t.name)")
+    pruned = page.locator("#beam-plot .scatterlayer .trace").nth(names.index("pruned"))
+    node = pruned.locator(".points path").first  # a pruned node is never on the best path
+    node.scroll_into_view_if_needed()
+    box = node.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_function(
+        "best => [...document.querySelectorAll('textarea')].some(t => t.value !== best"
+        " && t.value.length > 35 && t.value.startsWith('The best thing about beam search is'))",
+        arg=best,
+    )
     chosen = prefix.input_value()
-    assert chosen.startswith("The best thing about beam search is")
+    assert chosen != best and chosen.startswith("The best thing about beam search is")
+
     page.get_by_role("button", name="Open in Step by step").click()
     page.wait_for_function(
         "text => document.querySelector('#step-text')?.innerText.replace(/\\s+/g, '')"
         ".includes(text.replace(/\\s+/g, '').slice(-12))",
         arg=chosen,
     )
-    assert page.get_by_role("tab", name="Step by step").get_attribute("aria-selected") == "true"
+    page.wait_for_function(  # the tab switch runs right after the prefix opens
+        "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Step by step')"
+    )

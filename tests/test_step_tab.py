@@ -13,7 +13,7 @@ import pytest
 from gradio_client import handle_file
 
 from playground.errors import PlaygroundError
-from playground.plots_step import REMOVED_COLOR, distribution_figure
+from playground.plots_step import REMOVED_COLOR, cumulative_logprob_figure, distribution_figure
 from playground.sampling import DEFAULT_ORDER
 from playground.session_store import SessionStore
 from playground.stepper import StepSession
@@ -23,6 +23,7 @@ from playground.ui.step_tab import (
     VIEW_OUTPUTS,
     StepHandlers,
     parse_token_ids,
+    probability_markdown,
     read_settings,
     render,
     text_html,
@@ -109,6 +110,41 @@ def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
     assert [row[2] for row in opened[3 + LEDGER]] == ["force", "force"]
 
 
+def test_export_writes_the_settings_on_screen_and_import_restores_them(handlers) -> None:
+    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
+    tuned = (0.7, 5, 0.9, 0.0, 1.0, 1.0, ORDER)
+    handlers.refresh(session_id, 10, "raw", *tuned)  # settings moved after Start
+    handlers.greedy(session_id, 10, "raw", *tuned)
+    path = handlers.export_file(session_id)
+    with open(path, encoding="utf-8") as handle:
+        exported = json.load(handle)["settings"]
+    assert (exported["temperature"], exported["top_k"], exported["top_p"]) == (0.7, 5, 0.9)
+    handlers.probability(session_id, " Paris", 10, "raw", *SETTINGS)  # asking uses the screen's too
+    assert handlers.sessions.get(session_id).settings.temperature == 1.0
+    imported = handlers.import_file(session_id, path, *VIEW)  # widgets still show the defaults
+    assert len(imported) == 3 + VIEW_OUTPUTS + len(SETTINGS)
+    assert imported[-len(SETTINGS) :] == tuned
+    assert handlers.sessions.get(session_id).settings.top_k == 5
+
+
+def test_cumulative_plot_has_room_and_no_duplicate_title() -> None:
+    labels = [f"tok{i}" for i in range(30)]
+    figure = cumulative_logprob_figure([-0.7] * 30, labels).to_dict()
+    layout, bars = figure["layout"], figure["data"][0]
+    assert "title" not in layout or not layout["title"].get("text")  # the component's label names it
+    assert layout["yaxis"]["automargin"] and layout["margin"]["l"] >= 60 and layout["height"] >= 320
+    assert bars["textangle"] == -90 and bars["customdata"] == labels  # hover names every token
+    shown = [t for t in bars["text"] if t]
+    assert 1 < len(shown) <= 12 and shown[0] == "tok0"
+    assert cumulative_logprob_figure([-1.0, -2.0], ["a", "b"]).to_dict()["data"][0]["text"] == ["a", "b"]
+
+
+def test_probability_answer_labels_first_token_values(embedded_lm) -> None:
+    answer = probability_markdown(StepSession(embedded_lm, PROMPT).probability_of(" Paris, the city"))
+    assert "first token rank" in answer and "first token after sampling" in answer
+    assert " · after sampling" not in answer
+
+
 def test_render_helpers() -> None:
     settings = read_settings(0.5, 40.0, 0.9, 0.0, 1.0, 1.0, ["top_p", "temperature"])
     assert settings.order[:2] == ("top_p", "temperature") and set(settings.order) == set(ORDER)
@@ -160,6 +196,7 @@ def test_tab_through_gradio_client(app_client, embedded_lm, tmp_path) -> None:
         data = json.load(handle)
     assert len(data["nodes"]) == 6 and data["prompt"] == PROMPT
     imported = app_client.predict(handle_file(path), *VIEW, api_name="/step_import")
+    assert list(imported[-len(SETTINGS) :]) == list(SETTINGS)  # the settings widgets show the file's
     replayed, original = imported[2 + 4]["data"], resampled[4]["data"]
     assert imported[0] == PROMPT and [r[:3] for r in replayed] == [r[:3] for r in original]
     assert [r[4] for r in replayed] == pytest.approx([r[4] for r in original], abs=1e-3)  # log-probs

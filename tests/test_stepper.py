@@ -428,6 +428,16 @@ def test_export_import_replays_the_tree(tiny_lm, store) -> None:
     assert [c.token_id for c in replayed.candidates(5)] == [c.token_id for c in session.candidates(5)]
 
 
+def test_use_settings_is_what_export_writes(tiny_lm, store) -> None:
+    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+    chosen = session.use_settings({"temperature": 0.7, "top_k": 5, "top_p": 0.9})
+    assert session.settings == chosen and chosen.top_k == 5
+    assert json.loads(session.to_json())["settings"] == chosen.to_dict()
+    with pytest.raises(PlaygroundError, match="-1"):
+        session.use_settings({"top_k": -1})
+    assert session.settings == chosen  # a bad value changes nothing
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -16,7 +16,7 @@ from playground.ui.step_tab import build_step_tab
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css")
-JS_FILES = ("app.js", "step.js")
+JS_FILES = ("app.js", "step.js", "beam.js")
 
 
 def device_summary(lm: LoadedModel) -> str:

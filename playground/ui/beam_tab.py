@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from playground.beam import (
 from playground.errors import PlaygroundError
 from playground.model import LoadedModel
 from playground.plots import beam_tree_figure, figure_config
-from playground.tokens import decode_ids, visible_text
+from playground.tokens import decode_ids
 from playground.ui.common import UncheckedSlider, friendly_errors, model_event, model_handler
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
@@ -74,20 +76,29 @@ def status_markdown(tree: BeamTree) -> str:
     ]
     best = tree.hypotheses[0]
     lines.append(
-        f"**Best beam** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): {best.text!r}"
+        f"**Best beam** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): "
+        f"{markdown_text(best.text)}"
     )
     if tree.greedy:
         greedy = tree.greedy[-1]
         lines.append(
             f"**Greedy** (cum log-prob {greedy.cum_logprob:.3f}, {len(tree.greedy)} tokens): "
-            f"{tree.greedy_text!r}"
+            f"{markdown_text(tree.greedy_text or '')}"
         )
     return "\n\n".join(lines)
 
 
+def markdown_text(text: str) -> str:
+    """Generated text as one Markdown line: plain (no repr quotes), line breaks as ↵,
+    Markdown and HTML characters escaped so they show as typed."""
+    one_line = text.replace("\r\n", "↵").replace("\r", "↵").replace("\n", "↵")
+    escaped = html.escape(one_line, quote=False)
+    return re.sub(r"([\\`*_\[\]#|~])", r"\\\1", escaped)
+
+
 def hypothesis_rows(tree: BeamTree) -> list[list[Any]]:
     return [
-        [h.rank, round(h.score, 4), round(h.cum_logprob, 4), len(h.token_ids), visible_text(h.text)]
+        [h.rank, round(h.score, 4), round(h.cum_logprob, 4), len(h.token_ids), h.text]  # decode_ids text
         for h in tree.hypotheses
     ]
 
@@ -177,6 +188,13 @@ class BeamHandlers:
             return gr.skip()
         return plot_value(tree, pruned, show_greedy, image_format)
 
+    def click_node(self, tree: BeamTree | None, clicked: str) -> tuple[Any, str, list[int]]:
+        """A node clicked in the plot: choose it in the list and show its prefix."""
+        node_id = int(clicked.split(":")[0]) if clicked and clicked.split(":")[0].isdigit() else None
+        if tree is None or node_id is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        return node_id, *self.select_node(tree, node_id)
+
     def select_node(self, tree: BeamTree | None, node_id: Any) -> tuple[str, list[int]]:
         if tree is None:
             raise PlaygroundError("Run a search first: there are no nodes to choose yet.")
@@ -249,7 +267,11 @@ def _view_options() -> dict[str, Any]:
 
 def _results() -> dict[str, Any]:
     c: dict[str, Any] = {"status": gr.Markdown()}
-    c["plot"] = gr.Plot(label="Search tree (scroll to zoom, drag to pan, hover for scores)")
+    c["plot"] = gr.Plot(
+        label="Search tree (click a node to choose it; scroll to zoom, drag to pan)", elem_id="beam-plot"
+    )
+    # static/beam.js writes the clicked node's id here (a plotly click is not a Gradio event).
+    c["clicked"] = gr.Textbox(visible="hidden", elem_id="beam-clicked-node", label="clicked node")
     c["table"] = gr.Dataframe(
         headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False
     )
@@ -300,6 +322,12 @@ def _wire(h: BeamHandlers, c: dict[str, Any]) -> None:
         [c["tree"], c["node"]],
         [c["prefix_text"], c["prefix_ids"]],
         api_name="beam_select_node",
+    )
+    c["clicked"].change(
+        friendly_errors(h.click_node),
+        [c["tree"], c["clicked"]],
+        [c["node"], c["prefix_text"], c["prefix_ids"]],
+        api_visibility="private",
     )
     c["export"].click(friendly_errors(export_json), [c["tree"]], [c["export_file"]], api_name="beam_export")
 

@@ -77,6 +77,12 @@ def read_settings(
     return validate_settings(values)
 
 
+def settings_values(settings: SamplingSettings) -> tuple:
+    """Values for the settings widgets (read_settings' argument order) showing `settings`."""
+    s = settings
+    return (s.temperature, s.top_k, s.top_p, s.min_p, s.typical_p, s.repetition_penalty, list(s.order))
+
+
 def text_html(session: StepSession) -> str:
     """Prompt (dimmed) then the generated tokens coloured by probability, with hover cards.
 
@@ -214,7 +220,7 @@ def probability_markdown(result: TextProbability) -> str:
     head = result.tokens[0]
     lines = [
         f"**{html.escape(repr(result.text))}**: P = {result.prob:.3g} (log-prob {result.logprob:.3f}) · "
-        f"first token rank {head.rank} · after sampling {head.sampled_prob:.3g}"
+        f"first token rank {head.rank} · first token after sampling {head.sampled_prob:.3g}"
     ]
     if len(result.tokens) > 1:
         lines += [
@@ -257,6 +263,7 @@ class StepHandlers:
         settings = read_settings(*widgets)  # bad settings: error before anything changes
         session = self.sessions.get(session_id)
         with session.locked():  # one state from the action to the last view rendered
+            session.use_settings(settings)  # export writes the settings on screen
             action(session, settings)
             return render(session, settings, int(k), stage)
 
@@ -281,10 +288,12 @@ class StepHandlers:
         return self._install(session_id, session, view)
 
     def import_file(self, session_id: str, path: str | None, *view: Any) -> tuple:
+        """Full outputs, then the settings widgets set to the file's settings."""
         if not path:
             raise PlaygroundError("Choose a session .json file to import.")
         text = Path(path).read_text(encoding="utf-8", errors="replace")
-        return self._install(session_id, StepSession.from_json(self.lm, text), view)
+        session = StepSession.from_json(self.lm, text)
+        return (*self._install(session_id, session, view), *settings_values(session.settings))
 
     def export_file(self, session_id: str) -> str:
         session = self.sessions.get(session_id)
@@ -343,7 +352,9 @@ class StepHandlers:
         target: int | str = query or ""
         if isinstance(target, str) and target.startswith("#") and target[1:].isdigit():
             target = int(target[1:])  # "#7042" asks about token id 7042
-        return probability_markdown(self.sessions.get(session_id).probability_of(target, settings))
+        session = self.sessions.get(session_id)
+        session.use_settings(settings)
+        return probability_markdown(session.probability_of(target, settings))
 
 
 def _as_int(value: Any, what: str) -> int:
@@ -557,7 +568,7 @@ def build_step_tab(lm: LoadedModel) -> StepTab:
     on(prompt.submit, h.start, [sid, prompt, chat, *view], "step_start_submit", full)
     _wire_steps(on, h, sid, views, c, view)
     on(export_button.click, h.export_file, [sid], "step_export", [export_file])
-    on(import_file.upload, h.import_file, [sid, import_file, *view], "step_import", full)
+    on(import_file.upload, h.import_file, [sid, import_file, *view], "step_import", [*full, *settings])
     triggers = [views.stage.input, k.release, *[w.change for w in settings]]
     on(gr.on, h.refresh, [sid, *view], "step_refresh", triggers=triggers, trigger_mode="always_last")
     return StepTab(sid, prompt, chat, view, full, model_handler(h.open_prefix), model_handler(h.start))
