@@ -29,10 +29,16 @@ def main() -> None:
         page.get_by_role("button", name="Run beam search").click()
         page.wait_for_timeout(15000)
         page.screenshot(path=docs / "beam.png", full_page=True)
-        for tab, name in [("Step by step", "step"), ("KV cache", "kv")]:
-            page.get_by_role("tab", name=tab).click()
-            page.wait_for_timeout(2000)
-            page.screenshot(path=docs / f"{name}.png", full_page=True)
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        for _ in range(4):  # a few picks, so the ledger and its plot have something to show
+            page.locator("body").click(position={"x": 5, "y": 5})
+            page.keyboard.press("1")
+            page.wait_for_timeout(1500)
+        page.screenshot(path=docs / "step.png", full_page=True)
+        page.get_by_role("tab", name="KV cache").click()
+        page.wait_for_timeout(2000)
+        page.screenshot(path=docs / "kv.png", full_page=True)
     demo.close()
 
 
