@@ -70,3 +70,26 @@ def test_model_queue_limit_comes_from_settings():
             common.set_model_concurrency(0)
     finally:
         common.set_model_concurrency(2)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(3, 3), (3.0, 3), ("12345678901234567890", 12345678901234567890)]
+)
+def test_whole_numbers_from_numbers_and_exact_text(value, expected):
+    assert common.as_whole(value, "steps") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (2.5, "steps must be a whole number, got 2.5"),
+        (float("inf"), "steps must be a whole number, got inf"),
+        (float("nan"), "steps must be a number, got nan"),
+        (None, "steps must be a number, got None"),
+        (True, "steps must be a number, got True"),
+        ("many", "steps must be a number, got 'many'"),
+    ],
+)
+def test_odd_values_are_refused_with_the_setting_named(value, message):
+    with pytest.raises(PlaygroundError, match=message.replace("(", r"\(")):
+        common.as_whole(value, "steps")

@@ -13,40 +13,23 @@ from playground.model import LoadedModel
 from playground.sampling import SamplingSettings
 from playground.settings import Settings
 from playground.tokens import token_piece
-from playground.ui.common import UncheckedSlider, model_event, model_handler, parse_seed
+from playground.ui.common import UncheckedSlider, as_number, as_whole, model_event, model_handler, parse_seed
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
-
-
-def _number(value: Any, name: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise PlaygroundError(f"{name} must be a number, got {value!r}") from None
-    if number != number:  # NaN
-        raise PlaygroundError(f"{name} must be a number, got {value!r}")
-    return number
-
-
-def _whole(value: Any, name: str) -> int:
-    number = _number(value, name)
-    if not number.is_integer():
-        raise PlaygroundError(f"{name} must be a whole number, got {value!r}")
-    return int(number)
 
 
 def make_request(history: list[dict[str, str]], system_prompt: str, *controls: Any) -> ChatRequest:
     """The engine request from the UI's control values; every bad value is named."""
     temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed = controls
     settings = SamplingSettings(
-        temperature=_number(temperature, "temperature"),
-        top_k=_whole(top_k, "top-k"),
-        top_p=_number(top_p, "top-p"),
-        min_p=_number(min_p, "min-p"),
-        repetition_penalty=_number(repetition_penalty, "repetition penalty"),
+        temperature=as_number(temperature, "temperature"),
+        top_k=as_whole(top_k, "top-k"),
+        top_p=as_number(top_p, "top-p"),
+        min_p=as_number(min_p, "min-p"),
+        repetition_penalty=as_number(repetition_penalty, "repetition penalty"),
     )
-    max_new = _whole(max_new_tokens, "max new tokens")
+    max_new = as_whole(max_new_tokens, "max new tokens")
     return ChatRequest(history, system_prompt or "", settings, max_new, parse_seed(seed))
 
 

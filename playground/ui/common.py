@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -83,22 +84,36 @@ def friendly_errors(handler: Callable) -> Callable:
     return wrapper
 
 
+def as_number(value: Any, name: str) -> float:
+    """A control's value as a float (numbers, or numeric text from the API); the error names it."""
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    if number != number:  # NaN, or not a number at all
+        raise PlaygroundError(f"{name} must be a number, got {value!r}")
+    return number
+
+
+def as_whole(value: Any, name: str) -> int:
+    """A control's value as an int: 42, 42.0 or '42' (text is read exactly, not via float)."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return int(value.strip())
+    number = as_number(value, name)
+    if not number.is_integer():
+        raise PlaygroundError(f"{name} must be a whole number, got {value!r}")
+    return int(number)
+
+
 def parse_seed(seed: str | float | None) -> int | None:
     """'' or None -> None (random); '42', 42 or 42.0 -> 42; anything else is refused."""
-    text = "" if seed is None else str(seed).strip()
-    if not text:
+    if seed is None or not str(seed).strip():
         return None
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer():
-        raise PlaygroundError(f"seed must be a whole number (or empty for random), got {seed!r}")
-    return int(value)
+        return as_whole(seed, "seed")
+    except PlaygroundError:
+        raise PlaygroundError(f"seed must be a whole number (or empty for random), got {seed!r}") from None
 
 
 class UncheckedSlider(gr.Slider):

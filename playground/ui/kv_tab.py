@@ -17,7 +17,7 @@ from playground.errors import PlaygroundError
 from playground.kv_presets import COMPARISON_MODELS, PRESETS
 from playground.model import LoadedModel
 from playground.plots_kv import CurveSeries, kv_curve_figure, memory_bar_figure
-from playground.ui.common import friendly_errors, model_event, model_handler
+from playground.ui.common import as_number, as_whole, friendly_errors, model_event, model_handler
 
 LOADED = "Loaded model"
 GPU_CHOICES = [
@@ -223,17 +223,21 @@ def measure(lm: LoadedModel, prompt_len: float) -> tuple[str, list[list[Any]]]:
 
 
 def _whole(value: float | None, label: str) -> int:
-    if value is None or value != int(value) or value <= 0:
+    try:
+        number = as_whole(value, label)
+    except PlaygroundError:
+        number = 0  # not a whole number: the same message as for zero
+    if number <= 0:
         raise PlaygroundError(f"{label} must be a positive whole number, got {value!r}.")
-    return int(value)
+    return number
 
 
 def _positive(value: float | str | None, label: str) -> float:
     """A positive number; typed dropdown values arrive as text ("100")."""
     try:
-        number = float(str(value).strip())
-    except ValueError:
-        number = -1.0
+        number = as_number(value, label)
+    except PlaygroundError:
+        number = 0.0  # not a number: the same message as for zero
     if not number > 0:
         raise PlaygroundError(f"{label} must be a positive number, got {value!r}.")
     return number

@@ -24,7 +24,7 @@ from playground.sampling import DEFAULT_ORDER, SamplingSettings, validate_settin
 from playground.session_store import SessionStore
 from playground.stepper import Node, StepSession, TextProbability
 from playground.tokens import decode_ids, stream_pieces, token_piece
-from playground.ui.common import UncheckedSlider, model_event, model_handler, parse_seed
+from playground.ui.common import UncheckedSlider, as_whole, model_event, model_handler, parse_seed
 from playground.ui.token_html import legend_html, token_span
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
@@ -325,7 +325,7 @@ class StepHandlers:
         return self._act(session_id, view, lambda s, settings: s.sample(settings, parse_seed(seed)))
 
     def run_steps(self, session_id: str, n: Any, seed: Any, *view: Any, progress=gr.Progress()) -> tuple:  # noqa: B008
-        steps = _as_int(n, "number of steps")
+        steps = as_whole(n, "number of steps")
 
         def run(session: StepSession, settings: SamplingSettings) -> None:
             session.sample_steps(
@@ -340,7 +340,7 @@ class StepHandlers:
     def switch(self, session_id: str, node_id: Any, *view: Any) -> tuple:
         if node_id is None:
             raise PlaygroundError("Choose a branch to switch to.")
-        return self._act(session_id, view, lambda s, _: s.switch_to(_as_int(node_id, "branch")))
+        return self._act(session_id, view, lambda s, _: s.switch_to(as_whole(node_id, "branch")))
 
     def refresh(self, session_id: str, *view: Any) -> tuple:
         if not session_id:  # settings touched before Start: nothing to show yet
@@ -355,14 +355,6 @@ class StepHandlers:
         session = self.sessions.get(session_id)
         session.use_settings(settings)
         return probability_markdown(session.probability_of(target, settings))
-
-
-def _as_int(value: Any, what: str) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise PlaygroundError(f"The {what} must be an integer, got {value!r}")
-    return value
 
 
 def _as_token_id(value: Any) -> Any:
