@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from conftest import make_tiny_llama
 
 from playground.chat import ChatRequest, run_chat
 from playground.errors import PlaygroundError
@@ -76,16 +76,8 @@ def test_bad_model_arguments_give_clear_messages(kwargs, expected):
 
 
 def test_local_model_directory_loads(tmp_path, embedded_lm):
-    config = LlamaConfig(
-        vocab_size=embedded_lm.vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=128,
-    )
-    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    tiny = make_tiny_llama(embedded_lm.tokenizer, max_position_embeddings=128)
+    tiny.model.save_pretrained(tmp_path)
     embedded_lm.tokenizer.save_pretrained(tmp_path)
     lm = load_model(str(tmp_path), device="cpu", dtype="bfloat16")
     assert lm.source == "local" and lm.dtype == torch.bfloat16 and lm.context_length == 128
