@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import make_tiny_llama
 
 from playground.chat import ChatRequest, run_chat
 from playground.errors import PlaygroundError
 from playground.model import embedded_cache_dir, load_model, verify_cache
 from playground.sampling import SamplingSettings
+from tests.conftest import make_tiny_llama
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
