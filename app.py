@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
 
 def create_demo(settings: Settings) -> Any:
     """Load the model and build the Gradio app (the slow part: model load)."""
-    from playground.model import load_model
+    from playground.engine.loading import load_model
     from playground.ui.app import build_demo
 
     lm = load_model(

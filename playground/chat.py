@@ -1,64 +1,52 @@
-"""Streaming chat with per-token probabilities and timings.
+"""Streaming chat with per-token probabilities and timings, and answers you can fork.
 
-`stream_chat` runs its own decode loop over the model's KV cache (one forward per token),
-so every token comes with the model's true distribution at that position: the probability
-and log-prob of the chosen token, the top-5 alternatives, and the probability it had under
-the sampling settings it was drawn with.
+`stream_chat` asks the engine to read the conversation (with progress while a long prompt is
+read) and to generate the answer one token at a time, so every token comes with the model's
+true distribution at its position: probability, log-prob, rank, the top-5 alternatives and
+the probability it had under the sampling settings it was drawn with.
+
+An answer can start with given tokens (`ChatRequest.answer_prefix`): they are reported with
+their probabilities and marked as given, and generation continues after them. `ChatSession`
+uses that to fork an answer at any token and keeps every branch in one `GenerationTree`.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import time
+import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
-from transformers import DynamicCache
 
+from playground.engine.base import DecodePlan, Engine, Progress
+from playground.engine.control import Control
+from playground.engine.prompts import Message, encode_conversation
+from playground.engine.records import TokenRecord
+from playground.engine.sampling import SamplingSettings, validate_settings
+from playground.engine.tokens import check_token_id, decode_ids
 from playground.errors import PlaygroundError
-from playground.model import LoadedModel
-from playground.sampling import (
-    SamplingSettings,
-    choose_token,
-    final_scores,
-    seeded_generator,
-    validate_settings,
-)
-from playground.tokens import decode_ids, token_piece
-
-TOP_ALTERNATIVES = 5
+from playground.tree import ROOT, GenerationTree
 
 
-@dataclass
-class Alternative:
-    id: int
-    visible: str
-    prob: float
-
-
-@dataclass
-class TokenInfo:
-    """One generated token and the model's distribution at its position."""
-
-    id: int
-    text: str  # what it adds to the answer
-    visible: str  # whitespace and bytes made visible
-    special: bool
-    prob: float  # softmax of the raw logits (temperature 1): the model's own probability
-    logprob: float  # natural log of prob, computed with log_softmax
-    sampled_prob: float  # probability under the processed distribution it was drawn from
-    top: list[Alternative] = field(default_factory=list)  # top-5 raw alternatives, best first
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: list[Message]  # [{"role": "user"|"assistant", "content": str}], last is user
+    system_prompt: str = ""  # "" = the model's own default system prompt (from its chat template)
+    settings: SamplingSettings = field(default_factory=SamplingSettings)
+    max_new_tokens: int = 256  # generated tokens after the answer prefix
+    seed: int | None = None
+    answer_prefix: list[int] | None = None  # token ids the answer starts with (given, not generated)
 
 
 @dataclass
 class ChatTimings:
     prompt_tokens: int = 0
-    prefill_seconds: float = 0.0  # time to first token: prompt forward + first choice
-    generated_tokens: int = 0
-    decode_seconds: float = 0.0  # time for every token after the first
+    wait_seconds: float = 0.0  # waiting for the shared model (other requests were running)
+    prefill_seconds: float = 0.0  # time to first token: reading the prompt + the first choice
+    generated_tokens: int = 0  # tokens generated (answer-prefix tokens not counted)
+    decode_seconds: float = 0.0  # model time for every generated token after the first
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -67,33 +55,35 @@ class ChatTimings:
 
     def summary(self) -> str:
         rate = f"{self.decode_tokens_per_second:.1f} tok/s" if self.generated_tokens > 1 else "n/a"
+        wait = f"waited {self.wait_seconds:.1f} s for the model · " if self.wait_seconds >= 0.05 else ""
         return (
-            f"prompt {self.prompt_tokens} tokens · prefill (time to first token) "
-            f"{self.prefill_seconds * 1000:.0f} ms · generated {self.generated_tokens} tokens · decode {rate}"
+            f"prompt {_count(self.prompt_tokens, 'token')} · {wait}prefill (time to first token) "
+            f"{self.prefill_seconds * 1000:,.0f} ms · generated {_count(self.generated_tokens, 'token')} "
+            f"· decode {rate}"
         )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 @dataclass
 class ChatUpdate:
-    """Yielded after every token: the answer so far and its statistics."""
+    """Yielded while the prompt is read (progress) and after every token: the answer so far."""
 
     text: str
-    tokens: list[TokenInfo]
+    tokens: list[TokenRecord]  # given tokens first (source "given"), then generated ones
     timings: ChatTimings
     prompt_ids: list[int]
     seed: int
     notes: list[str] = field(default_factory=list)  # truncation, template fallback, ...
     finished: bool = False
     stop_reason: str = ""  # "eos", "max_new_tokens" or "context"
+    progress: tuple[int, int] | None = None  # (prompt tokens read, to read) while prefilling
 
-
-@dataclass(frozen=True)
-class ChatRequest:
-    messages: list[dict[str, str]]  # [{"role": "user"|"assistant", "content": str}], last is user
-    system_prompt: str = ""
-    settings: SamplingSettings = field(default_factory=SamplingSettings)
-    max_new_tokens: int = 256
-    seed: int | None = None
+    @property
+    def answer_ids(self) -> list[int]:
+        return [token.id for token in self.tokens]
 
 
 # Each shown answer ends with its statistics in this footer; it is display only, and
@@ -107,7 +97,7 @@ def with_footer(text: str, footer: str) -> str:
     return f"{text}{FOOTER_START}{footer}</sub>"
 
 
-def normalize_history(history: Sequence[Any] | None) -> list[dict[str, str]]:
+def normalize_history(history: Sequence[Any] | None) -> list[Message]:
     """Chat history from Gradio 6 (content as a list of blocks) or the API (plain strings)
     as plain {"role", "content": str} dicts, without the statistics footers."""
     messages = []
@@ -138,7 +128,7 @@ def _content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def check_request(lm: LoadedModel, request: ChatRequest, max_new_tokens_limit: int) -> SamplingSettings:
+def check_request(engine: Engine, request: ChatRequest, max_new_tokens_limit: int) -> SamplingSettings:
     """Validate everything the user typed; raises PlaygroundError with the bad value."""
     if not request.messages or request.messages[-1]["role"] != "user":
         raise PlaygroundError("Nothing to answer: the conversation must end with a user message.")
@@ -150,85 +140,89 @@ def check_request(lm: LoadedModel, request: ChatRequest, max_new_tokens_limit: i
         )
     if request.seed is not None and not 0 <= request.seed < 2**63:
         raise PlaygroundError(f"seed must be between 0 and 2^63 - 1, got {request.seed}")
+    for token_id in request.answer_prefix or []:
+        check_token_id(token_id, engine.vocab_size)
     return validate_settings(request.settings)
 
 
-def build_prompt(lm: LoadedModel, request: ChatRequest) -> tuple[list[int], list[str]]:
+def build_prompt(engine: Engine, request: ChatRequest) -> tuple[list[int], list[str]]:
     """Token ids of the prompt, fitted to the context, and notes on what was done to fit."""
     notes: list[str] = []
     messages = list(request.messages)
-    budget = lm.context_length - 1  # at least one new token must fit
+    prefix = len(request.answer_prefix or [])
+    budget = engine.context_length - prefix - 1  # the prefix and at least one new token must fit
     while True:
-        ids = _encode_conversation(lm, messages, request.system_prompt)
+        ids = encode_conversation(engine.tokenizer, messages, request.system_prompt)
         if len(ids) <= budget or len(messages) == 1:
             break
         messages = messages[2:] if len(messages) > 2 else messages[-1:]  # drop the oldest exchange
         if not notes:
             notes.append("Earlier turns were dropped so that the conversation fits in the context.")
     if len(ids) > budget:
+        with_prefix = f" plus an answer prefix of {prefix} tokens" if prefix else ""
         raise PlaygroundError(
-            f"Prompt too long: {len(ids)} tokens, but the model's context is {lm.context_length} tokens "
-            "(prompt + answer). Shorten the message."
+            f"Prompt too long: {len(ids)} tokens{with_prefix}, but the model's context is "
+            f"{engine.context_length} tokens (prompt + answer). Shorten the message."
         )
-    if not lm.has_chat_template:
+    if not engine.has_chat_template:
         notes.append("This model has no chat template: plain completion of the text (system prompt unused).")
     return ids, notes
 
 
-def _encode_conversation(lm: LoadedModel, messages: list[dict[str, str]], system_prompt: str) -> list[int]:
-    if not lm.has_chat_template:
-        text = "\n".join(message["content"] for message in messages)
-        return lm.tokenizer(text, add_special_tokens=True)["input_ids"]
-    turns = ([{"role": "system", "content": system_prompt}] if system_prompt.strip() else []) + messages
-    encoded = lm.tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=True)
-    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
-
-
 def stream_chat(
-    lm: LoadedModel, request: ChatRequest, max_new_tokens_limit: int = 1024
+    engine: Engine,
+    request: ChatRequest,
+    max_new_tokens_limit: int = 1024,
+    *,
+    key: str | None = None,
+    control: Control | None = None,
+    known: Sequence[TokenRecord] = (),
 ) -> Iterator[ChatUpdate]:
-    """Generate the answer token by token; yields a ChatUpdate after each token.
+    """Generate the answer token by token; yields a ChatUpdate while the prompt is read and after
+    each token. key: the engine sequence to reuse (a conversation's earlier turns stay cached).
+    known: records of the first answer-prefix tokens already computed (a fork), not recomputed.
 
-    Timings count only the model's own work: prefill = prompt forward + first choice; decode =
-    every later forward + choice. Time the caller spends between yields (rendering, network)
-    is not counted, so tok/s is the model's speed, not the UI's.
-    """
-    settings = check_request(lm, request, max_new_tokens_limit)
-    prompt_ids, notes = build_prompt(lm, request)
-    max_new = min(request.max_new_tokens, lm.context_length - len(prompt_ids))
+    Timings count only the model's own work; waiting for the model is counted apart."""
+    settings = check_request(engine, request, max_new_tokens_limit)
+    prompt_ids, notes = build_prompt(engine, request)
+    prefix = list(request.answer_prefix or [])
+    room = engine.context_length - len(prompt_ids) - len(prefix)
+    max_new = min(request.max_new_tokens, room)
     if max_new < request.max_new_tokens:
-        notes.append(f"Max new tokens cut to {max_new} to stay within the {lm.context_length}-token context.")
+        notes.append(f"Max new tokens cut to {max_new} to stay within the {engine.context_length}-token context.")
     seed = request.seed if request.seed is not None else int(torch.randint(0, 2**31 - 1, (1,)))
-    update = ChatUpdate("", [], ChatTimings(prompt_tokens=len(prompt_ids)), prompt_ids, seed, notes)
-    started = time.perf_counter()
-    decoder = _Decoder(lm, prompt_ids, settings, seed)
-    for step in range(max_new):
-        if step > 0:
-            started = time.perf_counter()
-            decoder.advance()
-        info = decoder.choose()
-        spent = time.perf_counter() - started
-        if step == 0:
-            update.timings.prefill_seconds = spent
-        else:
-            update.timings.decode_seconds += spent
-        _append(lm, update, info)
-        if info.id in lm.eos_token_ids or step == max_new - 1:
+    control = control or Control()
+    update = ChatUpdate("", list(known), ChatTimings(prompt_tokens=len(prompt_ids)), prompt_ids, seed, notes)
+    plan = DecodePlan(settings, max_new, seed)
+    read = [*prompt_ids, *prefix[: len(known)]]
+    events = engine.stream(read, plan, answer_prefix=prefix[len(known) :], key=key, control=control)
+    for event in events:
+        update.timings.wait_seconds = control.wait_seconds
+        if isinstance(event, Progress):
+            update.progress = (event.done, event.total)
+            yield update
+            continue
+        update.progress = None
+        _append(engine, update, event)
+        if not event.given and (event.id in engine.eos_token_ids or update.timings.generated_tokens == max_new):
             update.finished = True
-            update.stop_reason = _stop_reason(info.id in lm.eos_token_ids, max_new < request.max_new_tokens)
-        yield update
-        if update.finished:
-            return
+            update.stop_reason = _stop_reason(event.id in engine.eos_token_ids, max_new < request.max_new_tokens)
+        if not event.given or update.finished:
+            yield update
 
 
-def _append(lm: LoadedModel, update: ChatUpdate, info: TokenInfo) -> None:
+def _append(engine: Engine, update: ChatUpdate, record: TokenRecord) -> None:
     """Add a token; the text is decoded from all ids at once, so characters split over several
     tokens (emoji, CJK) come out whole. An unfinished character is held back until complete."""
-    update.tokens.append(info)
-    update.timings.generated_tokens += 1
+    update.tokens.append(record)
+    if not record.given:
+        update.timings.generated_tokens += 1
+        if update.timings.generated_tokens == 1:
+            update.timings.prefill_seconds = record.seconds
+        else:
+            update.timings.decode_seconds += record.seconds
     ids = [token.id for token in update.tokens if not token.special]
-    text = decode_ids(lm.tokenizer, ids)
-    update.text = text.rstrip("\ufffd")
+    update.text = decode_ids(engine.tokenizer, ids).rstrip("\ufffd")
 
 
 def _stop_reason(eos: bool, cut_by_context: bool) -> str:
@@ -237,69 +231,106 @@ def _stop_reason(eos: bool, cut_by_context: bool) -> str:
     return "context" if cut_by_context else "max_new_tokens"
 
 
-class _Decoder:
-    """The decode loop's state: ids so far, the KV cache, the logits for the next position."""
-
-    def __init__(self, lm: LoadedModel, prompt_ids: list[int], settings: SamplingSettings, seed: int) -> None:
-        self.lm = lm
-        self.settings = settings
-        self.generator = seeded_generator(seed, lm.device)
-        self.ids = torch.tensor([prompt_ids], dtype=torch.long, device=lm.device)  # (1, seq)
-        self.cache = DynamicCache(config=lm.config)
-        self.logits = self._forward(self.ids)  # (vocab,) logits for the next position
-
-    @torch.inference_mode()
-    def _forward(self, new_ids: torch.Tensor) -> torch.Tensor:
-        with self.lm.lock:
-            out = self.lm.model(
-                input_ids=new_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1
-            )
-        return out.logits[0, -1].float()
-
-    @torch.inference_mode()
-    def choose(self) -> TokenInfo:
-        """Pick the next token from the current logits and append it to the ids."""
-        scores = final_scores(self.logits, self.ids, self.settings)  # (1, vocab)
-        token_id = choose_token(scores, self.settings, self.generator)
-        info = describe_choice(self.lm, self.logits, scores[0], token_id)
-        self.ids = torch.cat([self.ids, self.ids.new_tensor([[token_id]])], dim=1)
-        return info
-
-    def advance(self) -> None:
-        """Run the model over the last chosen token: logits for the position after it."""
-        self.logits = self._forward(self.ids[:, -1:])
-
-
-def describe_choice(
-    lm: LoadedModel, raw_logits: torch.Tensor, processed: torch.Tensor, token_id: int
-) -> TokenInfo:
-    """Probability, log-prob, sampled probability and top-5 of one choice, in one host copy.
-
-    raw_logits, processed: (vocab,) before and after the sampling chain."""
-    log_probs = torch.log_softmax(raw_logits, dim=-1)
-    top = torch.topk(log_probs, TOP_ALTERNATIVES)
-    sampled = torch.softmax(processed, dim=-1)[token_id]
-    packed = torch.cat([log_probs[token_id].reshape(1), sampled.reshape(1), top.values]).tolist()
-    top_ids = top.indices.tolist()
-    piece = token_piece(lm.tokenizer, token_id)
-    alternatives = [
-        Alternative(i, token_piece(lm.tokenizer, i).visible, math.exp(lp))
-        for i, lp in zip(top_ids, packed[2:], strict=True)
-    ]
-    logprob = packed[0]
-    return TokenInfo(
-        token_id,
-        piece.text,
-        piece.visible,
-        piece.special,
-        math.exp(logprob),
-        logprob,
-        packed[1],
-        alternatives,
-    )
-
-
-def run_chat(lm: LoadedModel, request: ChatRequest, max_new_tokens_limit: int = 1024) -> ChatUpdate:
+def run_chat(
+    engine: Engine, request: ChatRequest, max_new_tokens_limit: int = 1024, *, control: Control | None = None
+) -> ChatUpdate:
     """The final update of stream_chat (for notebooks and tests)."""
-    *_, last = stream_chat(lm, request, max_new_tokens_limit)
-    return last
+    last = None
+    for last in stream_chat(engine, request, max_new_tokens_limit, control=control):
+        pass
+    return last  # type: ignore[return-value]
+
+
+# --- forks: one answer, many branches -------------------------------------------------------------
+
+
+@dataclass
+class AnswerBranch:
+    """One continuation of the current answer, for the branch list."""
+
+    node_id: int
+    length: int
+    text: str
+    current: bool
+
+
+class ChatSession:
+    """One browser tab's chat: its engine sequence (earlier turns stay cached) and the tree of
+    the last answer, whose every fork is a branch you can switch back to."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.key = f"chat:{uuid.uuid4().hex}"
+        self.request: ChatRequest | None = None  # the request of the current answer (without prefix)
+        self.tree: GenerationTree | None = None
+        self.tip = ROOT
+        self.updates: dict[int, ChatUpdate] = {}  # leaf node -> its final update (statistics)
+
+    def answer(
+        self,
+        request: ChatRequest,
+        limit: int,
+        control: Control | None = None,
+        known: Sequence[TokenRecord] = (),
+    ) -> Iterator[ChatUpdate]:
+        """A new answer to request (a new tree). known: records of the first answer-prefix tokens,
+        already computed elsewhere (a step path continued as chat)."""
+        self.request, self.tree, self.tip, self.updates = replace(request, answer_prefix=None), None, ROOT, {}
+        yield from self._run(request, limit, control, known=known)
+
+    def fork(self, position: int, token_id: Any, limit: int, control: Control | None = None) -> Iterator[ChatUpdate]:
+        """Cut the current answer before its token at `position` (0-based), put token_id there and
+        continue with the same settings. The old continuation stays a branch."""
+        if self.request is None or self.tree is None:
+            raise PlaygroundError("No answer to fork yet: send a message first.")
+        records = self.tree.records(self.tip)
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(records):
+            raise PlaygroundError(
+                f"Fork position {position!r} is outside the answer (0..{len(records) - 1}): pick one of its tokens."
+            )
+        token_id = check_token_id(token_id, self.engine.vocab_size)
+        kept = records[:position]
+        request = replace(self.request, answer_prefix=[r.id for r in kept] + [token_id])
+        yield from self._run(request, limit, control, known=kept)
+
+    def switch(self, node_id: Any) -> ChatUpdate:
+        """Show another branch of the current answer (no model work: its records are in the tree)."""
+        if self.tree is None:
+            raise PlaygroundError("No answer yet: send a message first.")
+        node = self.tree.node(node_id)
+        leaf = node.id
+        while self.tree.nodes[leaf].children:
+            leaf = self.tree.nodes[leaf].children[-1]
+        if leaf not in self.updates:
+            raise PlaygroundError(f"Node {node_id} does not end an answer.")
+        self.tip = leaf
+        return self.updates[leaf]
+
+    def branches(self) -> list[AnswerBranch]:
+        if self.tree is None:
+            return []
+        tokenizer = self.engine.tokenizer
+        return [
+            AnswerBranch(leaf, self.tree.depth(leaf), decode_ids(tokenizer, self.tree.token_ids(leaf)), leaf == self.tip)
+            for leaf in self.updates
+        ]
+
+    def release(self) -> None:
+        self.engine.release(self.key)
+
+    def _run(
+        self, request: ChatRequest, limit: int, control: Control | None, known: Sequence[TokenRecord]
+    ) -> Iterator[ChatUpdate]:
+        update = None
+        try:
+            for update in stream_chat(self.engine, request, limit, key=self.key, control=control, known=known):
+                yield update
+        finally:  # a stopped answer is kept too: it can be forked like any other
+            if update is not None and update.tokens:
+                self._keep(update)
+
+    def _keep(self, update: ChatUpdate) -> None:
+        if self.tree is None:
+            self.tree = GenerationTree(update.prompt_ids)
+        self.tip = self.tree.extend(ROOT, update.tokens)[-1]
+        self.updates[self.tip] = update

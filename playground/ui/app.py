@@ -1,29 +1,33 @@
-"""The whole app: a header with the loaded model, then one tab per view."""
+"""The whole app: a header with the loaded model, one tab per view, and the moves between tabs."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
-from playground.model import LoadedModel
+from playground.engine.base import Engine
 from playground.settings import Settings
 from playground.ui.beam_tab import build_beam_tab
-from playground.ui.chat_tab import build_chat_tab
-from playground.ui.common import set_model_concurrency
+from playground.ui.chat_tab import ANSWER_OUTPUTS, build_chat_tab
+from playground.ui.common import connect, set_model_concurrency
 from playground.ui.kv_tab import build_kv_tab
-from playground.ui.step_tab import build_step_tab
+from playground.ui.step_tab import VIEW_OUTPUTS, build_step_tab
+from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css")
 JS_FILES = ("app.js", "step.js", "beam.js")
 
 
-def device_summary(lm: LoadedModel) -> str:
+def device_summary(engine: Engine) -> str:
     """'cpu', 'cuda', or for a model spread by device_map: 'cuda:0 (20 layers), cpu (10 layers)'."""
-    device_map = getattr(lm.model, "hf_device_map", None)
+    model = getattr(engine, "model", None)
+    device_map = getattr(model, "hf_device_map", None)
+    device = getattr(engine, "device", None)
     if not device_map or len(set(device_map.values())) == 1:
-        return lm.device.type
+        return device.type if device is not None else engine.kind
     counts: dict[str, int] = {}
     for placement in device_map.values():
         name = f"cuda:{placement}" if isinstance(placement, int) else str(placement)
@@ -31,34 +35,73 @@ def device_summary(lm: LoadedModel) -> str:
     return ", ".join(f"{name} ({count} modules)" for name, count in counts.items())
 
 
-def header_markdown(lm: LoadedModel) -> str:
+def header_markdown(engine: Engine) -> str:
+    parameters = getattr(engine, "num_parameters", None)
+    size = f" · {parameters / 1e6:,.1f} M parameters" if parameters else ""
+    dtype = getattr(engine, "dtype", None)
+    dtype_text = f" · **dtype** {str(dtype).removeprefix('torch.')}" if dtype is not None else ""
+    loaded = getattr(engine, "load_seconds", None)
+    load_text = f" · loaded in {loaded:.1f} s ({engine.source})" if loaded is not None else ""
     return (
         "## LLM generation playground\n"
-        f"<span class='model-info'>**Model:** {lm.name} · {lm.num_parameters / 1e6:.1f} M parameters · "
-        f"**device** {device_summary(lm)} · **dtype** {str(lm.dtype).removeprefix('torch.')} · "
-        f"loaded in {lm.load_seconds:.1f} s ({lm.source}) · context {lm.context_length} tokens</span>"
+        f"<span class='model-info'>**Model:** {engine.name}{size} · **engine** {engine.kind} · "
+        f"**device** {device_summary(engine)}{dtype_text}{load_text} · "
+        f"context {engine.context_length:,} tokens</span>"
     )
 
 
-def build_demo(lm: LoadedModel, settings: Settings) -> gr.Blocks:
+def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
     set_model_concurrency(settings.model_concurrency)
+    workspaces = Workspaces(engine)
     with gr.Blocks(title="LLM generation playground") as demo:
-        gr.Markdown(header_markdown(lm), elem_id="header")
+        gr.Markdown(header_markdown(engine), elem_id="header")
         with gr.Tabs() as tabs:
             with gr.Tab("Chat", id="chat"):
-                build_chat_tab(lm, settings)
+                chat_w, chat_h = build_chat_tab(engine, settings, workspaces)
             with gr.Tab("Step by step", id="step"):
-                step_tab = build_step_tab(lm)
+                step_w, step_h = build_step_tab(engine, workspaces)
             with gr.Tab("Beam search", id="beam"):
-                beam_tab = build_beam_tab(lm)
+                beam_w = build_beam_tab(engine, workspaces)
             with gr.Tab("KV cache", id="kv"):
-                build_kv_tab(lm)
-        step_tab.connect_start(demo.load)  # candidates ready on first paint, no click needed
-        step_tab.connect_open_prefix(
-            beam_tab.open_button.click, beam_tab.searched_prompt, beam_tab.searched_chat, beam_tab.prefix_ids
-        ).then(lambda: gr.Tabs(selected="step"), None, tabs, api_visibility="private")
+                build_kv_tab(engine)
+        _wire_moves(demo, tabs, chat_w, chat_h, step_w, step_h, beam_w)
+
+        def release_tab(request: gr.Request) -> None:
+            """A closed browser tab frees its sessions and their KV caches."""
+            workspaces.release(request.session_hash)
+
+        demo.unload(release_tab)
     demo.queue(default_concurrency_limit=settings.model_concurrency)
     return demo
+
+
+def _wire_moves(demo: gr.Blocks, tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict) -> None:
+    """Page load starts the Step tab; a beam node or a chat token opens in Step by step; a step
+    path continues as chat. Each move hands over the tree's records (no replay)."""
+    on = {"status": "status"}
+    connect(demo.load, step_h.step_start, step_w, VIEW_OUTPUTS, api_name=None, **on)
+
+    def to_step() -> Any:
+        return gr.Tabs(selected="step")
+
+    def to_chat() -> Any:
+        return gr.Tabs(selected="chat")
+
+    beam_open = {**step_w, "open": beam_w["open"]}
+    connect(beam_w["open"].click, step_h.step_open_beam_node, beam_open, VIEW_OUTPUTS, api_name="step_open_beam_node", **on).success(
+        to_step, None, tabs, api_visibility="private"
+    )
+    chat_open = {**step_w, "open_position": chat_w["open_position"]}
+    connect(chat_w["open_step"].click, step_h.step_open_chat_token, chat_open, VIEW_OUTPUTS, api_name="step_open_chat_token", **on).success(
+        to_step, None, tabs, api_visibility="private"
+    )
+    continue_chat = {**chat_w, "continue_chat": step_w["continue_chat"]}
+    event = connect(
+        step_w["continue_chat"].click, chat_h.chat_from_step, continue_chat, ANSWER_OUTPUTS,
+        api_name="chat_from_step", trigger_mode="once", status="status",
+    )  # fmt: skip
+    chat_w["answer_events"].append(event)
+    event.then(to_chat, None, tabs, api_visibility="private")
 
 
 def launch_options() -> dict[str, object]:

@@ -6,8 +6,6 @@ import html
 import json
 import re
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +22,16 @@ from playground.beam import (
     beam_search,
     describe_node,
 )
+from playground.engine.base import Engine
+from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
-from playground.model import LoadedModel
-from playground.plots import beam_tree_figure, figure_config
-from playground.tokens import decode_ids
-from playground.ui.common import UncheckedSlider, friendly_errors, model_event, model_handler
+from playground.plots.beam import beam_tree_figure, figure_config
+from playground.ui.common import UncheckedSlider, as_number, connect
+from playground.workspace import Workspace, Workspaces
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
 HYPOTHESIS_COLUMNS = ["rank", "score", "cum log-prob", "tokens", "text"]
 MAX_NODE_CHOICES = 3000  # the node list stays usable in the browser
-
-
-@dataclass
-class BeamTab:
-    """What app.py wires to the Step-by-step tab (see the module docstring of app.py)."""
-
-    searched_prompt: gr.State  # the prompt of the search on screen (not the textbox, which may change)
-    searched_chat: gr.State  # whether that search used the chat template
-    prefix_ids: gr.State  # generated token ids of the chosen node (prompt excluded)
-    prefix_text: gr.Textbox  # the chosen prefix, readable
-    open_button: gr.Button  # "Open in Step by step": app.py connects it
 
 
 # --- pure helpers (plain values in, component values out) ---------------------------------------
@@ -112,16 +100,16 @@ def node_choices(tree: BeamTree) -> list[tuple[str, int]]:
     return [(describe_node(n), n.id) for n in ordered]
 
 
-def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> tuple[str, list[int]]:
-    """The prompt plus the tokens up to a node: readable text (the ids decoded as one sequence,
-    so characters split over byte tokens stay whole) and the generated ids."""
+def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> str:
+    """The prompt plus the tokens up to a node, decoded as one sequence (characters split over
+    byte tokens stay whole)."""
     try:
         node_id = int(node_id)
     except (TypeError, ValueError):
         raise PlaygroundError(f"Choose a node from the list, got {node_id!r}.") from None
     if not 0 <= node_id < len(tree.nodes):
         raise PlaygroundError(f"Node #{node_id} is not in this tree (0 to {len(tree.nodes) - 1}).")
-    return decode_ids(tokenizer, tree.prefix_ids(node_id)), [node.token_id for node in tree.path(node_id)]
+    return decode_ids(tokenizer, tree.prefix_ids(node_id))
 
 
 def export_json(tree: BeamTree | None) -> str:
@@ -137,12 +125,13 @@ def export_json(tree: BeamTree | None) -> str:
 
 
 class BeamHandlers:
-    """Thin handlers: parse, call the engine, render."""
+    """Thin handlers: parse, call the engine, render. The tab's last tree lives in its Workspace."""
 
-    def __init__(self, lm: LoadedModel) -> None:
-        self.lm = lm
+    def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
+        self.engine = engine
+        self.workspaces = workspaces or Workspaces(engine)
 
-    def run(
+    def beam_run(
         self,
         prompt: str,
         chat: bool,
@@ -153,54 +142,57 @@ class BeamHandlers:
         pruned: Any,
         show_greedy: bool,
         image_format: str,
-        progress: gr.Progress = gr.Progress(),  # noqa: B008 - gradio injects progress this way
-    ) -> tuple:
-        """Search, then every view: plot, status, hypotheses, node list, state, prompt, chat."""
+        request: gr.Request = None,
+        progress: Any = gr.Progress(),  # noqa: B008 - gradio injects progress this way
+    ) -> dict[str, Any]:
+        """Search, then every view; the best hypothesis is chosen (ready for Step by step)."""
         progress(0, desc="Beam search")
 
         def report(done: int, total: int) -> None:
             progress((done, total), desc="Beam search", unit="steps")
 
-        early = parse_early_stopping(early_stopping)
         tree = beam_search(
-            self.lm,
-            prompt,
-            beams,
-            steps,
-            float(length_penalty),
-            early,
-            chat=bool(chat),
-            include_greedy=True,
-            progress=report,
-        )
-        best = tree.hypotheses[0].node_id  # preselected: "Open in Step by step" continues the winner
-        nodes = gr.Dropdown(choices=node_choices(tree), value=best)
-        views = (
-            plot_value(tree, pruned, show_greedy, image_format),
-            status_markdown(tree),
-            hypothesis_rows(tree),
-        )
-        prefix_text, prefix_ids = node_prefix(tree, best, self.lm.tokenizer)
-        return (*views, nodes, tree, prompt, bool(chat), prefix_text, prefix_ids, None)  # RUN_OUTPUTS order
+            self.engine, prompt, beams, steps, as_number(length_penalty, "length penalty"),
+            parse_early_stopping(early_stopping), chat=bool(chat), include_greedy=True, progress=report,
+        )  # fmt: skip
+        ws = self._workspace(request)
+        ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
+        return {
+            "plot": plot_value(tree, pruned, show_greedy, image_format),
+            "status": status_markdown(tree),
+            "table": hypothesis_rows(tree),
+            "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),
+            "prefix_text": node_prefix(tree, ws.beam_node, self.engine.tokenizer),
+            "export_file": None,
+        }
 
-    def redraw(self, tree: BeamTree | None, pruned: Any, show_greedy: bool, image_format: str) -> Any:
-        if tree is None:
-            return gr.skip()
-        return plot_value(tree, pruned, show_greedy, image_format)
+    def beam_redraw(self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None) -> dict[str, Any]:
+        tree = self._workspace(request).beam
+        return {} if tree is None else {"plot": plot_value(tree, pruned, show_greedy, image_format)}
 
-    def click_node(self, tree: BeamTree | None, clicked: str) -> tuple[Any, str, list[int]]:
-        """A node clicked in the plot: choose it in the list and show its prefix."""
-        node_id = int(clicked.split(":")[0]) if clicked and clicked.split(":")[0].isdigit() else None
-        if tree is None or node_id is None:
-            return gr.skip(), gr.skip(), gr.skip()
-        return node_id, *self.select_node(tree, node_id)
+    def beam_click_node(self, clicked: str, request: gr.Request = None) -> dict[str, Any]:
+        """A node clicked in the plot (static/beam.js writes 'id:time'): choose it."""
+        node_id = clicked.split(":")[0] if clicked else ""
+        if not node_id.isdigit() or self._workspace(request).beam is None:
+            return {}
+        return {"node": int(node_id), "prefix_text": self.beam_select_node(int(node_id), request)}
 
-    def select_node(self, tree: BeamTree | None, node_id: Any) -> tuple[str, list[int]]:
-        if tree is None:
+    def beam_select_node(self, node: Any, request: gr.Request = None) -> str:
+        """Choose a node: its prefix (prompt + tokens up to it), and what Step by step will open."""
+        ws = self._workspace(request)
+        if ws.beam is None:
             raise PlaygroundError("Run a search first: there are no nodes to choose yet.")
-        if node_id is None or node_id == "":
-            return "", []
-        return node_prefix(tree, node_id, self.lm.tokenizer)
+        if node is None or node == "":
+            return ""
+        text = node_prefix(ws.beam, node, self.engine.tokenizer)
+        ws.beam_node = int(node)
+        return text
+
+    def beam_export(self, request: gr.Request = None) -> str:
+        return export_json(self._workspace(request).beam)
+
+    def _workspace(self, request: gr.Request | None) -> Workspace:
+        return self.workspaces.get(getattr(request, "session_hash", None))
 
 
 # --- layout -----------------------------------------------------------------------------------
@@ -291,53 +283,30 @@ def _results() -> dict[str, Any]:
     with gr.Row():
         c["export"] = gr.Button("Export tree (JSON)", size="sm")
         c["export_file"] = gr.File(label="tree JSON", interactive=False)
-    c["tree"], c["searched_prompt"], c["searched_chat"] = gr.State(None), gr.State(""), gr.State(False)
-    c["prefix_ids"] = gr.State([])
     return c
 
 
-RUN_INPUTS = ["prompt", "chat", "beams", "steps", "length_penalty", "early_stopping"]
-VIEW_INPUTS = ["pruned", "show_greedy", "image_format"]
-RUN_OUTPUTS = ["plot", "status", "table", "node", "tree", "searched_prompt", "searched_chat"]
-RUN_OUTPUTS += ["prefix_text", "prefix_ids", "export_file"]
+RUN_OUTPUTS = ["plot", "status", "table", "node", "prefix_text", "export_file"]
 
 
-def _wire(h: BeamHandlers, c: dict[str, Any]) -> None:
+def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     """Events: run (button or Enter), redraw on view options, node choice, export."""
-    inputs, outputs = [c[k] for k in RUN_INPUTS + VIEW_INPUTS], [c[k] for k in RUN_OUTPUTS]
-    view = [c[k] for k in VIEW_INPUTS]
-    run: Callable = model_handler(h.run)
-    c["run"].click(run, inputs, outputs, api_name="beam_run", **model_event())
-    c["prompt"].submit(run, inputs, outputs, api_name="beam_run_submit", **model_event())
-    gr.on(
-        [w.change for w in view],
-        friendly_errors(h.redraw),
-        [c["tree"], *view],
-        [c["plot"]],
-        api_name="beam_redraw",
-        trigger_mode="always_last",
-    )
-    c["node"].input(
-        friendly_errors(h.select_node),
-        [c["tree"], c["node"]],
-        [c["prefix_text"], c["prefix_ids"]],
-        api_name="beam_select_node",
-    )
-    c["clicked"].change(
-        friendly_errors(h.click_node),
-        [c["tree"], c["clicked"]],
-        [c["node"], c["prefix_text"], c["prefix_ids"]],
-        api_visibility="private",
-    )
-    c["export"].click(friendly_errors(export_json), [c["tree"]], [c["export_file"]], api_name="beam_export")
+    run_triggers = [w["run"].click, w["prompt"].submit]
+    connect(run_triggers, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
+    redraw = [w[k].change for k in ("pruned", "show_greedy", "image_format")]
+    connect(redraw, h.beam_redraw, w, ["plot"], api_name="beam_redraw", model=False, trigger_mode="always_last")
+    connect(w["node"].input, h.beam_select_node, w, ["prefix_text"], api_name="beam_select_node", model=False)
+    connect(w["clicked"].change, h.beam_click_node, w, ["node", "prefix_text"], api_name=None, model=False)
+    connect(w["export"].click, h.beam_export, w, ["export_file"], api_name="beam_export", model=False)
 
 
-def build_beam_tab(lm: LoadedModel) -> BeamTab:
-    """The Beam search tab (call inside a gr.Tab); returns what the Step-by-step wiring needs."""
+def build_beam_tab(engine: Engine, workspaces: Workspaces) -> dict[str, Any]:
+    """The Beam search tab (call inside a gr.Tab); returns its components by name ("open" is the
+    "Open in Step by step" button, which app.py connects)."""
     gr.Markdown(
         "Beam search keeps the **N best partial texts** at every step. This is the search that "
         "really ran (same results as `model.generate`), with the candidates it pruned."
     )
-    c = {**_prompt_row(), **_search_settings(), **_view_options(), **_results()}
-    _wire(BeamHandlers(lm), c)
-    return BeamTab(c["searched_prompt"], c["searched_chat"], c["prefix_ids"], c["prefix_text"], c["open"])
+    w = {**_prompt_row(), **_search_settings(), **_view_options(), **_results()}
+    _wire(BeamHandlers(engine, workspaces), w)
+    return w

@@ -1,4 +1,4 @@
-"""Helpers shared by every tab: error translation and the model queue settings."""
+"""Helpers shared by every tab: named wiring, error translation, the model queue settings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gradio as gr
@@ -125,3 +125,71 @@ class UncheckedSlider(gr.Slider):
 
     def preprocess(self, payload: float) -> float:
         return payload
+
+
+# --- named wiring ------------------------------------------------------------------------------------
+
+Widgets = Mapping[str, Any]  # a tab's components by name
+_INJECTED = {"self", "request", "progress"}  # parameters Gradio fills itself
+
+
+def input_names(fn: Callable) -> list[str]:
+    """The parameter names of a handler that stand for components (gr.Request and gr.Progress excluded)."""
+    return [name for name in inspect.signature(fn).parameters if name not in _INJECTED]
+
+
+def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
+    """fn returns (or yields) {name: value}; the wrapper gives Gradio {component: value}, so every
+    output is set by name and an output a handler does not name is left as it is."""
+
+    def convert(values: Any) -> Any:
+        return {widgets[name]: value for name, value in values.items()} if isinstance(values, dict) else values
+
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+            for values in fn(*args, **kwargs):
+                yield convert(values)
+
+        return generator_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return convert(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def connect(
+    trigger: Any,
+    fn: Callable,
+    widgets: Widgets,
+    outputs: Sequence[str],
+    *,
+    api_name: str | None,
+    status: str | None = None,
+    model: bool = True,
+    **event: Any,
+) -> Any:
+    """Wire fn to trigger (an event listener like button.click, or a list of them) by name: its
+    parameters name its input components, `outputs` the components its {name: value} results may set.
+
+    model: the event runs the model (the shared model queue, clear errors, a GPU on ZeroGPU).
+    status: the component that shows queue position, progress and the error mark, so that no
+    error ever covers an input or the content (the message itself is a toast)."""
+    handler = named_outputs(model_handler(fn) if model else friendly_errors(fn), widgets)
+    options: dict[str, Any] = {**(model_event() if model else {"concurrency_limit": None}), **event}
+    if api_name is None:
+        options["api_visibility"] = "private"
+    else:
+        options["api_name"] = api_name
+    if status is not None:
+        options.setdefault("show_progress_on", [widgets[status]])
+    else:
+        options.setdefault("show_progress", "hidden")
+    inputs = [widgets[name] for name in input_names(fn)]
+    output_components = [widgets[name] for name in outputs]
+    if isinstance(trigger, (list, tuple)):
+        return gr.on(list(trigger), handler, inputs, output_components, **options)
+    return trigger(handler, inputs, output_components, **options)

@@ -6,18 +6,17 @@ Every calculation is pure arithmetic (no model queue); only "measure" runs the l
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
 import gradio as gr
 
-from playground import kv_memory as kvm
+from playground import kv as kvm
 from playground.errors import PlaygroundError
-from playground.kv_presets import COMPARISON_MODELS, PRESETS
-from playground.model import LoadedModel
-from playground.plots_kv import CurveSeries, kv_curve_figure, memory_bar_figure
-from playground.ui.common import as_number, as_whole, friendly_errors, model_event, model_handler
+from playground.engine.base import Engine
+from playground.kv.presets import COMPARISON_MODELS, PRESETS
+from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
+from playground.ui.common import as_number, as_whole, connect
 
 LOADED = "Loaded model"
 GPU_CHOICES = [
@@ -40,17 +39,17 @@ def preset_choices() -> list[str]:
     return [LOADED, *PRESETS]
 
 
-def loaded_config(lm: LoadedModel) -> dict[str, Any]:
+def loaded_config(lm: Engine) -> dict[str, Any]:
     """The loaded model's full config as a plain config.json dict."""
     return json.loads(lm.config.to_json_string(use_diff=False))
 
 
-def model_dtype_name(lm: LoadedModel) -> str:
+def model_dtype_name(lm: Engine) -> str:
     """The loaded model's dtype as the calculator names it: torch.float32 -> "float32"."""
     return str(lm.dtype).removeprefix("torch.")
 
 
-def weights_dtype_default(lm: LoadedModel, preset: str) -> tuple[str, str]:
+def weights_dtype_default(lm: Engine, preset: str) -> tuple[str, str]:
     """Default weights dtype and its info line: the loaded model's own dtype, else bfloat16 for presets."""
     if preset == LOADED:
         name = model_dtype_name(lm)
@@ -58,13 +57,13 @@ def weights_dtype_default(lm: LoadedModel, preset: str) -> tuple[str, str]:
     return "bfloat16", f"bfloat16: how most checkpoints are published. {WEIGHTS_INFO}"
 
 
-def weights_dtype_update(lm: LoadedModel, preset: str) -> Any:
+def weights_dtype_update(lm: Engine, preset: str) -> Any:
     """Handler: reset the weights dtype dropdown when the model changes (as loaded for the loaded model)."""
     value, info = weights_dtype_default(lm, preset)
-    return gr.Dropdown(choices=list(kvm.DTYPES), value=value, info=info)
+    return gr.Dropdown(choices=list(kvm.KV_DTYPES), value=value, info=info)
 
 
-def preset_config_text(lm: LoadedModel, name: str) -> str:
+def preset_config_text(lm: Engine, name: str) -> str:
     """The JSON text shown in the editor for a preset (or the loaded model)."""
     if name == LOADED:
         return json.dumps(loaded_config(lm), indent=2)
@@ -74,7 +73,7 @@ def preset_config_text(lm: LoadedModel, name: str) -> str:
 
 
 def parameter_count(
-    lm: LoadedModel, preset: str, config: dict[str, Any], params_b: float | None
+    lm: Engine, preset: str, config: dict[str, Any], params_b: float | None
 ) -> tuple[int, str]:
     """Weights' parameter count and where it came from: typed in, the loaded model, a preset, or estimated."""
     if params_b:
@@ -157,9 +156,11 @@ def curve_figure(config: dict[str, Any], label: str, seq_len: int, batch: int, d
 
 # --- handlers (thin: parse, call the engine, format) ---------------------------------------------------
 
+CALCULATOR_OUTPUTS = ["summary", "formula", "layers", "curves", "bars"]
+
 
 def calculate(
-    lm: LoadedModel,
+    lm: Engine,
     preset: str,
     config_text: str,
     seq_len: float,
@@ -170,40 +171,77 @@ def calculate(
     weights_dtype: str,
     params_b: float | None,
     overhead_pct: float,
-) -> tuple[str, str, list[list[Any]], Any, Any]:
+) -> dict[str, Any]:
     """Everything the calculator shows for one set of inputs: summary, formula, layers, two figures."""
     config = kvm.as_config_dict(config_text or "")
-    b = kvm.kv_cache_breakdown(
-        config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode
-    )
+    b = kvm.kv_cache_breakdown(config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode)
     params, source = parameter_count(lm, preset, config, params_b)
     weights = kvm.weights_bytes(params, weights_dtype)
     gpu = int(_positive(gpu_gb, "GPU memory") * kvm.GB)
     fit = kvm.fit_on_gpu(config, gpu, weights, b.seq_len, b.batch_size, kv_dtype, mode, overhead_pct / 100)
     label = preset if preset in PRESETS and config == PRESETS[preset].config else "this config"
-    curves = curve_figure(config, label, b.seq_len, b.batch_size, b.dtype.name, mode)
-    bars = memory_bar_figure(label, weights, b.total_bytes, fit.overhead_bytes, gpu)
-    summary = summary_markdown(b, params, source, weights_dtype, fit)
-    return summary, formula_markdown(b), layer_rows(b), curves, bars
+    return {
+        "summary": summary_markdown(b, params, source, weights_dtype, fit),
+        "formula": formula_markdown(b),
+        "layers": layer_rows(b),
+        "curves": curve_figure(config, label, b.seq_len, b.batch_size, b.dtype.name, mode),
+        "bars": memory_bar_figure(label, weights, b.total_bytes, fit.overhead_bytes, gpu),
+    }
 
 
-def calculate_or_explain(lm: LoadedModel, *inputs: Any) -> tuple[str, str, list[list[Any]], Any, Any]:
-    """`calculate` for the UI: a user error (bad JSON, bad size) replaces every output, so no numbers from
-    an earlier config stay on screen, and shows the message as a toast too. Other failures still raise."""
-    try:
-        return calculate(lm, *inputs)
-    except PlaygroundError as exc:
-        message = str(exc)
-        gr.Warning(message)
-        return f"**Can't calculate:** {message}", "", [], None, None
+class KVHandlers:
+    """The tab's handlers; only `kv_measure` runs the model."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def kv_calculate(
+        self,
+        preset: str,
+        config_text: str,
+        seq_len: float,
+        batch: float,
+        kv_dtype: str,
+        mode: str,
+        gpu_gb: float,
+        weights_dtype: str,
+        params_b: float | None,
+        overhead_pct: float,
+    ) -> dict[str, Any]:
+        """The calculator for one set of inputs. A user error (bad JSON, bad size) replaces every
+        output, so no numbers from an earlier config stay on screen, and shows as a toast too."""
+        try:
+            return calculate(
+                self.engine, preset, config_text, seq_len, batch, kv_dtype, mode, gpu_gb, weights_dtype,
+                params_b, overhead_pct,
+            )  # fmt: skip
+        except PlaygroundError as exc:
+            gr.Warning(str(exc))
+            return dict(zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True))
+
+    def kv_preset_config(self, preset: str) -> str:
+        """The config.json text of a preset (or of the loaded model)."""
+        return preset_config_text(self.engine, preset)
+
+    def kv_weights_dtype(self, preset: str) -> dict[str, Any]:
+        return {"weights_dtype": weights_dtype_update(self.engine, preset)}
+
+    def kv_load_config(self, config_path: str) -> str:
+        """Read a config.json (local path, model directory, or Hub id when online) into the editor."""
+        return json.dumps(kvm.load_config_file(config_path), indent=2)
+
+    def kv_measure(self, measure_length: float) -> dict[str, Any]:
+        """Build a real cache with the loaded model and put its bytes next to the prediction."""
+        text, rows = measure(self.engine, measure_length)
+        return {"measured": text, "measure_table": rows}
 
 
-def measure(lm: LoadedModel, prompt_len: float) -> tuple[str, list[list[Any]]]:
+def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
     """Build a real cache with the loaded model and put its bytes next to the prediction."""
     n = _whole(prompt_len, "Prompt length")
     if n > lm.context_length:
-        raise PlaygroundError(f"Prompt length {n} exceeds the model's context of {lm.context_length} tokens.")
-    m = kvm.measure_vs_predicted(lm.model, n, 1, lock=lm.lock)
+        raise PlaygroundError(f"Prompt length {n:,} exceeds the model's context of {lm.context_length:,} tokens.")
+    m = kvm.measure_vs_predicted(lm, n, 1)
     rows = [
         [p.index, p.kind, p.bytes, measured, p.bytes == measured]
         for p, measured in zip(m.predicted.layers, m.measured_layers, strict=False)
@@ -212,8 +250,8 @@ def measure(lm: LoadedModel, prompt_len: float) -> tuple[str, list[list[Any]]]:
     text = (
         f"### Measured {m.measured_bytes:,} bytes · predicted {m.predicted.total_bytes:,} bytes: "
         f"{verdict}\n\n"
-        f"A forward pass of {lm.name} (loaded in {model_dtype_name(lm)}) over {n} synthetic tokens "
-        f"(batch 1) filled a `DynamicCache` whose keys and values are {m.dtype}, the model's own dtype; "
+        f"A forward pass of {lm.name} (loaded in {model_dtype_name(lm)}) over {n:,} synthetic tokens "
+        f"(batch 1) filled the engine's KV cache, whose keys and values are {m.dtype}, the model's own dtype; "
         f"measured = Σ numel × element_size over them ({len(m.measured_layers)} layers). "
         f"Predicted = `kv_cache_bytes(config, {n}, 1, {m.dtype!r}, 'transformers')` = "
         f"{kvm.format_bytes(m.predicted.total_bytes)}, in that same dtype: the KV dtype chosen above "
@@ -245,157 +283,111 @@ def _positive(value: float | str | None, label: str) -> float:
 
 # --- layout ------------------------------------------------------------------------------------------
 
+CALCULATOR_INPUTS = ["preset", "config_text", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb", "weights_dtype",
+                     "params_b", "overhead_pct"]  # fmt: skip
 
-def build_kv_tab(lm: LoadedModel) -> None:
-    """The KV-cache calculator tab (called inside a gr.Tab)."""
+
+def build_kv_tab(lm: Engine) -> dict[str, Any]:
+    """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name."""
     gr.Markdown(
         "How much memory does the KV cache take? Pick a model or paste its `config.json`; every number "
         "below is exact and shows where it came from. GiB = 2^30 bytes, GB = 10^9 bytes."
     )
+    w: dict[str, Any] = {}
     with gr.Row():
         with gr.Column(scale=1):
-            preset, config_text, filled = _config_inputs(lm)
-            inputs = [preset, config_text, *_size_inputs(lm)]
-            run = gr.Button("Calculate", variant="primary")
+            _config_inputs(lm, w)
+            _size_inputs(w)
+            _gpu_inputs(lm, w)
+            w["run"] = gr.Button("Calculate", variant="primary")
         with gr.Column(scale=2):
-            first = calculate(lm, *(c.value for c in inputs))
-            summary = gr.Markdown(first[0], elem_id="kv-summary")
+            first = calculate(lm, *(w[name].value for name in CALCULATOR_INPUTS))
+            w["summary"] = gr.Markdown(first["summary"], elem_id="kv-summary")
             with gr.Row():
-                curves = gr.Plot(first[3], label="KV bytes vs context")
-                bars = gr.Plot(first[4], label="Weights + KV vs GPU")
-            formula = gr.Markdown(first[1], elem_id="kv-formula")
-            layers = gr.Dataframe(
-                first[2], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False
-            )
-    _wire_calculator(lm, inputs, filled, run, [summary, formula, layers, curves, bars])
-    _measure_section(lm)
+                w["curves"] = gr.Plot(first["curves"], label="KV bytes vs context")
+                w["bars"] = gr.Plot(first["bars"], label="Weights + KV vs GPU")
+            w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula")
+            w["layers"] = gr.Dataframe(first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False)
+    _measure_section(lm, w)
+    _wire(KVHandlers(lm), w)
+    return w
 
 
-def load_config_text(path_or_id: str) -> str:
-    """Read a config.json (local path, model directory, or Hub id when online) into the editor."""
-    return json.dumps(kvm.load_config_file(path_or_id), indent=2)
-
-
-def _config_inputs(lm: LoadedModel) -> list[Any]:
-    preset = gr.Dropdown(
+def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
+    w["preset"] = gr.Dropdown(
         preset_choices(),
         value=LOADED,
         label="Model",
         info="A preset fills the config.json below; edit it or paste your own, then Calculate.",
     )
     with gr.Accordion("config.json: view, edit, paste or load", open=False):
-        config_text = gr.Code(
+        w["config_text"] = gr.Code(
             value=preset_config_text(lm, LOADED), language="json", label="config.json", lines=12, max_lines=24
         )
         with gr.Row():
-            path = gr.Textbox(
+            w["config_path"] = gr.Textbox(
                 label="Local path or Hub id",
                 info="A config.json, a model directory, or (online only) a Hub id such as Qwen/Qwen2.5-7B.",
                 scale=3,
             )
-            load = gr.Button("Load config", scale=1)
-    filled = [
-        preset.select(  # fires on every choice, re-choosing the same preset too (.change would not)
-            friendly_errors(functools.partial(preset_config_text, lm)),
-            preset,
-            config_text,
-            api_name="kv_preset_config",
-            concurrency_limit=None,
-        ),
-        load.click(
-            friendly_errors(load_config_text),
-            path,
-            config_text,
-            api_name="kv_load_config",
-            concurrency_limit=None,
-        ),
-    ]
-    return [preset, config_text, filled]
+            w["load"] = gr.Button("Load config", scale=1)
 
 
-def _size_inputs(lm: LoadedModel) -> list[Any]:
-    """Length, batch, dtype and mode inputs, then the GPU ones."""
-    seq_len = gr.Number(
-        4096,
-        label="Sequence length (tokens)",
-        precision=0,
-        minimum=1,
+def _size_inputs(w: dict[str, Any]) -> None:
+    """Length, batch, dtype and mode inputs."""
+    w["seq_len"] = gr.Number(
+        4096, label="Sequence length (tokens)", precision=0, minimum=1,
         info="Prompt + generated tokens: every cached layer holds one K and one V per token.",
-    )
-    batch = gr.Number(
-        1,
-        label="Batch",
-        precision=0,
-        minimum=1,
+    )  # fmt: skip
+    w["batch"] = gr.Number(
+        1, label="Batch", precision=0, minimum=1,
         info="Sequences decoded together: each keeps its own cache, so bytes scale linearly.",
-    )
-    kv_dtype = gr.Dropdown(
-        list(kvm.DTYPES),
-        value="float16",
-        label="KV dtype",
+    )  # fmt: skip
+    w["kv_dtype"] = gr.Dropdown(
+        list(kvm.KV_DTYPES), value="float16", label="KV dtype",
         info="Bytes per cached value; q8_0/q4_0 add a float16 scale per 32 values.",
-    )
-    mode = gr.Radio(
-        list(kvm.MODES),
-        value="ideal",
-        label="Mode",
+    )  # fmt: skip
+    w["mode"] = gr.Radio(
+        list(kvm.MODES), value="ideal", label="Mode",
         info="ideal: what an efficient engine must hold; transformers: what its DynamicCache keeps.",
-    )
-    return [seq_len, batch, kv_dtype, mode, *_gpu_inputs(lm)]
+    )  # fmt: skip
 
 
-def _gpu_inputs(lm: LoadedModel) -> list[Any]:
+def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
     """GPU size, weights dtype (first paint: the loaded model's own), parameters and overhead."""
-    gpu = gr.Dropdown(
-        GPU_CHOICES,
-        value=80,
-        label="GPU memory (GB = 10^9 B)",
-        allow_custom_value=True,
+    w["gpu_gb"] = gr.Dropdown(
+        GPU_CHOICES, value=80, label="GPU memory (GB = 10^9 B)", allow_custom_value=True,
         info="Memory of one GPU as vendors print it; type any other size in GB.",
-    )
+    )  # fmt: skip
     wdtype, winfo = weights_dtype_default(lm, LOADED)
-    weights_dtype = gr.Dropdown(list(kvm.DTYPES), value=wdtype, label="Weights dtype", info=winfo)
-    params = gr.Number(
-        None,
-        label="Parameters (billions, optional)",
-        minimum=0,
+    w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
+    w["params_b"] = gr.Number(
+        None, label="Parameters (billions, optional)", minimum=0,
         info="Blank: the loaded model's count, a preset's published count, or an estimate.",
-    )
-    overhead = gr.Slider(
-        0,
-        50,
-        value=10,
-        step=1,
-        label="Overhead reserve (% of GPU)",
+    )  # fmt: skip
+    w["overhead_pct"] = gr.Slider(
+        0, 50, value=10, step=1, label="Overhead reserve (% of GPU)",
         info="Kept free for activations, CUDA context and fragmentation (vLLM uses ~10 %).",
-    )
-    return [gpu, weights_dtype, params, overhead]
+    )  # fmt: skip
 
 
-def _wire_calculator(
-    lm: LoadedModel, inputs: list[Any], filled: list[Any], run: Any, outputs: list[Any]
-) -> None:
-    """One calculator event for every trigger; none of it needs the model queue. A chosen preset first resets
-    the weights dtype (the loaded model's own for "Loaded model"), then calculates. A user error clears
-    every output and explains itself in the summary (see calculate_or_explain)."""
-    preset, seq_len, batch, kv_dtype, mode, gpu, weights_dtype, params, overhead = [inputs[0], *inputs[2:]]
-    handler = friendly_errors(functools.partial(calculate_or_explain, lm))
-    triggers = [run.click, seq_len.submit, batch.submit, params.submit, overhead.release]
-    triggers += [c.change for c in (kv_dtype, mode, gpu, weights_dtype)]
-    gr.on(triggers, handler, inputs, outputs, api_name="kv_calculate", concurrency_limit=None)
-    after_preset = filled[0].success(
-        functools.partial(weights_dtype_update, lm),
-        preset,
-        weights_dtype,
-        api_name="kv_weights_dtype",
-        concurrency_limit=None,
-    )
-    events = (after_preset, filled[1])
-    for name, event in zip(("kv_calculate_after_preset", "kv_calculate_after_load"), events, strict=True):
-        event.success(handler, inputs, outputs, api_name=name, concurrency_limit=None)
+def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
+    """One calculator event for every trigger; none of it needs the model queue. A chosen preset first
+    fills the config and resets the weights dtype, then calculates. Only "measure" runs the model."""
+    quick = {"model": False}
+    triggers = [w["run"].click, w["seq_len"].submit, w["batch"].submit, w["params_b"].submit, w["overhead_pct"].release]
+    triggers += [w[name].change for name in ("kv_dtype", "mode", "gpu_gb", "weights_dtype")]
+    connect(triggers, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name="kv_calculate", **quick)
+    # .select fires on every choice, re-choosing the same preset too (.change would not)
+    chosen = connect(w["preset"].select, h.kv_preset_config, w, ["config_text"], api_name="kv_preset_config", **quick)
+    dtype = connect(chosen.success, h.kv_weights_dtype, w, ["weights_dtype"], api_name=None, **quick)
+    loaded = connect(w["load"].click, h.kv_load_config, w, ["config_text"], api_name="kv_load_config", **quick)
+    for event in (dtype, loaded):
+        connect(event.success, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name=None, **quick)
+    connect(w["measure"].click, h.kv_measure, w, ["measured", "measure_table"], api_name="kv_measure", status="measured")
 
 
-def _measure_section(lm: LoadedModel) -> None:
+def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
     with gr.Accordion("Measured vs predicted: build a real cache with the loaded model", open=True):
         gr.Markdown(
             f"Runs **{lm.name}** once over synthetic tokens with `use_cache=True`, sums the bytes of the "
@@ -404,18 +396,10 @@ def _measure_section(lm: LoadedModel) -> None:
             "and values and the prediction uses that dtype (not the KV dtype above)."
         )
         with gr.Row():
-            length = gr.Slider(
-                1,
-                min(2048, lm.context_length),
-                value=128,
-                step=1,
-                label="Prompt length (tokens)",
+            w["measure_length"] = gr.Slider(
+                1, min(2048, lm.context_length), value=128, step=1, label="Prompt length (tokens)",
                 info="Tokens in the forward pass; the cache then holds this many per layer.",
-            )
-            button = gr.Button("Build a real cache and compare", variant="secondary")
-        result = gr.Markdown()
-        table = gr.Dataframe(
-            headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False
-        )
-    handler = model_handler(functools.partial(measure, lm))
-    button.click(handler, length, [result, table], api_name="kv_measure", **model_event())
+            )  # fmt: skip
+            w["measure"] = gr.Button("Build a real cache and compare", variant="secondary")
+        w["measured"] = gr.Markdown()
+        w["measure_table"] = gr.Dataframe(headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False)

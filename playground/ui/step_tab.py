@@ -1,8 +1,8 @@
 """Step-by-step tab: see the next-token distribution stage by stage and choose the token yourself.
 
-Only a session id lives in gr.State; the StepSession (tree, ids) lives in an engine-side
-SessionStore and its KV cache in the KV store. Handlers validate the settings first, act on
-the session, then render every view from it.
+The browser tab's StepSession lives in its Workspace (engine side); its sampling settings and
+view options are stored there when they change, so every action takes only its own inputs
+(a token id, a seed, some text) and the HTTP API has short, named endpoints.
 """
 
 from __future__ import annotations
@@ -11,76 +11,53 @@ import html
 import json
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from playground.engine.base import Engine
+from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings, validate_settings
+from playground.engine.tokens import decode_ids, stream_pieces
 from playground.errors import PlaygroundError
-from playground.model import LoadedModel
-from playground.plots_step import cumulative_logprob_figure, distribution_figure
-from playground.sampling import DEFAULT_ORDER, SamplingSettings, validate_settings
-from playground.session_store import SessionStore
-from playground.stepper import Node, StepSession, TextProbability
-from playground.tokens import decode_ids, stream_pieces, token_piece
-from playground.ui.common import UncheckedSlider, as_whole, model_event, model_handler, parse_seed
-from playground.ui.token_html import legend_html, token_span
+from playground.plots.step import cumulative_logprob_figure, distribution_figure
+from playground.step import StepSession, TextProbability, session_from_json, session_to_json
+from playground.tree import ROOT
+from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
+from playground.ui.token_html import legend_html, percent, record_rows, token_span
+from playground.workspace import Workspace, Workspaces
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
-VIEW_OUTPUTS = 2 + N_BUTTONS + 7  # text, status, buttons, ids, chart, stage, ledger, curve, tree, branches
+CANDIDATE_BUTTONS = [f"cand_{i}" for i in range(1, N_BUTTONS + 1)]
+VIEW_OUTPUTS = ["prompt", "chat", "text", "status", *CANDIDATE_BUTTONS, "chart", "stage", "ledger", "curve", "tree", "branch"]
+SETTINGS_INPUTS = ["temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty", "order"]
 LEDGER_COLUMNS = ["step", "token", "how", "prob", "log-prob", "rank", "entropy", "cum log-prob", "perplexity"]
 LEDGER_COLUMNS.append("after sampling")
-SESSIONS = SessionStore()  # every tab's StepSession, by the id its gr.State holds
-
-
-@dataclass
-class StepTab:
-    """What other tabs need to open a prefix here (see `connect_open_prefix`)."""
-
-    session_id: gr.State
-    prompt: gr.Textbox
-    chat: gr.Checkbox
-    view_inputs: list[gr.components.Component]  # candidates count, stage, sampling settings
-    full_outputs: list[gr.components.Component]  # session id, prompt, chat, then every view
-    open_prefix: Callable[..., tuple]  # (session_id, prompt, chat, token_ids, *view) -> full outputs
-    start: Callable[..., tuple]  # (session_id, prompt, chat, *view) -> full outputs
-
-    def connect_start(self, trigger: Callable[..., Any]) -> Any:
-        """Wire e.g. `demo.load` so the tab opens with its default prompt already started."""
-        inputs = [self.session_id, self.prompt, self.chat, *self.view_inputs]
-        return trigger(self.start, inputs, self.full_outputs, api_visibility="private", **model_event())
-
-    def connect_open_prefix(self, trigger: Callable[..., Any], prompt: Any, chat: Any, token_ids: Any) -> Any:
-        """Wire e.g. `button.click` so it opens prompt + token_ids (components) in this tab."""
-        return trigger(
-            self.open_prefix,
-            inputs=[self.session_id, prompt, chat, token_ids, *self.view_inputs],
-            outputs=self.full_outputs,
-            api_name="step_open_prefix",
-            **model_event(),
-        )
+DEFAULT_PROMPT = "The capital of France is"
 
 
 # --- rendering (pure: session -> component values) ---------------------------------------
 
 
 def read_settings(
-    temperature: float, top_k: float, top_p: float, min_p: float, typical_p: float, rep: float, order: Any
+    temperature: Any, top_k: Any, top_p: Any, min_p: Any, typical_p: Any, repetition_penalty: Any, order: Any
 ) -> SamplingSettings:
     """The settings widgets' values as validated SamplingSettings (errors name the bad value)."""
-    values = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
-    values |= {"typical_p": typical_p, "repetition_penalty": rep}
+    values = {"temperature": as_number(temperature, "temperature"), "top_k": top_k, "top_p": top_p, "min_p": min_p}
+    values |= {"typical_p": typical_p, "repetition_penalty": repetition_penalty}
+    if isinstance(top_k, float) and top_k.is_integer():
+        values["top_k"] = int(top_k)
     if order:  # chosen stages first, in the order chosen; the rest keep the default order
         chosen = [name for name in order if name in DEFAULT_ORDER]
         values["order"] = chosen + [name for name in DEFAULT_ORDER if name not in chosen]
     return validate_settings(values)
 
 
-def settings_values(settings: SamplingSettings) -> tuple:
-    """Values for the settings widgets (read_settings' argument order) showing `settings`."""
+def settings_values(settings: SamplingSettings) -> dict[str, Any]:
+    """Values for the settings widgets showing `settings`."""
     s = settings
-    return (s.temperature, s.top_k, s.top_p, s.min_p, s.typical_p, s.repetition_penalty, list(s.order))
+    values = (s.temperature, s.top_k, s.top_p, s.min_p, s.typical_p, s.repetition_penalty, list(s.order))
+    return dict(zip(SETTINGS_INPUTS, values, strict=True))
 
 
 def text_html(session: StepSession) -> str:
@@ -89,50 +66,41 @@ def text_html(session: StepSession) -> str:
     The span texts are the whole sequence decoded incrementally (`stream_pieces`), so the text
     reads exactly as decoded; a token that only begins a character gets an empty
     'tok-partial' span (its bytes are in its card) and the token that completes it the character."""
-    tokenizer = session.lm.tokenizer
+    tokenizer = session.engine.tokenizer
     prompt = html.escape(decode_ids(tokenizer, session.prompt_ids)).replace("\n", "<br>")
     spans = [f"<span class='tok-prompt'>{prompt}</span>"]
     pieces = stream_pieces(tokenizer, session.ids, len(session.prompt_ids))
     for entry, text in zip(session.ledger, pieces, strict=True):
-        rows = [
-            ("token", f"{entry.piece.visible} (id {entry.token_id})"),
-            ("probability", f"{entry.prob:.2%}"),
-            ("log-prob", f"{entry.logprob:.3f}"),
-            ("rank", str(entry.rank)),
-            ("entropy", f"{entry.entropy:.2f} nats"),
-            ("chosen by", entry.source),
-        ]
-        if entry.sampled_prob is not None:
-            rows.append(("after sampling", f"{entry.sampled_prob:.2%}"))
-        span = token_span(text, entry.prob, rows, entry.piece.special)
-        spans.append(span if text else span.replace("class='tok", "class='tok tok-partial", 1))
+        token = entry.token
+        rows = [*record_rows(token), ("entropy", f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown")]
+        span = token_span(text, token.prob, rows, token.special, extra_classes="" if text else "tok-partial")
+        spans.append(span)
     return f"{legend_html()}<div class='token-stream step-text'>{''.join(spans)}</div>"
 
 
 def status_markdown(session: StepSession) -> str:
     ledger = session.ledger
-    used = len(session.ids)
+    used, limit = len(session.ids), session.engine.context_length
     if not ledger:
-        return f"Prompt: {len(session.prompt_ids)} tokens · context {used}/{session.lm.context_length}"
+        return f"Prompt: {len(session.prompt_ids):,} tokens · context {used:,}/{limit:,}"
     last = ledger[-1]
-    return (
-        f"{len(ledger)} generated tokens · log P = {last.cum_logprob:.3f} · perplexity {last.perplexity:.2f}"
-        f" · context {used}/{session.lm.context_length}"
-    )
+    count = f"{len(ledger)} generated token{'s' * (len(ledger) != 1)}"
+    return f"{count} · log P = {last.cum_logprob:.3f} · perplexity {last.perplexity:.2f} · context {used:,}/{limit:,}"
 
 
-def candidate_buttons(session: StepSession, settings: SamplingSettings) -> tuple[list[dict], list[int]]:
-    """Button updates for the top candidates and the token ids they stand for."""
+def candidate_buttons(session: StepSession, settings: SamplingSettings) -> dict[str, Any]:
+    """Button updates for the top candidates."""
     cands = session.candidates(N_BUTTONS, settings)
-    updates = []
-    for i, cand in enumerate(cands, start=1):
+    updates: dict[str, Any] = {}
+    for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
+        if i > len(cands):
+            updates[name] = gr.update(visible=False)
+            continue
+        cand = cands[i - 1]
         after = f"{cand.sampled_prob:.1%} after sampling" if cand.kept else "removed by sampling"
         key = f"[{i}] " if i <= 9 else ""
-        updates.append(
-            gr.update(value=f"{key}{cand.piece.visible}   {cand.prob:.1%} · {after}", visible=True)
-        )
-    updates += [gr.update(visible=False)] * (N_BUTTONS - len(cands))
-    return updates, [c.token_id for c in cands]
+        updates[name] = gr.update(value=f"{key}{cand.piece.visible}   {cand.prob:.1%} · {after}", visible=True)
+    return updates
 
 
 def distribution_view(session: StepSession, settings: SamplingSettings, k: int, stage_name: str) -> tuple:
@@ -156,76 +124,77 @@ def distribution_view(session: StepSession, settings: SamplingSettings, k: int, 
 def ledger_rows(session: StepSession) -> list[list[Any]]:
     rows = []
     for e in session.ledger:
-        sampled = None if e.sampled_prob is None else round(e.sampled_prob, 6)
-        rows.append([e.step, e.piece.visible, e.source, round(e.prob, 6), round(e.logprob, 4), e.rank])
-        rows[-1] += [round(e.entropy, 3), round(e.cum_logprob, 4), round(e.perplexity, 3), sampled]
+        t = e.token
+        sampled = None if t.sampled_prob is None else round(t.sampled_prob, 6)
+        rows.append([e.step, t.visible, t.source, round(t.prob, 6), round(t.logprob, 4), t.rank])
+        rows[-1] += [None if t.entropy is None else round(t.entropy, 3), round(e.cum_logprob, 4), round(e.perplexity, 3), sampled]
     return rows
 
 
 def tree_html(session: StepSession) -> str:
     """The branch tree: chains of single tokens as one segment, branch points as nested lists."""
-    if not session.nodes[0].children:
+    if not session.tree.nodes[ROOT].children:
         return "<div class='step-tree'><i>No tokens yet.</i></div>"
     on_path = set(session.path)
-    return f"<div class='step-tree'>{_subtree(session, 0, on_path)}</div>"
+    return f"<div class='step-tree'>{_subtree(session, ROOT, on_path)}</div>"
 
 
 def _subtree(session: StepSession, node_id: int, on_path: set[int]) -> str:
     items = []
-    for child in session.nodes[node_id].children:
-        chain = _chain(session.nodes, child)
-        text = "".join(token_piece(session.lm.tokenizer, session.nodes[n].token_id).visible for n in chain)
+    nodes = session.tree.nodes
+    for child in nodes[node_id].children:
+        chain = _chain(session, child)
+        text = "".join(nodes[n].token.visible for n in chain)  # type: ignore[union-attr]
         current = "step-current" if chain[-1] in on_path or chain[0] in on_path else ""
         label = f"<span class='{current}'>{html.escape(text)}</span> <small>#{chain[-1]}</small>"
         items.append(f"<li>{label}{_subtree(session, chain[-1], on_path)}</li>")
     return f"<ul>{''.join(items)}</ul>" if items else ""
 
 
-def _chain(nodes: list[Node], start: int) -> list[int]:
+def _chain(session: StepSession, start: int) -> list[int]:
+    nodes = session.tree.nodes
     chain = [start]
     while len(nodes[chain[-1]].children) == 1:
         chain.append(nodes[chain[-1]].children[0])
     return chain
 
 
-def branch_choices(session: StepSession) -> dict:
-    choices = [
-        (f"#{b.node_id} · {b.length} tokens · …{b.text[-40:]!r}", b.node_id) for b in session.branches()
-    ]
-    current = next((b.node_id for b in session.branches() if b.current), None)
+def branch_choices(session: StepSession) -> Any:
+    branches = session.branches()
+    choices = [(f"#{b.node_id} · {b.length} tokens · …{b.text[-40:]}", b.node_id) for b in branches]
+    current = next((b.node_id for b in branches if b.current), None)
     return gr.update(choices=choices, value=current)
 
 
-def render(session: StepSession, settings: SamplingSettings, k: int, stage_name: str) -> tuple:
-    """Every view of the tab, in the order of the tab's view outputs."""
-    buttons, ids = candidate_buttons(session, settings)
+def render(session: StepSession, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
+    """Every view of the tab, by component name."""
+    settings = session.settings
     figure, stage_update = distribution_view(session, settings, k, stage_name)
     ledger = session.ledger
-    cum_fig = cumulative_logprob_figure([e.logprob for e in ledger], [e.piece.visible for e in ledger])
-    return (
-        text_html(session),
-        status_markdown(session),
-        *buttons,
-        ids,
-        figure,
-        stage_update,
-        ledger_rows(session),
-        cum_fig,
-        tree_html(session),
-        branch_choices(session),
-    )
+    curve = cumulative_logprob_figure([e.logprob for e in ledger], [e.token.visible for e in ledger])
+    return {
+        "prompt": session.prompt,
+        "chat": session.chat,
+        "text": text_html(session),
+        "status": status_markdown(session),
+        **candidate_buttons(session, settings),
+        "chart": figure,
+        "stage": stage_update,
+        "ledger": ledger_rows(session),
+        "curve": curve,
+        "tree": tree_html(session),
+        "branch": branch_choices(session),
+    }
 
 
 def probability_markdown(result: TextProbability) -> str:
     head = result.tokens[0]
     lines = [
-        f"**{html.escape(repr(result.text))}**: P = {result.prob:.3g} (log-prob {result.logprob:.3f}) · "
-        f"first token rank {head.rank} · first token after sampling {head.sampled_prob:.3g}"
+        f"**{html.escape(result.text)}**: P = {result.prob:.3g} (log-prob {result.logprob:.3f}) · "
+        f"first token rank {head.rank} · first token after sampling {percent(head.sampled_prob)}"
     ]
     if len(result.tokens) > 1:
-        lines += [
-            f"- `{t.piece.visible}` (id {t.token_id}): P = {t.prob:.3g}, rank {t.rank}" for t in result.tokens
-        ]
+        lines += [f"- `{t.visible}` (id {t.id}): P = {t.prob:.3g}, rank {t.rank}" for t in result.tokens]
     return "\n".join(lines)
 
 
@@ -234,127 +203,12 @@ def parse_token_ids(value: Any) -> list[int]:
     if isinstance(value, str):
         text = value.strip()
         try:
-            value = (
-                json.loads(text) if text.startswith("[") else [int(p) for p in text.replace(",", " ").split()]
-            )
+            value = json.loads(text) if text.startswith("[") else [int(p) for p in text.replace(",", " ").split()]
         except ValueError as exc:
             raise PlaygroundError(f"Token ids must be integers, got {value!r}") from exc
-    if not isinstance(value, Sequence) or not all(
-        isinstance(t, int) and not isinstance(t, bool) for t in value
-    ):
+    if not isinstance(value, Sequence) or not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
         raise PlaygroundError(f"Token ids must be a list of integers, got {value!r}")
     return list(value)
-
-
-# --- handlers --------------------------------------------------------------------------------
-
-
-class StepHandlers:
-    """Thin handlers: parse, call the session, render. view = (k, stage, *settings widgets)."""
-
-    def __init__(self, lm: LoadedModel, sessions: SessionStore = SESSIONS) -> None:
-        self.lm = lm
-        self.sessions = sessions
-
-    def _act(
-        self, session_id: str, view: Sequence[Any], action: Callable[[StepSession, SamplingSettings], Any]
-    ) -> tuple:
-        k, stage, *widgets = view
-        settings = read_settings(*widgets)  # bad settings: error before anything changes
-        session = self.sessions.get(session_id)
-        with session.locked():  # one state from the action to the last view rendered
-            session.use_settings(settings)  # export writes the settings on screen
-            action(session, settings)
-            return render(session, settings, int(k), stage)
-
-    def _install(self, session_id: str, session: StepSession, view: Sequence[Any]) -> tuple:
-        k, stage = view[0], view[1]
-        if session_id:
-            self.sessions.replace(session_id, session)
-        else:
-            session_id = self.sessions.add(session)
-        with session.locked():
-            views = render(session, session.settings, int(k), stage)
-        return (session_id, session.prompt, session.chat, *views)
-
-    def start(self, session_id: str, prompt: str, chat: bool, *view: Any) -> tuple:
-        settings = read_settings(*view[2:])
-        return self._install(session_id, StepSession(self.lm, prompt, bool(chat), settings=settings), view)
-
-    def open_prefix(self, session_id: str, prompt: str, chat: bool, token_ids: Any, *view: Any) -> tuple:
-        ids = parse_token_ids(token_ids)
-        session = StepSession(self.lm, prompt, bool(chat), settings=read_settings(*view[2:]))
-        session.append_tokens(ids)
-        return self._install(session_id, session, view)
-
-    def import_file(self, session_id: str, path: str | None, *view: Any) -> tuple:
-        """Full outputs, then the settings widgets set to the file's settings."""
-        if not path:
-            raise PlaygroundError("Choose a session .json file to import.")
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-        session = StepSession.from_json(self.lm, text)
-        return (*self._install(session_id, session, view), *settings_values(session.settings))
-
-    def export_file(self, session_id: str) -> str:
-        session = self.sessions.get(session_id)
-        folder = Path(tempfile.mkdtemp(prefix="step-session-"))
-        path = folder / "step-session.json"
-        path.write_text(session.to_json(), encoding="utf-8")
-        return str(path)
-
-    def pick(self, session_id: str, token_id: Any, *view: Any) -> tuple:
-        token = _as_token_id(token_id)
-        return self._act(session_id, view, lambda s, _: s.pick(token))
-
-    def pick_nth(self, n: int) -> Callable[..., tuple]:
-        def pick_candidate(session_id: str, shown_ids: list[int], *view: Any) -> tuple:
-            if not shown_ids or n > len(shown_ids):
-                raise PlaygroundError(f"There is no candidate {n} on screen.")
-            return self._act(session_id, view, lambda s, _: s.pick(int(shown_ids[n - 1])))
-
-        pick_candidate.__name__ = f"pick_candidate_{n}"
-        return pick_candidate
-
-    def undo(self, session_id: str, *view: Any) -> tuple:
-        return self._act(session_id, view, lambda s, _: s.undo())
-
-    def greedy(self, session_id: str, *view: Any) -> tuple:
-        return self._act(session_id, view, lambda s, _: s.greedy(1))
-
-    def sample(self, session_id: str, seed: Any, *view: Any) -> tuple:
-        return self._act(session_id, view, lambda s, settings: s.sample(settings, parse_seed(seed)))
-
-    def run_steps(self, session_id: str, n: Any, seed: Any, *view: Any, progress=gr.Progress()) -> tuple:  # noqa: B008
-        steps = as_whole(n, "number of steps")
-
-        def run(session: StepSession, settings: SamplingSettings) -> None:
-            session.sample_steps(
-                steps, settings, parse_seed(seed), lambda d, t: progress((d, t), desc="steps")
-            )
-
-        return self._act(session_id, view, run)
-
-    def force(self, session_id: str, text: str, *view: Any) -> tuple:
-        return self._act(session_id, view, lambda s, _: s.force(text or ""))
-
-    def switch(self, session_id: str, node_id: Any, *view: Any) -> tuple:
-        if node_id is None:
-            raise PlaygroundError("Choose a branch to switch to.")
-        return self._act(session_id, view, lambda s, _: s.switch_to(as_whole(node_id, "branch")))
-
-    def refresh(self, session_id: str, *view: Any) -> tuple:
-        if not session_id:  # settings touched before Start: nothing to show yet
-            return tuple(gr.skip() for _ in range(VIEW_OUTPUTS))
-        return self._act(session_id, view, lambda s, _: None)
-
-    def probability(self, session_id: str, query: str, *view: Any) -> str:
-        settings = read_settings(*view[2:])
-        target: int | str = query or ""
-        if isinstance(target, str) and target.startswith("#") and target[1:].isdigit():
-            target = int(target[1:])  # "#7042" asks about token id 7042
-        session = self.sessions.get(session_id)
-        session.use_settings(settings)
-        return probability_markdown(session.probability_of(target, settings))
 
 
 def _as_token_id(value: Any) -> Any:
@@ -362,205 +216,327 @@ def _as_token_id(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+# --- handlers --------------------------------------------------------------------------------
+
+
+class StepHandlers:
+    """Thin handlers: parse, act on the tab's session, render every view by name."""
+
+    def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
+        self.engine = engine
+        self.workspaces = workspaces or Workspaces(engine)
+
+    # sessions
+
+    def step_start(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
+        """Start a session on `prompt` (chat: wrapped in the chat template as a user turn)."""
+        ws = self._workspace(request)
+        return self._install(ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws)))
+
+    def step_open_prefix(self, prompt: str, chat: bool, token_ids: Any, request: gr.Request = None) -> dict[str, Any]:
+        """Start a session on `prompt` with given token ids already appended (one forward)."""
+        ws = self._workspace(request)
+        session = StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
+        session.append_tokens(parse_token_ids(token_ids))
+        return self._install(ws, session)
+
+    def step_open_beam_node(self, request: gr.Request = None) -> dict[str, Any]:
+        """The node chosen in the Beam search tab, with its path's numbers taken over (no replay)."""
+        ws = self._workspace(request)
+        tree, node = ws.beam, ws.beam_node
+        if tree is None:
+            raise PlaygroundError("Run a beam search first: there is no node to open yet.")
+        node_id = 0 if node is None else as_whole(node, "node")
+        records = tree.records(tree.tree.node(node_id).id)
+        session = StepSession.from_path(
+            self.engine, tree.prompt, tree.settings.chat, records, settings=self._settings(ws)
+        )
+        return self._install(ws, session)
+
+    def step_open_chat_token(self, open_position: Any, request: gr.Request = None) -> dict[str, Any]:
+        """The chat answer up to its token at open_position (0-based), its numbers and cache taken over."""
+        ws = self._workspace(request)
+        chat = ws.chat
+        if chat.tree is None or chat.request is None:
+            raise PlaygroundError("No chat answer yet: send a message first.")
+        records = chat.tree.records(chat.tip)
+        position = as_whole(open_position, "token position")
+        if not 0 <= position < len(records):
+            raise PlaygroundError(f"Token position {position} is outside the answer (0..{len(records) - 1}).")
+        messages = chat.request.messages
+        session = StepSession.from_path(
+            self.engine, messages[-1]["content"], True, records[: position + 1], settings=self._settings(ws),
+            conversation=messages, system_prompt=chat.request.system_prompt, cache_from=chat.key,
+        )  # fmt: skip
+        return self._install(ws, session)
+
+    def step_import(self, import_file: str | None, request: gr.Request = None) -> dict[str, Any]:
+        """Replay an exported session; the settings widgets show the file's settings."""
+        if not import_file:
+            raise PlaygroundError("Choose a session .json file to import.")
+        text = Path(import_file).read_text(encoding="utf-8", errors="replace")
+        ws = self._workspace(request)
+        session = session_from_json(self.engine, text)
+        ws.step_settings = session.settings
+        return {**self._install(ws, session), **settings_values(session.settings)}
+
+    def step_export(self, request: gr.Request = None) -> str:
+        session = self._session(self._workspace(request))
+        path = Path(tempfile.mkdtemp(prefix="step-session-")) / "step-session.json"
+        path.write_text(session_to_json(session), encoding="utf-8")
+        return str(path)
+
+    # settings and view
+
+    def step_settings(
+        self,
+        temperature: float,
+        top_k: float,
+        top_p: float,
+        min_p: float,
+        typical_p: float,
+        repetition_penalty: float,
+        order: list[str],
+        request: gr.Request = None,
+    ) -> dict[str, Any]:
+        """Use these sampling settings for 'sample' and the stage view (stored for this tab)."""
+        settings = read_settings(temperature, top_k, top_p, min_p, typical_p, repetition_penalty, order)
+        ws = self._workspace(request)
+        ws.step_settings = settings
+        if ws.step is None:
+            return {}
+        return self._act(ws, lambda s: s.use_settings(settings))
+
+    def step_view(self, candidates: float, stage: str, request: gr.Request = None) -> dict[str, Any]:
+        """How many candidates the chart shows and which stage's distribution."""
+        ws = self._workspace(request)
+        ws.step_view = (max(1, as_whole(candidates, "candidates in the chart")), stage or "raw")
+        return self._act(ws, lambda s: None) if ws.step is not None else {}
+
+    def step_refresh(self, request: gr.Request = None) -> dict[str, Any]:
+        ws = self._workspace(request)
+        return self._act(ws, lambda s: None) if ws.step is not None else {}
+
+    # actions
+
+    def step_pick(self, token_id: float, request: gr.Request = None) -> dict[str, Any]:
+        token = _as_token_id(token_id)
+        return self._act(self._workspace(request), lambda s: s.pick(token))
+
+    def step_pick_rank(self, rank: float, request: gr.Request = None) -> dict[str, Any]:
+        """Pick the rank-th most likely candidate (what the candidate buttons and keys 1-9 do)."""
+        n = as_whole(rank, "rank")
+
+        def pick(session: StepSession) -> None:
+            cands = session.candidates(max(n, 1))
+            if not 1 <= n <= len(cands):
+                raise PlaygroundError(f"There is no candidate {n}: ranks go from 1 to {len(cands)}.")
+            session.pick(cands[n - 1].token_id)
+
+        return self._act(self._workspace(request), pick)
+
+    def step_undo(self, request: gr.Request = None) -> dict[str, Any]:
+        return self._act(self._workspace(request), lambda s: s.undo())
+
+    def step_greedy(self, request: gr.Request = None) -> dict[str, Any]:
+        return self._act(self._workspace(request), lambda s: s.greedy(1))
+
+    def step_sample(self, seed: str | float | None, request: gr.Request = None) -> dict[str, Any]:
+        return self._act(self._workspace(request), lambda s: s.sample(None, parse_seed(seed)))
+
+    def step_run(
+        self, steps: float, seed: str | float | None, request: gr.Request = None, progress: Any = gr.Progress()  # noqa: B008
+    ) -> dict[str, Any]:
+        """Sample `steps` tokens in a row (one seeded RNG)."""
+        n = as_whole(steps, "number of steps")
+
+        def run(session: StepSession) -> None:
+            session.sample_steps(n, None, parse_seed(seed), lambda d, t: progress((d, t), desc="steps"))
+
+        return self._act(self._workspace(request), run)
+
+    def step_force(self, force_text: str, request: gr.Request = None) -> dict[str, Any]:
+        return self._act(self._workspace(request), lambda s: s.force(force_text or ""))
+
+    def step_switch(self, branch: Any, request: gr.Request = None) -> dict[str, Any]:
+        if branch is None or branch == "":
+            raise PlaygroundError("Choose a branch to switch to.")
+        return self._act(self._workspace(request), lambda s: s.switch_to(as_whole(branch, "branch")))
+
+    def step_probability(self, query: str, request: gr.Request = None) -> str:
+        """The probability and rank of any text, or of a token id written #id."""
+        target: int | str = query or ""
+        if isinstance(target, str) and target.startswith("#") and target[1:].isdigit():
+            target = int(target[1:])  # "#7042" asks about token id 7042
+        session = self._session(self._workspace(request))
+        return probability_markdown(session.probability_of(target))
+
+    # internals
+
+    def _workspace(self, request: gr.Request | None) -> Workspace:
+        return self.workspaces.get(getattr(request, "session_hash", None))
+
+    @staticmethod
+    def _settings(ws: Workspace) -> SamplingSettings:
+        return ws.step_settings
+
+    @staticmethod
+    def _session(ws: Workspace) -> StepSession:
+        if ws.step is None:
+            raise PlaygroundError("No step-by-step session yet: press Start first.")
+        return ws.step
+
+    def _act(self, ws: Workspace, action: Callable[[StepSession], Any]) -> dict[str, Any]:
+        session = self._session(ws)
+        with session.locked():  # one state from the action to the last view rendered
+            action(session)
+            return render(session, *ws.step_view)
+
+    def _install(self, ws: Workspace, session: StepSession) -> dict[str, Any]:
+        ws.use_step(session)
+        with session.locked():
+            return render(session, *ws.step_view)
+
+
 # --- layout and wiring -------------------------------------------------------------------------
 
 # name, label, minimum, maximum, default, step, one-line lesson
 SLIDERS = [
-    (
-        "temperature",
-        "temperature",
-        0,
-        2,
-        1.0,
-        0.05,
-        "Divides the logits: <1 sharpens, >1 flattens, 0 = top token",
-    ),
+    ("temperature", "temperature", 0, 2, 1.0, 0.05, "Divides the logits: <1 sharpens, >1 flattens, 0 = top token"),
     ("top_k", "top-k", 0, 200, 0, 1, "Keep only the k most likely tokens (0 = off)"),
-    (
-        "top_p",
-        "top-p",
-        0.01,
-        1,
-        1.0,
-        0.01,
-        "Keep the fewest top tokens whose probabilities reach p (1 = off)",
-    ),
+    ("top_p", "top-p", 0.01, 1, 1.0, 0.01, "Keep the fewest top tokens whose probabilities reach p (1 = off)"),
     ("min_p", "min-p", 0, 1, 0.0, 0.01, "Drop tokens less likely than min-p × the top token (0 = off)"),
-    (
-        "typical_p",
-        "typical-p",
-        0.01,
-        1,
-        1.0,
-        0.01,
-        "Keep tokens whose surprise is near the average (1 = off)",
-    ),
-    (
-        "rep",
-        "repetition penalty",
-        0.5,
-        2,
-        1.0,
-        0.05,
-        ">1 makes tokens already in the text less likely (1 = off)",
-    ),
+    ("typical_p", "typical-p", 0.01, 1, 1.0, 0.01, "Keep tokens whose surprise is near the average (1 = off)"),
+    ("repetition_penalty", "repetition penalty", 0.5, 2, 1.0, 0.05, ">1 makes tokens already in the text less likely (1 = off)"),
 ]
 
 
-def _settings_widgets() -> list[gr.components.Component]:
-    """Sampling settings (in read_settings' argument order), each with a one-line lesson."""
+def _settings_widgets(w: dict[str, Any]) -> None:
+    """Sampling settings, each with a one-line lesson."""
     with gr.Accordion("Sampling settings (used by 'sample', shown as stages)", open=False):
         with gr.Row():
-            sliders = [
-                UncheckedSlider(lo, hi, value=default, step=step, label=label, info=info, min_width=180)
-                for _, label, lo, hi, default, step, info in SLIDERS
-            ]
-        order = gr.Dropdown(
+            for name, label, lo, hi, default, step, info in SLIDERS:
+                w[name] = UncheckedSlider(lo, hi, value=default, step=step, label=label, info=info, min_width=180)
+        w["order"] = gr.Dropdown(
             list(DEFAULT_ORDER),
             value=list(DEFAULT_ORDER),
             multiselect=True,
             label="stage order",
             info="Stages run in this order (default: the order of transformers' generate)",
         )
-    return [*sliders, order]
 
 
-@dataclass
-class _Widgets:
-    text: gr.HTML
-    status: gr.Markdown
-    buttons: list[gr.Button]
-    shown_ids: gr.State
-    dist_plot: gr.Plot
-    stage: gr.Radio
-    ledger: gr.Dataframe
-    cum_plot: gr.Plot
-    tree: gr.HTML
-    branch: gr.Dropdown
-
-    def outputs(self) -> list[gr.components.Component]:
-        return [self.text, self.status, *self.buttons, self.shown_ids, self.dist_plot, self.stage,
-                self.ledger, self.cum_plot, self.tree, self.branch]  # fmt: skip
-
-
-def _action_row(c: dict[str, Any]) -> None:
+def _action_rows(w: dict[str, Any]) -> None:
     """Undo / greedy / sample / run N, force text, probability of any text."""
     with gr.Row():
-        c["undo"] = gr.Button("↶ Undo", size="sm")
-        c["greedy"] = gr.Button("Greedy step", size="sm")
-        c["sample"] = gr.Button("Sample step", size="sm", variant="primary")
-        c["n"] = gr.Number(8, precision=0, minimum=1, maximum=512, label="N", min_width=80)
-        c["run"] = gr.Button("Run N steps", size="sm")
+        w["undo"] = gr.Button("↶ Undo", size="sm", elem_id="step-undo")
+        w["greedy"] = gr.Button("Greedy step", size="sm", elem_id="step-greedy")
+        w["sample"] = gr.Button("Sample step", size="sm", variant="primary", elem_id="step-sample")
+        w["steps"] = gr.Number(8, precision=0, minimum=1, maximum=512, label="N", min_width=80)
+        w["run"] = gr.Button("Run N steps", size="sm")
+        w["continue_chat"] = gr.Button("Continue as chat", size="sm", elem_id="step-continue-chat")
     with gr.Row():
-        c["force_text"] = gr.Textbox(
-            label="force text", scale=3, info="Append any text, even unlikely tokens"
-        )
-        c["force"] = gr.Button("Force", size="sm")
+        w["force_text"] = gr.Textbox(label="force text", scale=3, info="Append any text, even unlikely tokens")
+        w["force"] = gr.Button("Force", size="sm")
     with gr.Row():
         info = "Any text, or #id for a token id: its probability and rank here"
-        c["query"] = gr.Textbox(label="probability of…", scale=3, info=info)
-        c["ask"] = gr.Button("Ask", size="sm")
-    c["answer"] = gr.Markdown()
+        w["query"] = gr.Textbox(label="probability of…", scale=3, info=info)
+        w["ask"] = gr.Button("Ask", size="sm")
+    w["answer"] = gr.Markdown()
 
 
-def _candidate_column(c: dict[str, Any]) -> list[gr.Button]:
+def _candidate_column(w: dict[str, Any]) -> None:
     gr.Markdown("**Next token** (click, or press 1–9)")
-    buttons = [
-        gr.Button(visible=False, size="sm", elem_id=f"step-cand-{i}", elem_classes=["step-cand"])
-        for i in range(1, N_BUTTONS + 1)
-    ]
+    for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
+        w[name] = gr.Button(visible=False, size="sm", elem_id=f"step-cand-{i}", elem_classes=["step-cand"])
     with gr.Row():
-        c["token_id"] = gr.Number(label="token id", precision=0, min_width=100)
-        c["pick"] = gr.Button("Pick", size="sm")
-    return buttons
+        w["token_id"] = gr.Number(label="token id", precision=0, min_width=100, value=None)
+        w["pick"] = gr.Button("Pick", size="sm")
 
 
-def _main_views() -> tuple[_Widgets, dict[str, Any]]:
-    c: dict[str, Any] = {}
+def _main_views(w: dict[str, Any]) -> None:
     with gr.Row():
         with gr.Column(scale=3):
-            text = gr.HTML(elem_id="step-text")
-            status = gr.Markdown("Type a prompt and press **Start**.")
-            _action_row(c)
+            w["text"] = gr.HTML(elem_id="step-text")
+            w["status"] = gr.Markdown("Type a prompt and press **Start**.", elem_id="step-status")
+            _action_rows(w)
         with gr.Column(scale=2, elem_id="step-candidates"):
-            buttons = _candidate_column(c)
+            _candidate_column(w)
     with gr.Row():
         with gr.Column():
             info = "Each stage reshapes or cuts the distribution; grey bars were removed"
-            stage = gr.Radio(["raw"], value="raw", label="distribution after stage", info=info)
-            dist_plot = gr.Plot(label="raw vs after sampling")
-        cum_plot = gr.Plot(label="cumulative log-prob (chain rule)")
+            w["stage"] = gr.Radio(["raw"], value="raw", label="distribution after stage", info=info)
+            w["chart"] = gr.Plot(label="raw vs after sampling")
+        w["curve"] = gr.Plot(label="cumulative log-prob (chain rule)")
     label = "ledger: log P(text) = the sum of the steps' log-probs"
-    ledger = gr.Dataframe(headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True)
+    w["ledger"] = gr.Dataframe(headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True)
     with gr.Row():
-        tree = gr.HTML(label="branch tree")
+        w["tree"] = gr.HTML(label="branch tree")
         with gr.Column():
-            branch = gr.Dropdown(
-                [], label="branches", info="Every continuation you undid is kept: switch back"
-            )
-            c["switch"] = gr.Button("Switch to branch", size="sm")
-    widgets = _Widgets(text, status, buttons, gr.State([]), dist_plot, stage, ledger, cum_plot, tree, branch)
-    return widgets, c
+            w["branch"] = gr.Dropdown([], label="branches", info="Every continuation you undid is kept: switch back")
+            w["switch"] = gr.Button("Switch to branch", size="sm")
 
 
-def _wire_steps(
-    on: Callable[..., Any], h: StepHandlers, sid: gr.State, v: _Widgets, c: dict, view: list
-) -> None:
-    """Events that act on the session and re-render every view."""
-    on(c["pick"].click, h.pick, [sid, c["token_id"], *view], "step_pick")
-    for i, button in enumerate(v.buttons, start=1):
-        on(button.click, h.pick_nth(i), [sid, v.shown_ids, *view], f"step_pick_candidate_{i}")
-    on(c["undo"].click, h.undo, [sid, *view], "step_undo")
-    on(c["greedy"].click, h.greedy, [sid, *view], "step_greedy")
-    on(c["sample"].click, h.sample, [sid, c["seed"], *view], "step_sample")
-    on(c["run"].click, h.run_steps, [sid, c["n"], c["seed"], *view], "step_run")
-    on(c["force"].click, h.force, [sid, c["force_text"], *view], "step_force")
-    on(c["force_text"].submit, h.force, [sid, c["force_text"], *view], "step_force_submit")
-    on(c["switch"].click, h.switch, [sid, v.branch, *view], "step_switch")
-    on(c["ask"].click, h.probability, [sid, c["query"], *view], "step_probability", [c["answer"]])
-
-
-def _header() -> tuple[gr.Textbox, gr.Checkbox, gr.Button, gr.Slider, gr.Textbox]:
+def _header(w: dict[str, Any]) -> None:
     with gr.Row():
-        prompt = gr.Textbox("The capital of France is", label="prompt", scale=4, lines=2)
+        w["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="prompt", scale=4, lines=2)
         with gr.Column(scale=1, min_width=160):
-            chat = gr.Checkbox(
-                False, label="chat", info="Wrap the prompt in the chat template as a user turn"
-            )
-            start = gr.Button("Start", variant="primary")
+            w["chat"] = gr.Checkbox(False, label="chat", info="Wrap the prompt in the chat template as a user turn")
+            w["start"] = gr.Button("Start", variant="primary")
     with gr.Row():
-        k = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
-        seed = gr.Textbox(
-            "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
-        )
-    return prompt, chat, start, k, seed
+        w["candidates"] = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
+        w["seed"] = gr.Textbox("", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1)
 
 
-def build_step_tab(lm: LoadedModel) -> StepTab:
-    """The Step-by-step tab (call inside a gr.Tab); returns what other tabs need to open a prefix."""
-    h, sid = StepHandlers(lm), gr.State("")
-    prompt, chat, start, k, seed = _header()
-    settings = _settings_widgets()
-    views, c = _main_views()
-    c["seed"] = seed
+def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
+    """Events that act on the session and re-render every view."""
+    views = VIEW_OUTPUTS
+    on = {"status": "status"}
+    connect([w["start"].click, w["prompt"].submit], h.step_start, w, views, api_name="step_start", **on)
+    connect(w["pick"].click, h.step_pick, w, views, api_name="step_pick", **on)
+    connect(w["undo"].click, h.step_undo, w, views, api_name="step_undo", **on)
+    connect(w["greedy"].click, h.step_greedy, w, views, api_name="step_greedy", **on)
+    connect(w["sample"].click, h.step_sample, w, views, api_name="step_sample", **on)
+    connect(w["run"].click, h.step_run, w, views, api_name="step_run", **on)
+    connect([w["force"].click, w["force_text"].submit], h.step_force, w, views, api_name="step_force", **on)
+    connect(w["switch"].click, h.step_switch, w, views, api_name="step_switch", **on)
+    connect([w["ask"].click, w["query"].submit], h.step_probability, w, ["answer"], api_name="step_probability", **on)
+    connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export")
+    connect(w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on)
+    settings = [w[name].change for name in SETTINGS_INPUTS]
+    connect(settings, h.step_settings, w, views, api_name="step_settings", trigger_mode="always_last", **on)
+    view_triggers = [w["stage"].input, w["candidates"].release, w["candidates"].input]
+    connect(view_triggers, h.step_view, w, views, api_name="step_view", trigger_mode="always_last", **on)
+    connect(w["refresh"].click, h.step_refresh, w, views, api_name="step_refresh", **on)
+    connect(w["pick_rank"].click, h.step_pick_rank, w, views, api_name="step_pick_rank", **on)
+    for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
+        pick = _pick_rank_handler(h, i)
+        connect(w[name].click, pick, w, views, api_name=None, **on)
+
+
+def _pick_rank_handler(h: StepHandlers, rank: int) -> Callable[..., dict[str, Any]]:
+    def pick_candidate(request: gr.Request = None) -> dict[str, Any]:
+        return h.step_pick_rank(rank, request)
+
+    pick_candidate.__name__ = f"pick_candidate_{rank}"
+    return pick_candidate
+
+
+def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, Any], StepHandlers]:
+    """The Step-by-step tab (call inside a gr.Tab); returns its components by name and its
+    handlers (other tabs open their paths here through them)."""
+    h = StepHandlers(engine, workspaces)
+    w: dict[str, Any] = {}
+    _header(w)
+    _settings_widgets(w)
+    _main_views(w)
     with gr.Row():
-        export_button = gr.Button("Export session (JSON)", size="sm")
-        export_file = gr.File(label="exported session", interactive=False)
-        import_file = gr.File(label="import a session to replay it", file_types=[".json"], type="filepath")
-    view = [k, views.stage, *settings]
-    outputs, full = views.outputs(), [sid, prompt, chat, *views.outputs()]
-
-    def on(
-        trigger: Any, fn: Callable, inputs: list, name: str, outs: list | None = None, **extra: Any
-    ) -> Any:
-        kwargs = {"inputs": inputs, "outputs": outs or outputs, "api_name": name, **model_event(), **extra}
-        return trigger(fn=model_handler(fn), **kwargs)
-
-    on(start.click, h.start, [sid, prompt, chat, *view], "step_start", full)
-    on(prompt.submit, h.start, [sid, prompt, chat, *view], "step_start_submit", full)
-    _wire_steps(on, h, sid, views, c, view)
-    on(export_button.click, h.export_file, [sid], "step_export", [export_file])
-    on(import_file.upload, h.import_file, [sid, import_file, *view], "step_import", [*full, *settings])
-    triggers = [views.stage.input, k.release, *[w.change for w in settings]]
-    on(gr.on, h.refresh, [sid, *view], "step_refresh", triggers=triggers, trigger_mode="always_last")
-    return StepTab(sid, prompt, chat, view, full, model_handler(h.open_prefix), model_handler(h.start))
+        w["export"] = gr.Button("Export session (JSON)", size="sm")
+        w["export_file"] = gr.File(label="exported session", interactive=False)
+        w["import_file"] = gr.File(label="import a session to replay it", file_types=[".json"], type="filepath")
+    hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
+    w["refresh"] = gr.Button("Refresh", **hidden)
+    w["rank"] = gr.Number(label="rank", precision=0, **hidden)
+    w["pick_rank"] = gr.Button("Pick rank", **hidden)
+    _wire(h, w)
+    return w, h

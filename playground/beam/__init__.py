@@ -1,0 +1,51 @@
+"""Beam search: the real search as a tree (see search.py), equal to `model.generate`."""
+
+from playground.beam.search import (
+    DEFAULT_CANDIDATES_PER_BEAM,
+    LENGTH_PENALTY_RANGE,
+    MAX_BEAMS,
+    MAX_NEW_TOKENS,
+    beam_search,
+    check_fits,
+    check_settings,
+    encode_prompt,
+    free_bytes,
+    greedy_path,
+    search_bytes,
+)
+from playground.beam.tree import (
+    FINISHED,
+    KEPT,
+    PRUNED,
+    ROOT,
+    BeamNode,
+    BeamSettings,
+    BeamTree,
+    GreedyToken,
+    Hypothesis,
+    describe_node,
+)
+
+__all__ = [
+    "DEFAULT_CANDIDATES_PER_BEAM",
+    "FINISHED",
+    "KEPT",
+    "LENGTH_PENALTY_RANGE",
+    "MAX_BEAMS",
+    "MAX_NEW_TOKENS",
+    "PRUNED",
+    "ROOT",
+    "BeamNode",
+    "BeamSettings",
+    "BeamTree",
+    "GreedyToken",
+    "Hypothesis",
+    "beam_search",
+    "check_fits",
+    "check_settings",
+    "describe_node",
+    "encode_prompt",
+    "free_bytes",
+    "greedy_path",
+    "search_bytes",
+]

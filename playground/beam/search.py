@@ -1,0 +1,559 @@
+"""Beam search that records the real tree: every expansion, kept, pruned and finished.
+
+`beam_search` runs its own beam search over the engine (beams batched in one forward, their
+cache rows reordered every step) that follows transformers 5's `GenerationMixin._beam_search`
+step for step: the same top-K over all beams (K = max(2, 1 + number of EOS ids) * num_beams),
+the same stopping criteria (EOS, length limit), the same finished-hypothesis bookkeeping with
+length penalty, the same early-stopping heuristic and the same logits processors built from
+the model's generation config. Its `sequences` and `scores` equal `model.generate`'s
+`sequences` (prompt removed) and `sequences_scores`; tests/test_beam.py proves it.
+
+While it searches it copies a few small tensors per step to the host (the top-K contenders,
+the top candidates of every beam, which contenders were kept and which entered the finished
+list, and each token's raw log-prob, rank and entropy). `_TreeBuilder` turns those index
+choices into nodes: it replays no scoring, it only names what the search chose.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from playground.beam.tree import (
+    FINISHED,
+    KEPT,
+    PRUNED,
+    BeamNode,
+    BeamSettings,
+    BeamTree,
+    GreedyToken,
+    Hypothesis,
+)
+from playground.engine.base import DecodePlan, Engine
+from playground.engine.control import Control, check
+from playground.engine.prompts import encode_prompt as encode_prompt_ids
+from playground.engine.records import TokenRecord
+from playground.engine.sampling import SamplingSettings
+from playground.engine.tokens import decode_ids, token_piece
+from playground.errors import PlaygroundError
+from playground.tree import ROOT as ROOT_ID
+from playground.tree import GenerationTree
+
+MAX_BEAMS = 16
+MAX_NEW_TOKENS = 64
+LENGTH_PENALTY_RANGE = (-5.0, 5.0)
+# Per running beam and step, how many of its best next tokens are recorded (pruned ones greyed).
+DEFAULT_CANDIDATES_PER_BEAM = 3
+# Fraction of the free memory a search may plan to use.
+MEMORY_HEADROOM = 0.8
+NEG_INF = -1.0e9  # transformers' "never pick this" offset; kept identical for parity
+
+BeamProgressFn = Callable[[int, int], None]  # (steps done, steps at most)
+
+
+def beam_search(
+    engine: Engine,
+    prompt: str,
+    num_beams: int,
+    max_new_tokens: int,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str = False,
+    num_return_sequences: int | None = None,
+    chat: bool = False,
+    *,
+    candidates_per_beam: int = DEFAULT_CANDIDATES_PER_BEAM,
+    include_greedy: bool = False,
+    progress: BeamProgressFn | None = None,
+    control: Control | None = None,
+) -> BeamTree:
+    """Run beam search on `prompt` and return the whole search tree.
+
+    Same results as `model.generate(num_beams=num_beams, num_return_sequences=...,
+    do_sample=False, length_penalty=..., early_stopping=..., max_new_tokens=...)` on
+    `tree.prompt_ids`. num_return_sequences defaults to num_beams. chat=True wraps the prompt
+    in the model's chat template as one user message. include_greedy adds the greedy
+    continuation (one more generation). progress(step, max_new_tokens) is called per step.
+    """
+    started = time.perf_counter()
+    settings = check_settings(
+        num_beams, max_new_tokens, length_penalty, early_stopping, num_return_sequences, chat, candidates_per_beam
+    )
+    prompt_text, prompt_ids = encode_prompt(engine, prompt, chat)
+    check_fits(engine, len(prompt_ids), settings)
+    with torch.inference_mode():
+        search = _Search(engine, prompt_ids, settings, progress, control)
+        search.run()
+    tree = search.to_tree(prompt, prompt_text, time.perf_counter() - started)
+    if include_greedy:
+        greedy = greedy_path(engine, prompt_ids, max_new_tokens, control)
+        tree.greedy = _link_greedy(tree, greedy)
+        tree.greedy_text = decode_ids(engine.tokenizer, [token.token.id for token in greedy])
+    return tree
+
+
+# --- input checks ---------------------------------------------------------------------------
+
+
+def check_settings(
+    num_beams: int,
+    max_new_tokens: int,
+    length_penalty: float,
+    early_stopping: bool | str,
+    num_return_sequences: int | None,
+    chat: bool,
+    candidates_per_beam: int = DEFAULT_CANDIDATES_PER_BEAM,
+) -> BeamSettings:
+    """Validate the search settings; raise PlaygroundError naming the bad value."""
+    _check_int("Beams", num_beams, 1, MAX_BEAMS)
+    _check_int("Steps (max new tokens)", max_new_tokens, 1, MAX_NEW_TOKENS)
+    low, high = LENGTH_PENALTY_RANGE
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, int | float) or not low <= length_penalty <= high:
+        raise PlaygroundError(f"Length penalty must be a number from {low} to {high}, got {length_penalty!r}.")
+    if not (isinstance(early_stopping, bool) or early_stopping == "never"):
+        raise PlaygroundError(f"Early stopping must be False, True or 'never', got {early_stopping!r}.")
+    returned = num_beams if num_return_sequences is None else num_return_sequences
+    _check_int("Returned sequences", returned, 1, num_beams)
+    _check_int("Candidates per beam", candidates_per_beam, 1, 20)
+    return BeamSettings(
+        int(num_beams),
+        int(max_new_tokens),
+        float(length_penalty),
+        early_stopping,
+        int(returned),
+        bool(chat),
+        int(candidates_per_beam),
+    )
+
+
+def _check_int(what: str, value: object, low: int, high: int) -> None:
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    is_whole_float = isinstance(value, float) and value.is_integer()
+    if not (is_int or is_whole_float) or not low <= value <= high:  # type: ignore[operator]
+        raise PlaygroundError(f"{what} must be a whole number from {low} to {high}, got {value!r}.")
+
+
+def encode_prompt(engine: Engine, prompt: str, chat: bool) -> tuple[str, list[int]]:
+    """The text the model reads (chat template applied when chat) and its token ids, encoded
+    exactly as the Step-by-step tab encodes a prompt (so an opened prefix is the same ids)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise PlaygroundError("The prompt is empty: type some text to continue.")
+    ids = encode_prompt_ids(engine.tokenizer, prompt, bool(chat))
+    return decode_ids(engine.tokenizer, ids), ids
+
+
+def search_bytes(engine: Any, prompt_len: int, settings: BeamSettings) -> int:
+    """Upper estimate of the memory a search needs in-process: the KV cache of every beam (twice,
+    as the reorder copies it), the prompt's attention scores at prefill and a few (beams, vocab) rows."""
+    text = engine.config.get_text_config()
+    heads = int(text.num_attention_heads)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+    elem = torch.tensor([], dtype=engine.dtype).element_size()
+    total_len = prompt_len + settings.max_new_tokens
+    beams = settings.num_beams
+    kv = 2 * int(text.num_hidden_layers) * kv_heads * head_dim * total_len * beams * elem
+    prefill = beams * heads * prompt_len * prompt_len * 4 + beams * prompt_len * int(text.hidden_size) * 4 * 8
+    rows = 8 * beams * engine.vocab_size * 4
+    return 2 * kv + prefill + rows
+
+
+def free_bytes(device: torch.device) -> int | None:
+    """Free memory on the device (CUDA) or in the machine (CPU); None when unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_fits(engine: Engine, prompt_len: int, settings: BeamSettings) -> None:
+    """Reject a search longer than the context or (in-process) bigger than the free memory."""
+    total = prompt_len + settings.max_new_tokens
+    if total > engine.context_length:
+        raise PlaygroundError(
+            f"The prompt ({prompt_len} tokens) plus {settings.max_new_tokens} steps is {total} tokens, "
+            f"over the model's context of {engine.context_length}: shorten the prompt or take fewer steps."
+        )
+    device = getattr(engine, "device", None)
+    if device is None or not hasattr(engine, "config"):
+        return  # a remote engine plans its own memory
+    needed, free = search_bytes(engine, prompt_len, settings), free_bytes(device)
+    if free is not None and needed > MEMORY_HEADROOM * free:
+        raise PlaygroundError(
+            f"This search needs about {needed / 2**20:,.0f} MiB but only {free / 2**20:,.0f} MiB are free on "
+            f"{device.type}: use fewer beams ({settings.num_beams}), fewer steps or a shorter prompt."
+        )
+
+
+# --- the search ------------------------------------------------------------------------------
+
+
+@dataclass
+class _StepRecord:
+    """What one search step chose, on the host. N = num_beams, K = contenders, C = candidates."""
+
+    src_beam: list[int]  # (K,) running beam each contender extends
+    token: list[int]  # (K,)
+    cum: list[float]  # (K,) accumulated log-prob
+    logprob: list[float]  # (K,) after the processors
+    raw: list[float]  # (K,) raw log-prob (temperature 1)
+    raw_rank: list[int]  # (K,) rank in its beam's raw distribution
+    hits: list[bool]  # (K,) the token ends the text (EOS or length limit)
+    next_running: list[int]  # (N,) contender index of each running beam for the next step
+    merged: list[int]  # (N,) index into [finished slots (N) ; contenders (K)] kept as finished
+    merged_finished: list[bool]  # (N,) the slot holds a finished hypothesis (not a -1e9 filler)
+    entropy: list[float]  # (N,) entropy of each running beam's raw distribution
+    cand_token: list[list[int]]  # (N, C) best tokens of every running beam
+    cand_cum: list[list[float]]  # (N, C)
+    cand_logprob: list[list[float]]  # (N, C)
+    cand_raw: list[list[float]]  # (N, C)
+    cand_rank: list[list[int]]  # (N, C)
+    seconds: float  # the forward that produced this step's scores
+
+
+class _Search:
+    """Transformers' _beam_search for one prompt, recording every step (batch dimension 1)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        prompt_ids: list[int],
+        settings: BeamSettings,
+        progress: BeamProgressFn | None,
+        control: Control | None,
+    ):
+        self.engine, self.settings, self.progress, self.control = engine, settings, progress, control
+        self.prompt_ids = prompt_ids
+        self.prompt_len = len(prompt_ids)
+        self.max_length = self.prompt_len + settings.max_new_tokens
+        self.eos_ids = list(engine.eos_token_ids)
+        self.fill = engine.pad_token_id
+        n = settings.num_beams
+        self.beams_to_keep = max(2, 1 + len(self.eos_ids)) * n  # K
+        self.processors = engine.generation_processors(
+            prompt_ids,
+            num_beams=n,
+            length_penalty=settings.length_penalty,
+            early_stopping=settings.early_stopping,
+            max_new_tokens=settings.max_new_tokens,
+            num_return_sequences=settings.num_return_sequences,
+        )
+        self.records: list[_StepRecord] = []
+        self.stop_reason = "length limit reached"
+
+    def _init_state(self, device: torch.device) -> None:
+        """Running and finished beams as in generate: (1, N, max_length) ids, (1, N) scores."""
+        n = self.settings.num_beams
+        self.device = device
+        self.eos = torch.tensor(self.eos_ids, dtype=torch.long, device=device)
+        self.top_num_beam_mask = torch.arange(self.beams_to_keep, device=device) < n  # (K,)
+        prompt = torch.tensor(self.prompt_ids, dtype=torch.long, device=device)
+        self.running_sequences = torch.full((1, n, self.max_length), self.fill, dtype=torch.long, device=device)
+        self.running_sequences[:, :, : self.prompt_len] = prompt
+        self.sequences = self.running_sequences.clone()
+        self.running_scores = torch.zeros((1, n), dtype=torch.float, device=device)
+        self.running_scores[:, 1:] = NEG_INF  # only beam 0 is real at the first step
+        self.beam_scores = torch.full((1, n), NEG_INF, dtype=torch.float, device=device)
+        self.is_sent_finished = torch.zeros((1, n), dtype=torch.bool, device=device)
+        self.heuristic_unsatisfied = torch.ones((1, 1), dtype=torch.bool, device=device)
+        self.cur_len = self.prompt_len
+
+    def run(self) -> None:
+        """Prefill all beams (as generate does), then step until a stopping rule fires."""
+        n = self.settings.num_beams
+        started = time.perf_counter()
+        batch, logits = self.engine.beam_start(self.prompt_ids, n, self.control)
+        self._init_state(logits.device)
+        while True:
+            if self._step(logits, time.perf_counter() - started):
+                break
+            check(self.control)
+            started = time.perf_counter()
+            ids = self.running_sequences[0, :, self.cur_len - 1]  # (N,)
+            logits = self.engine.beam_step(batch, self.beam_idx, ids)
+        del batch  # free the beams' cache before building the tree
+
+    def _step(self, logits: torch.Tensor, seconds: float) -> bool:
+        """One beam search step on (N, V) logits; returns True when the search is over."""
+        n, cur = self.settings.num_beams, self.cur_len
+        flat_running = self.running_sequences[0, :, :cur]  # (N, cur)
+        raw = torch.nn.functional.log_softmax(logits, dim=-1)  # (N, V)
+        log_probs = self.processors(flat_running, raw)  # (N, V)
+        accumulated = log_probs.unsqueeze(0) + self.running_scores[:, :, None]  # (1, N, V)
+        vocab = accumulated.shape[-1]
+        topk_log_probs, topk_indices = torch.topk(accumulated.reshape(1, -1), k=self.beams_to_keep)  # (1, K)
+        src_beam, token = topk_indices // vocab, topk_indices % vocab  # (1, K)
+        topk_sequences = torch.take_along_dim(self.running_sequences, src_beam[:, :, None], dim=1)  # (1, K, L)
+        topk_sequences[:, :, cur] = token
+        hits = self._hits_stopping_criteria(token)  # (1, K)
+        next_idx = self._next_running(topk_log_probs, topk_sequences, hits)  # (1, N)
+        merged = self._update_finished(topk_sequences, topk_log_probs, hits)  # (1, N)
+        self.beam_idx = torch.take_along_dim(src_beam, next_idx, dim=1)[0]  # (N,) cache rows to keep
+        self._record(raw, log_probs, accumulated[0], topk_log_probs, src_beam, token, hits, next_idx, merged, seconds)
+        self.cur_len += 1
+        if self.progress is not None:
+            self.progress(self.cur_len - self.prompt_len, self.settings.max_new_tokens)
+        return self._is_done(hits, n)
+
+    def _hits_stopping_criteria(self, token: torch.Tensor) -> torch.Tensor:
+        """(1, K) bool: the contender ends with an EOS id or reaches max_length."""
+        hits = torch.isin(token, self.eos) if self.eos.numel() else torch.zeros_like(token, dtype=torch.bool)
+        if self.cur_len + 1 >= self.max_length:
+            hits = torch.ones_like(hits)
+        return hits
+
+    def _next_running(
+        self, topk_log_probs: torch.Tensor, topk_sequences: torch.Tensor, hits: torch.Tensor
+    ) -> torch.Tensor:
+        """generate's _get_running_beams_for_next_iteration; returns (1, N) contender indices."""
+        running_log_probs = topk_log_probs + hits.to(torch.float32) * NEG_INF
+        next_idx = torch.topk(running_log_probs, k=self.settings.num_beams)[1]
+        self.running_sequences = torch.take_along_dim(topk_sequences, next_idx[:, :, None], dim=1)
+        self.running_scores = torch.take_along_dim(running_log_probs, next_idx, dim=1)
+        return next_idx
+
+    def _update_finished(
+        self, topk_sequences: torch.Tensor, topk_log_probs: torch.Tensor, hits: torch.Tensor
+    ) -> torch.Tensor:
+        """generate's _update_finished_beams; returns (1, N) indices into [finished ; contenders]."""
+        s = self.settings
+        just_finished = hits & self.top_num_beam_mask[None, :]  # (1, K)
+        scores = topk_log_probs / ((self.cur_len + 1 - self.prompt_len) ** s.length_penalty)
+        full = torch.all(self.is_sent_finished, dim=-1, keepdim=True) & (s.early_stopping is True)
+        scores += full.to(torch.float32) * NEG_INF
+        scores += (~self.heuristic_unsatisfied).to(torch.float32) * NEG_INF
+        scores += (~just_finished) * NEG_INF
+        merged_scores = torch.cat((self.beam_scores, scores), dim=1)  # (1, N + K)
+        merged = torch.topk(merged_scores, k=s.num_beams)[1]  # (1, N)
+        merged_sequences = torch.cat((self.sequences, topk_sequences), dim=1)
+        self.sequences = torch.take_along_dim(merged_sequences, merged[:, :, None], dim=1)
+        self.beam_scores = torch.take_along_dim(merged_scores, merged, dim=1)
+        merged_finished = torch.cat((self.is_sent_finished, just_finished), dim=1)
+        self.is_sent_finished = torch.take_along_dim(merged_finished, merged, dim=1)
+        return merged
+
+    def _is_done(self, hits: torch.Tensor, n: int) -> bool:
+        """generate's _check_early_stop_heuristic + _beam_search_has_unfinished_sequences."""
+        s = self.settings
+        if s.early_stopping == "never" and s.length_penalty > 0.0:
+            best_length = self.max_length - self.prompt_len
+        else:
+            best_length = self.cur_len - self.prompt_len
+        best_running = self.running_scores[:, :1] / (best_length**s.length_penalty)
+        worst_finished = torch.where(
+            self.is_sent_finished, torch.min(self.beam_scores, dim=1, keepdim=True)[0], NEG_INF
+        )
+        self.heuristic_unsatisfied = self.heuristic_unsatisfied & torch.any(
+            best_running > worst_finished, dim=-1, keepdim=True
+        )
+        all_finished = bool(torch.all(self.is_sent_finished)) and s.early_stopping is True
+        for stopped, reason in (
+            (bool(torch.all(hits)), "length limit reached"),
+            (all_finished, f"early stopping: {n} hypotheses finished"),
+            (not bool(torch.any(self.heuristic_unsatisfied)), "no running beam can beat the finished ones"),
+        ):
+            if stopped:
+                self.stop_reason = reason
+                return True
+        return False
+
+    def _record(
+        self,
+        raw: torch.Tensor,  # (N, V) raw log-probs
+        log_probs: torch.Tensor,  # (N, V) after the processors
+        accumulated: torch.Tensor,  # (N, V) running score + log_probs
+        topk_log_probs: torch.Tensor,  # (1, K)
+        src_beam: torch.Tensor,  # (1, K)
+        token: torch.Tensor,  # (1, K)
+        hits: torch.Tensor,  # (1, K)
+        next_idx: torch.Tensor,  # (1, N)
+        merged: torch.Tensor,  # (1, N)
+        seconds: float,
+    ) -> None:
+        """Copy this step's choices to the host: K contenders, N x C per-beam candidates."""
+        c = min(self.settings.candidates_per_beam, accumulated.shape[-1])
+        cand_cum, cand_token = torch.topk(accumulated, k=c, dim=-1)  # (N, C)
+        cand_raw = torch.gather(raw, 1, cand_token)  # (N, C)
+        contender_raw = raw[src_beam[0], token[0]]  # (K,)
+        self.records.append(
+            _StepRecord(
+                src_beam[0].tolist(),
+                token[0].tolist(),
+                topk_log_probs[0].tolist(),
+                log_probs[src_beam[0], token[0]].tolist(),
+                contender_raw.tolist(),
+                _ranks(raw[src_beam[0]], contender_raw).tolist(),
+                hits[0].tolist(),
+                next_idx[0].tolist(),
+                merged[0].tolist(),
+                self.is_sent_finished[0].tolist(),
+                (-(raw.exp() * raw).nansum(dim=-1)).tolist(),
+                cand_token.tolist(),
+                cand_cum.tolist(),
+                torch.gather(log_probs, 1, cand_token).tolist(),
+                cand_raw.tolist(),
+                _ranks(raw.unsqueeze(1), cand_raw).tolist(),
+                seconds,
+            )
+        )
+
+    def to_tree(self, prompt: str, prompt_text: str, seconds: float) -> BeamTree:
+        s = self.settings
+        scores = self.beam_scores[0, : s.num_return_sequences].tolist()
+        rows = self.sequences[0, : s.num_return_sequences, self.prompt_len :].tolist()  # (R, steps)
+        builder = _TreeBuilder(self.engine.tokenizer, s, self.prompt_ids)
+        for step, record in enumerate(self.records, start=1):
+            builder.add_step(step, record)
+        hypotheses = builder.hypotheses(scores)
+        length = max(len(h.token_ids) for h in hypotheses)
+        return BeamTree(
+            prompt,
+            prompt_text,
+            self.prompt_ids,
+            s,
+            builder.tree,
+            hypotheses,
+            [row[:length] for row in rows],
+            scores,
+            self.fill,
+            self.eos_ids,
+            len(self.records),
+            self.stop_reason,
+            seconds,
+        )
+
+
+def _ranks(rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """1 + how many entries of each row beat its value: rows (..., V), values (...)."""
+    return (rows > values.unsqueeze(-1)).sum(dim=-1) + 1
+
+
+# --- from recorded choices to nodes ----------------------------------------------------------
+
+
+class _TreeBuilder:
+    """Turns each step's recorded index choices into BeamNodes (no scoring is recomputed)."""
+
+    def __init__(self, tokenizer: Any, settings: BeamSettings, prompt_ids: list[int]):
+        self.tokenizer, self.settings = tokenizer, settings
+        self.tree: GenerationTree[BeamNode] = GenerationTree(prompt_ids, BeamNode)
+        n = settings.num_beams
+        self.running: list[int | None] = [ROOT_ID] + [None] * (n - 1)  # node of each running beam slot
+        self.finished: list[int | None] = [None] * n  # node of each finished slot
+
+    @property
+    def nodes(self) -> list[BeamNode]:
+        return self.tree.nodes
+
+    def _new_node(self, step: int, parent: int, token: int, facts: tuple[float, float, float, int, float], seconds: float) -> int:
+        logprob, cum, raw, rank, entropy = facts
+        piece = token_piece(self.tokenizer, token)
+        record = TokenRecord(
+            token, piece.text, piece.visible, piece.special, raw, math.exp(logprob), rank, entropy, seconds=seconds, source="beam"
+        )
+        score = cum / (step**self.settings.length_penalty)
+        return self.tree.add(
+            parent, record, reuse=False, step=step, logprob=logprob, cum_logprob=cum, score=score, fate=PRUNED, note="outranked"
+        )
+
+    def add_step(self, step: int, rec: _StepRecord) -> None:
+        contenders: dict[tuple[int, int], int] = {}
+        ids: list[int | None] = []
+        for k, (beam, token) in enumerate(zip(rec.src_beam, rec.token, strict=True)):
+            parent = self.running[beam]
+            facts = (rec.logprob[k], rec.cum[k], rec.raw[k], rec.raw_rank[k], rec.entropy[beam])
+            node_id = None if parent is None else self._new_node(step, parent, token, facts, rec.seconds)
+            if node_id is not None:
+                self.nodes[node_id].ended = rec.hits[k]
+                contenders[(beam, token)] = node_id
+            ids.append(node_id)
+        self._add_candidates(step, rec, contenders)
+        self._mark_kept(rec, ids)
+        self._mark_finished(rec, ids)
+
+    def _add_candidates(self, step: int, rec: _StepRecord, seen: dict[tuple[int, int], int]) -> None:
+        """The per-beam best tokens that were not contenders: pruned outright."""
+        for beam, parent in enumerate(self.running):
+            if parent is None:
+                continue
+            for c, token in enumerate(rec.cand_token[beam]):
+                if (beam, token) not in seen:
+                    facts = (rec.cand_logprob[beam][c], rec.cand_cum[beam][c], rec.cand_raw[beam][c],
+                             rec.cand_rank[beam][c], rec.entropy[beam])  # fmt: skip
+                    seen[(beam, token)] = self._new_node(step, parent, token, facts, rec.seconds)
+
+    def _mark_kept(self, rec: _StepRecord, ids: list[int | None]) -> None:
+        running: list[int | None] = []
+        for k in rec.next_running:
+            node_id = ids[k] if not rec.hits[k] else None
+            if node_id is not None:
+                self.nodes[node_id].fate, self.nodes[node_id].note = KEPT, ""
+            running.append(node_id)
+        self.running = running
+        for k, node_id in enumerate(ids):
+            if node_id is not None and rec.hits[k] and self.nodes[node_id].fate == PRUNED:
+                self.nodes[node_id].note = "ended, not among the best"
+
+    def _mark_finished(self, rec: _StepRecord, ids: list[int | None]) -> None:
+        merged_ids = self.finished + ids
+        # A slot whose flag is off holds a -1e9 filler (generate keeps one there), not a hypothesis.
+        new_finished = [
+            merged_ids[m] if done else None for m, done in zip(rec.merged, rec.merged_finished, strict=True)
+        ]
+        for node_id in new_finished:
+            if node_id is not None and self.nodes[node_id].fate == PRUNED:
+                self.nodes[node_id].fate, self.nodes[node_id].note = FINISHED, ""
+        for node_id in set(self.finished) - set(new_finished) - {None}:
+            self.nodes[node_id].note = "finished, later outranked"
+        self.finished = new_finished
+
+    def hypotheses(self, scores: list[float]) -> list[Hypothesis]:
+        """The returned hypotheses, best first, with their ranks set on the nodes."""
+        result = []
+        for rank, (node_id, score) in enumerate(zip(self.finished, scores, strict=False), start=1):
+            if node_id is None:
+                raise RuntimeError("beam search returned an empty hypothesis slot")  # cannot happen
+            self.nodes[node_id].rank = rank
+            path = self.tree.token_ids(node_id)
+            text = decode_ids(self.tokenizer, path)
+            result.append(Hypothesis(rank, node_id, path, text, score, self.nodes[node_id].cum_logprob))
+        return result
+
+
+# --- greedy overlay -------------------------------------------------------------------------
+
+
+def greedy_path(
+    engine: Engine, prompt_ids: list[int], max_new_tokens: int, control: Control | None = None
+) -> list[GreedyToken]:
+    """The greedy continuation (argmax each step, stops at EOS) with its records."""
+    plan = DecodePlan(SamplingSettings(temperature=0), max_new_tokens, seed=0)
+    tokens, cum = [], 0.0
+    for event in engine.stream(prompt_ids, plan, control=control):
+        if isinstance(event, TokenRecord):
+            cum += event.logprob
+            tokens.append(GreedyToken(len(tokens) + 1, event, cum))
+    return tokens
+
+
+def _link_greedy(tree: BeamTree, greedy: list[GreedyToken]) -> list[GreedyToken]:
+    """Attach each greedy token to the tree node with the same prefix, while there is one."""
+    node_id: int | None = ROOT_ID
+    for token in greedy:
+        match = None
+        if node_id is not None:
+            match = next((c for c in tree.children(node_id) if tree.nodes[c].token_id == token.token.id), None)
+        token.node_id = match
+        node_id = match
+    return greedy
+

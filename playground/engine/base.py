@@ -1,0 +1,149 @@
+"""The engine interface: what every feature may ask of a model, in-process or remote.
+
+Chat, Step by step, Beam search, the KV tab and the "Under the hood" views reach the model
+only through an `Engine`. A sequence is named by a key; the engine keeps its KV cache
+between calls (in-process) or relies on the server's prefix cache (remote), so a call whose
+ids share a prefix with that key's previous ids computes only the rest.
+
+Scores rows are (n, vocab) float32 tensors: raw logits when `capabilities.full_vocab`, else
+the log-probs of the engine's top-N with -inf for every token it did not return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from playground.engine.control import Control
+from playground.engine.records import TokenRecord
+from playground.engine.sampling import SamplingSettings
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do; `reasons` says in one line why a missing capability is missing."""
+
+    full_vocab: bool  # scores cover the whole vocabulary (else only the top `top_n`)
+    top_n: int  # how many candidates per position the engine returns
+    attentions: bool  # attention weights (the attention view)
+    hidden_states: bool  # per-layer hidden states (the logit lens, early exit)
+    cache_bytes: bool  # the real KV cache can be built and its bytes measured
+    score: bool  # log-probs of every token of a given text (prompt scoring)
+    batched: bool  # many sequences in one forward (beams, the batching view)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def why_not(self, capability: str) -> str:
+        return self.reasons.get(capability, f"this engine does not support {capability.replace('_', ' ')}")
+
+
+@dataclass
+class Progress:
+    """Yielded by `stream` while the prompt is read: ("prefill", 1536, 4468)."""
+
+    phase: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """How `stream` chooses tokens."""
+
+    settings: SamplingSettings
+    max_new_tokens: int
+    seed: int  # a private RNG per request: the same seed draws the same tokens
+    top: int = 5  # alternatives recorded per token
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One model behind every feature (see the module docstring)."""
+
+    name: str
+    tokenizer: Any
+    kind: str  # "transformers", "llama.cpp", "vllm" or "sglang"
+
+    @property
+    def context_length(self) -> int: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def pad_token_id(self) -> int: ...
+
+    @property
+    def has_chat_template(self) -> bool: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def describe(self) -> str: ...
+
+    def prefill(
+        self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
+    ) -> torch.Tensor:
+        """Start key's sequence as ids (None: keep nothing); scores after the last `last` ids."""
+        ...
+
+    def extend(
+        self, key: str, new_ids: Sequence[int], *, last: int = 1, control: Control | None = None
+    ) -> torch.Tensor:
+        """Append ids to key's sequence; scores (last, vocab) after each of its last `last` ids."""
+        ...
+
+    def sync(
+        self, key: str, ids: Sequence[int], *, last: int = 1, control: Control | None = None
+    ) -> torch.Tensor:
+        """Make key's sequence exactly ids, keeping the common prefix (crop + extend in one)."""
+        ...
+
+    def crop(self, key: str, length: int) -> None:
+        """Cut key's sequence to its first `length` ids."""
+        ...
+
+    def fork(self, key: str, new_key: str) -> None:
+        """A second sequence starting as a copy of key's (its cache copied, not shared)."""
+        ...
+
+    def release(self, key: str) -> None:
+        """Forget key's sequence and free its cache."""
+        ...
+
+    def beam_start(self, ids: Sequence[int], num_beams: int, control: Control | None = None) -> tuple[Any, torch.Tensor]:
+        """num_beams copies of ids in one batch; returns (batch, scores (num_beams, vocab))."""
+        ...
+
+    def beam_step(self, batch: Any, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+        """Reorder the batch's rows (row i <- reorder[i]), append token_ids (N,); scores (N, vocab)."""
+        ...
+
+    def generation_processors(
+        self, prompt_ids: Sequence[int], **generate_kwargs: Any
+    ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The processors `generate` would apply with these settings (beam search parity)."""
+        ...
+
+    def score(self, ids: Sequence[int], start: int, control: Control | None = None) -> torch.Tensor:
+        """Scores (len(ids) - start, vocab) before each of ids[start:] (prompt scoring)."""
+        ...
+
+    def stream(
+        self,
+        prompt_ids: Sequence[int],
+        plan: DecodePlan,
+        *,
+        answer_prefix: Sequence[int] = (),
+        key: str | None = None,
+        control: Control | None = None,
+    ) -> Iterator[Progress | TokenRecord]:
+        """Read prompt + answer_prefix (Progress while it does), yield a record for every prefix
+        token (source "given"), then generate up to plan.max_new_tokens tokens, one record each,
+        stopping after an end-of-sequence token."""
+        ...

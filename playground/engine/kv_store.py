@@ -1,0 +1,102 @@
+"""The engine's KV caches between calls: one entry per sequence key, bounded in bytes.
+
+A feature names its sequence with a key (a step session, a chat answer, a view). The entry
+keeps the cache, the token ids it covers and the next-token logits after its last few
+lengths, so an undo is a crop with no forward. Least recently used entries are evicted once
+their bytes exceed the bound; a sequence whose entry was evicted is recomputed from its ids
+on its next call. Thread-safe: an entry is taken out while the engine works on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from playground.engine.cache import storage_bytes
+from playground.errors import PlaygroundError
+
+MIB = 1024 * 1024
+REMEMBERED_LOGITS = 16  # next-token rows kept per entry: undo this far without a forward
+
+
+@dataclass
+class CacheEntry:
+    """One sequence's cache and what it covers."""
+
+    cache: Any = None  # the KV cache for exactly `ids` (None: nothing computed yet)
+    ids: list[int] = field(default_factory=list)
+    # length n -> next-token logits (vocab,) after ids[:n]; only for n <= len(ids)
+    logits: OrderedDict[int, torch.Tensor] = field(default_factory=OrderedDict)
+
+    def remember(self, length: int, row: torch.Tensor) -> None:
+        self.logits[length] = row
+        self.logits.move_to_end(length)
+        while len(self.logits) > REMEMBERED_LOGITS:
+            self.logits.popitem(last=False)
+
+    def forget_after(self, length: int) -> None:
+        """Drop what no longer holds once the sequence is cut to `length` tokens."""
+        for n in [n for n in self.logits if n > length]:
+            del self.logits[n]
+
+    def nbytes(self) -> int:
+        """Bytes held: the cache's storage (spare room included) plus the remembered logits."""
+        return storage_bytes(self.cache) + sum(t.untyped_storage().nbytes() for t in self.logits.values())
+
+
+class KVStore:
+    """LRU store of CacheEntry by key, bounded in bytes. The entry just stored is never evicted
+    by its own put (a single sequence larger than the bound still works, alone)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes <= 0:
+            raise PlaygroundError(f"The KV store bound must be > 0 bytes, got {max_bytes}")
+        self.max_bytes = int(max_bytes)
+        self.evictions = 0
+        self._entries: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> CacheEntry | None:
+        """Remove and return the entry for key (None when absent or evicted)."""
+        with self._lock:
+            item = self._entries.pop(key, None)
+            return None if item is None else item[0]
+
+    def peek(self, key: str) -> CacheEntry | None:
+        """The entry for key, left in place (marked most recently used)."""
+        with self._lock:
+            item = self._entries.get(key)
+            if item is None:
+                return None
+            self._entries.move_to_end(key)
+            return item[0]
+
+    def put(self, key: str, entry: CacheEntry) -> None:
+        """Store (or re-measure) an entry, then evict least recently used others over the bound."""
+        size = entry.nbytes()
+        with self._lock:
+            self._entries[key] = (entry, size)
+            self._entries.move_to_end(key)
+            while self._total() > self.max_bytes and len(self._entries) > 1:
+                del self._entries[next(iter(self._entries))]
+                self.evictions += 1
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._entries)
+
+    @property
+    def total_bytes(self) -> int:
+        with self._lock:
+            return self._total()
+
+    def _total(self) -> int:
+        return sum(size for _, size in self._entries.values())

