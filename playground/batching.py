@@ -149,9 +149,10 @@ def _solo_runs(
         while len(ids) < result.new_tokens and not (ids and ids[-1] in lm.eos_token_ids):
             rows, _ = sequence.advance(prompt + ids)
             ids.append(pick(rows[-1], prompt + ids))
-        elapsed += watch.seconds
+        seconds = watch.seconds
+        elapsed += seconds
         result.solo_ids.append(ids)
-        result.solo_seconds.append(watch.seconds)
+        result.solo_seconds.append(seconds)
         result.solo_finished.append(elapsed)
 
 
