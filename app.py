@@ -2,6 +2,7 @@
 
 Options (each also settable as an environment variable):
   --model   PLAYGROUND_MODEL   Hub id, local dir or .gguf path (default: the embedded SmolLM2-135M-Instruct)
+  --draft-model PLAYGROUND_DRAFT_MODEL  a model with the same tokenizer: the speculative-decoding draft
   --device  PLAYGROUND_DEVICE  auto, cpu, cuda, cuda:N, mps (default auto)
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
@@ -32,6 +33,11 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     parser.add_argument(
         "--model", default=defaults.model, help="Hub id, local dir or .gguf (default: embedded)"
     )
+    parser.add_argument(
+        "--draft-model",
+        default=defaults.draft_model,
+        help="a smaller model with the same tokenizer: the draft for speculative decoding (default: none)",
+    )
     parser.add_argument("--device", default=defaults.device, help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument(
         "--dtype", default=defaults.dtype, help="float32, float16 or bfloat16 (default: auto)"
@@ -52,6 +58,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
 def create_demo(settings: Settings) -> Any:
     """Load the model and build the Gradio app (the slow part: model load)."""
     from playground.engine.loading import load_model
+    from playground.speculative import check_draft
     from playground.ui.app import build_demo
 
     lm = load_model(
@@ -62,7 +69,14 @@ def create_demo(settings: Settings) -> Any:
         trust_remote_code=settings.trust_remote_code,
         progress=print,
     )
-    return build_demo(lm, settings)
+    draft = None
+    if settings.draft_model:  # speculative decoding's draft: loaded the same way, same tokenizer required
+        draft = load_model(
+            settings.draft_model, settings.device, settings.dtype, cache_dir=settings.cache_dir,
+            trust_remote_code=settings.trust_remote_code, progress=print,
+        )  # fmt: skip
+        check_draft(lm, draft)  # a different tokenizer: one clear line before the app starts
+    return build_demo(lm, settings, draft=draft)
 
 
 def __getattr__(name: str) -> Any:

@@ -69,6 +69,12 @@ class AttentionView:
             return self.maps[..., 0, 0]
         return self.maps[..., 1:, 0].mean(dim=-1)
 
+    def uniform_share(self) -> float:
+        """What sink_share would be if every query spread its weight evenly over the keys it may
+        see (1 / (q + 1) on the first token): the baseline a sink stands out from."""
+        seq = self.maps.shape[-1]
+        return 1.0 if seq < 2 else sum(1 / (q + 1) for q in range(1, seq)) / (seq - 1)
+
     def query_row(self, layer: int, head: int | None, position: int) -> list[float]:
         """The weights of the token at `position` over every key (later keys are 0: masked);
         head None: the mean over heads."""
@@ -76,13 +82,16 @@ class AttentionView:
         return maps[position].tolist()
 
     def thumbnails(self, size: int = THUMBNAIL) -> torch.Tensor:
-        """(layers, heads, s, s) with s = min(seq, size): each map averaged over blocks of cells."""
+        """(layers, heads, s, s) with s = min(seq, size): each map averaged over blocks of cells,
+        the blocks wholly in the future (above the diagonal) NaN, so they are drawn as masked."""
         seq = self.maps.shape[-1]
-        if seq <= size:
-            return self.maps
-        flat = self.maps.reshape(-1, 1, seq, seq)
-        pooled = torch.nn.functional.adaptive_avg_pool2d(flat, size)
-        return pooled.reshape(self.layers, self.heads, size, size)
+        pooled = self.maps
+        if seq > size:
+            flat = self.maps.reshape(-1, 1, seq, seq)
+            pooled = torch.nn.functional.adaptive_avg_pool2d(flat, size).reshape(self.layers, self.heads, size, size)
+        side = pooled.shape[-1]
+        future = torch.triu(torch.ones(side, side, dtype=torch.bool), diagonal=1)
+        return pooled.masked_fill(future, float("nan"))
 
 
 def attention_view(

@@ -49,7 +49,7 @@ class LensView:
     ids: list[int]
     probs: torch.Tensor  # (layers, vocab)
     chosen: Track  # the model's own top token (after the last layer)
-    top: list[list[tuple[str, float]]]  # per layer: the TOP most likely (piece, prob)
+    top: list[list[tuple[int, str, float]]]  # per layer: the TOP most likely (id, piece, prob)
     candidates: list[Track] = field(default_factory=list)  # tokens the user asked about
 
     @property
@@ -78,7 +78,7 @@ def lens_view(
     best = torch.topk(probs, min(TOP, probs.shape[-1]), dim=-1)
     top = [
         [
-            (token_piece(lm.tokenizer, int(i)).visible, float(p))
+            (int(i), token_piece(lm.tokenizer, int(i)).visible, float(p))
             for i, p in zip(row_ids, row_probs, strict=True)
         ]
         for row_ids, row_probs in zip(best.indices.tolist(), best.values.tolist(), strict=True)

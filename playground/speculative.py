@@ -66,6 +66,7 @@ class Round:
     emitted: list[int]  # what the round added: the accepted drafts, then the bonus
     draft_seconds: float
     verify_seconds: float
+    finished_at: float = 0.0  # seconds since the speculative loop started
 
 
 @dataclass
@@ -78,6 +79,7 @@ class SpeculativeResult:
     seconds: float = 0.0  # the speculative loop's time, waits for the shared model excluded
     plain_ids: list[int] | None = None  # plain decoding in the same run (compare=True)
     plain_seconds: float | None = None
+    plain_times: list[float] = field(default_factory=list)  # plain decoding: seconds when each token was out
     exit_layer: int | None = None
     phase: str = ""
 
@@ -283,9 +285,7 @@ def iter_speculative(
     run, compare = _setup(lm, list(prompt_ids), max_new_tokens, method, **options)
     result = SpeculativeResult(method, run.k, run.settings is None, exit_layer=run.exit_layer)
     if compare:
-        result.phase = "plain decoding (one token per forward)"
-        yield result
-        result.plain_ids, result.plain_seconds = plain_decode(run)
+        yield from _plain(run, result)
     yield from _speculate(run, result)
     return result
 
@@ -330,7 +330,8 @@ def _setup(
     return run, compare
 
 
-def _draft_sequence(lm: Any, draft: Any, control: Control) -> ProbeSequence:
+def check_draft(lm: Any, draft: Any) -> None:
+    """Refuse a draft model that is missing or tokenizes differently from the model."""
     if draft is None:
         raise PlaygroundError(
             "No draft model is loaded: start the app with --draft-model NAME (a small model with the same "
@@ -342,22 +343,31 @@ def _draft_sequence(lm: Any, draft: Any, control: Control) -> ProbeSequence:
             f"{lm.name} ({len(lm.tokenizer):,} tokens): drafts are token ids, so both models must share one "
             "tokenizer."
         )
+
+
+def _draft_sequence(lm: Any, draft: Any, control: Control) -> ProbeSequence:
+    check_draft(lm, draft)
     return probes_needing(draft).sequence(control=control)
 
 
-def plain_decode(run: _Run) -> tuple[list[int], float]:
-    """One token per forward with the same machinery (the baseline): ids and seconds."""
+def _plain(run: _Run, result: SpeculativeResult) -> Iterator[SpeculativeResult]:
+    """The baseline in the same run: one token per forward with the same machinery."""
     probes = probes_needing(run.lm)
     sequence, pick = probes.sequence(control=run.control), greedy_picker(run.lm, run.prompt)
     generator = seeded_generator(run.seed, torch.device("cpu"))
-    ids: list[int] = []
+    ids, result.plain_ids, result.plain_times = run.prompt, [], []
     watch = Stopwatch(run.control)
-    while len(ids) < run.max_new:
-        rows, _ = sequence.advance(run.prompt + ids)
-        ids.append(_choose(run, rows[-1], run.prompt + ids, pick, generator))
-        if ids[-1] in run.lm.eos_token_ids:
+    while len(result.plain_ids) < run.max_new:
+        rows, _ = sequence.advance(ids)
+        result.plain_ids.append(_choose(run, rows[-1], ids, pick, generator))
+        ids = run.prompt + result.plain_ids
+        result.plain_times.append(watch.seconds)
+        result.plain_seconds = result.plain_times[-1]
+        result.phase = f"plain decoding (one token per forward): {len(result.plain_ids)}/{run.max_new}"
+        with watch.paused():
+            yield result
+        if result.plain_ids[-1] in run.lm.eos_token_ids:
             break
-    return ids, watch.seconds
 
 
 def _choose(run: _Run, row: torch.Tensor, ids: list[int], pick: Picker, generator: torch.Generator) -> int:
@@ -383,7 +393,7 @@ def _speculate(run: _Run, result: SpeculativeResult) -> Iterator[SpeculativeResu
         round_ = _round(run, target, run.prompt + result.ids, pick, generator)
         result.rounds.append(round_)
         result.ids.extend(round_.emitted)
-        result.seconds = watch.seconds
+        result.seconds = round_.finished_at = watch.seconds
         result.phase = f"round {len(result.rounds)}: {len(result.ids)}/{run.max_new} tokens"
         with watch.paused():
             yield result

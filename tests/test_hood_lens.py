@@ -64,7 +64,7 @@ def test_view_tracks_chosen_token_and_candidates(embedded_lm):
         column = view.probs[:, t.id]
         assert t.probs == pytest.approx(column.tolist())
         assert t.ranks == [int((row > row[t.id]).sum()) + 1 for row in view.probs]
-    assert len(view.top) == 30 and view.top[-1][0][0] == view.chosen.visible
+    assert len(view.top) == 30 and view.top[-1][0][:2] == (view.chosen.id, view.chosen.visible)
     assert 1 <= view.settles_at <= 30 and all(r == 1 for r in view.chosen.ranks[view.settles_at - 1 :])
 
 

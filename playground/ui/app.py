@@ -12,13 +12,14 @@ from playground.settings import Settings
 from playground.ui.beam_tab import build_beam_tab
 from playground.ui.chat_tab import ANSWER_OUTPUTS, build_chat_tab
 from playground.ui.common import connect, set_model_concurrency
+from playground.ui.hood_tab import build_hood_tab
 from playground.ui.kv_tab import build_kv_tab
 from playground.ui.step_tab import VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css")
-JS_FILES = ("app.js", "step.js", "beam.js")
+JS_FILES = ("app.js", "step.js", "beam.js", "hood.js")
 
 
 def device_summary(engine: Engine) -> str:
@@ -50,7 +51,8 @@ def header_markdown(engine: Engine) -> str:
     )
 
 
-def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
+def build_demo(engine: Engine, settings: Settings, draft: Engine | None = None) -> gr.Blocks:
+    """The app; draft: a second model with the same tokenizer for speculative decoding."""
     set_model_concurrency(settings.model_concurrency)
     workspaces = Workspaces(engine)
     with gr.Blocks(title="LLM generation playground") as demo:
@@ -64,6 +66,8 @@ def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
                 beam_w = build_beam_tab(engine, workspaces)
             with gr.Tab("KV cache", id="kv"):
                 build_kv_tab(engine)
+            with gr.Tab("Under the hood", id="hood"):
+                build_hood_tab(engine, settings, workspaces, draft=draft)
         _wire_moves(demo, tabs, chat_w, chat_h, step_w, step_h, beam_w)
 
         def release_tab(request: gr.Request) -> None:
