@@ -88,7 +88,8 @@ class AttentionView:
         pooled = self.maps
         if seq > size:
             flat = self.maps.reshape(-1, 1, seq, seq)
-            pooled = torch.nn.functional.adaptive_avg_pool2d(flat, size).reshape(self.layers, self.heads, size, size)
+            pooled = torch.nn.functional.adaptive_avg_pool2d(flat, size)
+            pooled = pooled.reshape(self.layers, self.heads, size, size)
         side = pooled.shape[-1]
         future = torch.triu(torch.ones(side, side, dtype=torch.bool), diagonal=1)
         return pooled.masked_fill(future, float("nan"))
