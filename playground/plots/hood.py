@@ -10,6 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import plotly.colors as pcolors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -21,6 +23,8 @@ ACCEPTED = "#2ca02c"
 REJECTED = "#d62728"
 BONUS = "#2a7de1"
 MASKED = "rgba(128, 128, 128, 0.30)"
+MASKED_SOLID = "rgb(150, 150, 150)"  # inside a colour scale (no transparency there)
+MASK_VALUE = -0.08  # where a heatmap's colour scale draws future (masked) cells
 GRID = "rgba(128, 128, 128, 0.25)"
 COLORSCALE = "Viridis"
 WEIGHT_TICKS = (0, 0.01, 0.05, 0.2, 0.5, 1)  # attention colours use sqrt(weight): faint weights stay visible
@@ -29,8 +33,9 @@ WEIGHT_TICKS = (0, 0.01, 0.05, 0.2, 0.5, 1)  # attention colours use sqrt(weight
 def style(fig: go.Figure, height: int, **layout: Any) -> go.Figure:
     """Transparent backgrounds, grey grid lines, a legend on top, compact margins."""
     defaults = {
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
-        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        # right-aligned above the plot: the component's label covers the top left corner
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
     }
     fig.update_layout(
         height=height,
@@ -189,61 +194,74 @@ def intensity_figure(lengths: Sequence[int], prefill: Sequence[float], decode: S
 # --- attention ---------------------------------------------------------------------------------
 
 
-def _sqrt_colorbar() -> dict[str, Any]:
-    return {
-        "title": {"text": "weight"},
-        "tickvals": [math.sqrt(t) for t in WEIGHT_TICKS],
-        "ticktext": [str(t) for t in WEIGHT_TICKS],
-    }
+def _sqrt_colorbar(masked: bool = False) -> dict[str, Any]:
+    values = (
+        [MASK_VALUE, *(math.sqrt(t) for t in WEIGHT_TICKS)]
+        if masked
+        else [math.sqrt(t) for t in WEIGHT_TICKS]
+    )
+    labels = ["masked", *(str(t) for t in WEIGHT_TICKS)] if masked else [str(t) for t in WEIGHT_TICKS]
+    return {"title": {"text": "weight"}, "tickvals": values, "ticktext": labels}
 
 
-def attention_grid_figure(
-    thumbnails: Sequence[Sequence[Sequence[Sequence[float]]]], sink: Sequence[Sequence[float]]
-) -> go.Figure:
+def _masked_colorscale() -> list[list[Any]]:
+    """Grey for MASK_VALUE (future cells), then Viridis from 0 to 1: one trace draws both."""
+    edge = -MASK_VALUE / (1 - MASK_VALUE)
+    viridis = pcolors.sequential.Viridis
+    stops = [[edge + (1 - edge) * i / (len(viridis) - 1), c] for i, c in enumerate(viridis)]
+    return [[0, MASKED_SOLID], [edge, MASKED_SOLID], *stops]
+
+
+def attention_grid_figure(thumbnails: Any, sink: Any) -> go.Figure:
     """Every head of every layer as a thumbnail: x = layer, y = head; click one to enlarge it.
-    thumbnails[layer][head] is an s × s map (future cells NaN); sink[layer][head] its sink share."""
-    layers, heads = len(thumbnails), len(thumbnails[0])
-    size = len(thumbnails[0][0])
+    thumbnails (layers, heads, s, s) array-like, future cells NaN. One float32 trace (about 150,000
+    cells) whose x and y are the layer and the head plus a fraction: hover rounds them, and a
+    click anywhere on a thumbnail, masked half included, names its layer and head."""
+    maps = np.asarray(thumbnails, dtype=np.float32)
+    layers, heads, size = maps.shape[0], maps.shape[1], maps.shape[2]
     step = size + 1  # one blank cell between thumbnails
-    z = [[None] * (layers * step - 1) for _ in range(heads * step - 1)]
-    cells = [[None] * (layers * step - 1) for _ in range(heads * step - 1)]
-    for layer in range(layers):
-        for head in range(heads):
-            for q in range(size):
-                for k in range(size):
-                    value = thumbnails[layer][head][q][k]
-                    row, col = head * step + q, layer * step + k
-                    z[row][col] = None if value is None or value != value else math.sqrt(max(value, 0.0))
-                    cells[row][col] = [layer + 1, head + 1, round(sink[layer][head], 3)]
+    tiles = np.full((heads, step, layers, step), np.nan, dtype=np.float32)
+    tiles[:, :size, :, :size] = np.where(
+        np.isnan(maps), MASK_VALUE, np.sqrt(np.clip(maps, 0, None))
+    ).transpose(1, 2, 0, 3)
+    z = tiles.reshape(heads * step, layers * step)[:-1, :-1]
+    offsets = (np.arange(step) - (size - 1) / 2) / step  # within ±0.5 of the tile's centre
+    x = (np.arange(1, layers + 1)[:, None] + offsets[None, :]).ravel()[:-1]
+    y = (np.arange(1, heads + 1)[:, None] + offsets[None, :]).ravel()[:-1]
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            customdata=cells,
-            colorscale=COLORSCALE,
-            zmin=0,
+            x=x.astype(np.float32),
+            y=y.astype(np.float32),
+            colorscale=_masked_colorscale(),
+            zmin=MASK_VALUE,
             zmax=1,
             hoverongaps=False,
-            colorbar=_sqrt_colorbar(),
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>weight on the first token: "
-            "%{customdata[2]}<extra>click to enlarge</extra>",
+            colorbar=_sqrt_colorbar(masked=True),
+            hovertemplate="layer %{x:.0f}, head %{y:.0f}<extra>click to enlarge</extra>",
         )
     )
-    fig.update_xaxes(
-        tickvals=[layer * step + size / 2 for layer in range(layers)],
-        ticktext=[str(n) for n in range(1, layers + 1)],
-        title_text="layer",
-        showgrid=False,
-        zeroline=False,
-    )
+    fig.update_xaxes(tickvals=list(range(1, layers + 1)), title_text="layer", showgrid=False, zeroline=False)
     fig.update_yaxes(
-        tickvals=[head * step + size / 2 for head in range(heads)],
+        tickvals=list(range(1, heads + 1)),
         ticktext=[f"h{n}" for n in range(1, heads + 1)],
         title_text="head",
         autorange="reversed",
         showgrid=False,
         zeroline=False,
     )
-    return style(fig, max(220, 34 * heads + 90), margin={"l": 50, "r": 10, "t": 20, "b": 45})
+    fig.add_annotation(  # the sink column is the left edge of every thumbnail
+        x=0,
+        y=1.0,
+        xref="paper",
+        yref="paper",
+        yanchor="bottom",
+        xanchor="left",
+        showarrow=False,
+        text="bright left edges: the first token soaks up attention (the sink)",
+        font={"size": 11},
+    )
+    return style(fig, max(220, 34 * heads + 100), margin={"l": 50, "r": 10, "t": 28, "b": 45})
 
 
 def attention_map_figure(
@@ -253,50 +271,41 @@ def attention_map_figure(
     masked; the first column labelled as the attention sink when it holds much of the weight."""
     n = len(tokens)
     labels = [f"{i}·{t}" for i, t in enumerate(tokens)]
-    weights = [[matrix[q][k] if k <= q else None for k in range(n)] for q in range(n)]
-    colours = [[math.sqrt(max(w, 0.0)) if w is not None else None for w in row] for row in weights]
-    masked = [[1 if k > q else None for k in range(n)] for q in range(n)]
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)
+    weights = np.where(future, np.float32(0), np.asarray(matrix, dtype=np.float32))
+    colours = np.where(future, np.float32(MASK_VALUE), np.sqrt(np.clip(weights, 0, None)))
     fig = go.Figure()
-    fig.add_heatmap(
+    fig.add_heatmap(  # future cells are MASK_VALUE: grey, weight 0
         z=colours,
         x=labels,
         y=labels,
         customdata=weights,
-        colorscale=COLORSCALE,
-        zmin=0,
+        colorscale=_masked_colorscale(),
+        zmin=MASK_VALUE,
         zmax=1,
-        colorbar=_sqrt_colorbar(),
-        hoverongaps=False,
+        colorbar=_sqrt_colorbar(masked=True),
         hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata:.4f}<extra></extra>",
-    )
-    fig.add_heatmap(
-        z=masked,
-        x=labels,
-        y=labels,
-        colorscale=[[0, MASKED], [1, MASKED]],
-        showscale=False,
-        hoverongaps=False,
-        hovertemplate="key %{x} comes after query %{y}: masked (weight 0)<extra></extra>",
     )
     if n > 1:
         fig.add_annotation(
             x=labels[0],
-            y=labels[n - 1],
-            text=f"attention sink: {sink:.0%} of the weight",
-            showarrow=True,
-            arrowhead=2,
-            ax=60,
-            ay=-30,
+            y=1.0,
+            yref="paper",
+            yanchor="bottom",
+            xanchor="left",
+            showarrow=False,
+            text=f"↓ attention sink: the first token gets {sink:.0%} of the weight",
             bgcolor="rgba(128,128,128,0.2)",
         )
     fig.update_xaxes(title_text="key (what is looked at)", tickangle=-60, showgrid=False, type="category")
     fig.update_yaxes(title_text="query (who looks)", autorange="reversed", showgrid=False, type="category")
-    side = min(720, max(320, 14 * n + 160))
+    fig.update_yaxes(scaleanchor="x", constrain="domain")  # square cells: a true triangle
+    fig.update_xaxes(constrain="domain")
     return style(
         fig,
-        side,
-        title={"text": title, "x": 0.01, "font": {"size": 14}},
-        margin={"l": 80, "r": 10, "t": 40, "b": 80},
+        560,
+        title={"text": title, "x": 0.99, "xanchor": "right", "y": 0.98, "font": {"size": 14}},
+        margin={"l": 80, "r": 10, "t": 70, "b": 80},
     )
 
 

@@ -78,6 +78,15 @@ BATCH_PROMPTS = "\n".join(
 PD_LENGTHS = [16, 64, 256, 1024, 2048, 4096]
 KV_OUTPUTS = ["kv_status", "kv_summary", "kv_latency", "kv_cumulative", "kv_bytes", "kv_text"]
 PD_OUTPUTS = ["pd_status", "pd_summary", "pd_throughput", "pd_intensity", "pd_table"]
+ATTN_FOCUS_OUTPUTS = [
+    "attn_status",
+    "attn_summary",
+    "attn_map",
+    "attn_row",
+    "attn_layer",
+    "attn_head",
+    "attn_position",
+]
 ATTN_OUTPUTS = [
     "attn_status",
     "attn_summary",
@@ -218,18 +227,20 @@ def pd_summary(result: cost.PrefillDecode) -> str:
     )
 
 
-def attention_views(view: AttentionView, layer: int, head: int, position: int) -> dict[str, Any]:
-    """The grid, the chosen head's triangle, the chosen query's row, the sliders and the summary."""
+def attention_views(
+    view: AttentionView, layer: int, head: int, position: int, grid: bool = True
+) -> dict[str, Any]:
+    """The chosen head's triangle, the chosen query's row, the sliders, the summary and (grid) the
+    layer × head grid, which only a new text changes."""
     layer = min(max(layer, 1), view.layers)
     head = min(max(head, 1), view.heads)
     position = min(max(position, 0), len(view.ids) - 1)
     sink = view.sink_share()
-    matrix = view.maps[layer - 1, head - 1].tolist()
+    matrix = view.maps[layer - 1, head - 1].numpy()
     share = float(sink[layer - 1, head - 1])
     title = f"layer {layer}, head {head}"
     row_title = f"query {position} ({view.tokens[position]}) in layer {layer}, head {head}"
-    return {
-        "attn_grid": plots.attention_grid_figure(view.thumbnails().tolist(), sink.tolist()),
+    views: dict[str, Any] = {
         "attn_map": plots.attention_map_figure(matrix, view.tokens, title, share),
         "attn_row": plots.query_row_figure(matrix[position], view.tokens, position, row_title),
         "attn_layer": gr.update(value=layer, maximum=view.layers),
@@ -240,6 +251,9 @@ def attention_views(view: AttentionView, layer: int, head: int, position: int) -
             f"{len(view.ids)} tokens · {view.layers} layers × {view.heads} heads (eager attention)"
         ),
     }
+    if grid:
+        views["attn_grid"] = plots.attention_grid_figure(view.thumbnails().numpy(), sink.numpy())
+    return views
 
 
 def attention_summary(view: AttentionView, layer: int, head: int, share: float) -> str:
@@ -494,7 +508,7 @@ class HoodHandlers:
         except ValueError:
             raise PlaygroundError(f"Not a grid cell: {attn_cell!r} (expected 'layer,head').") from None
         view = self._attention_view(attn_text, request)
-        return attention_views(view, layer, head, as_whole(attn_position, "position"))
+        return attention_views(view, layer, head, as_whole(attn_position, "position"), grid=False)
 
     def hood_lens(self, lens_text: str, lens_chat: bool, lens_candidates: list[Any]) -> dict[str, Any]:
         """The logit lens for the token after the text (chat: wrapped as a user turn, answer next)."""
@@ -657,9 +671,17 @@ def _kv_view(w: dict[str, Any]) -> None:
     gr.Markdown(EXPLAIN["kv"])
     with gr.Row():
         info = "Tokens of a preset English text read first (longer: a bigger gap)"
-        w["kv_length"] = gr.Slider(16, 2000, value=400, step=1, label="prompt length (tokens)", info=info)
+        w["kv_length"] = gr.Slider(
+            16, 2000, value=400, step=1, label="prompt length (tokens)", info=info, elem_id="hood-kv-length"
+        )
         w["kv_tokens"] = gr.Slider(
-            2, 64, value=12, step=1, label="new tokens", info="Greedy tokens generated each way"
+            2,
+            64,
+            value=12,
+            step=1,
+            label="new tokens",
+            info="Greedy tokens generated each way",
+            elem_id="hood-kv-tokens",
         )
     _run_row(w, "kv", "Run: cache on vs off")
     w["kv_latency"] = gr.Plot(
@@ -676,10 +698,20 @@ def _pd_view(w: dict[str, Any]) -> None:
     with gr.Row():
         info = "Each length: one prefill, then a few decode steps after it"
         w["pd_lengths"] = gr.CheckboxGroup(
-            PD_LENGTHS, value=[16, 64, 256, 1024, 4096], label="prompt lengths", info=info
+            PD_LENGTHS,
+            value=[16, 64, 256, 1024, 4096],
+            label="prompt lengths",
+            info=info,
+            elem_id="hood-pd-lengths",
         )
         w["pd_decode"] = gr.Slider(
-            2, 32, value=6, step=1, label="decode steps per length", info="Timed; the median is shown"
+            2,
+            32,
+            value=6,
+            step=1,
+            label="decode steps per length",
+            info="Timed; the median is shown",
+            elem_id="hood-pd-decode",
         )
     _run_row(w, "pd", "Run: prefill vs decode")
     with gr.Row():
@@ -739,7 +771,10 @@ def _spec_view(w: dict[str, Any], layers: int, has_draft: bool) -> None:
     draft_note = "" if has_draft else " (start the app with --draft-model to use one)"
     with gr.Row():
         w["spec_method"] = gr.Radio(
-            list(METHOD_LABELS), value=next(iter(METHOD_LABELS)), label="draft source" + draft_note
+            list(METHOD_LABELS),
+            value=next(iter(METHOD_LABELS)),
+            label="draft source" + draft_note,
+            elem_id="hood-spec-method",
         )
         w["spec_k"] = gr.Slider(
             1, speculative.MAX_DRAFT, value=6, step=1, label="draft length", info="Tokens drafted per round"
@@ -753,7 +788,9 @@ def _spec_view(w: dict[str, Any], layers: int, has_draft: bool) -> None:
             info="The draft: the first k layers + final norm + head",
         )
     with gr.Row():
-        w["spec_tokens"] = gr.Slider(8, MAX_SPEC_TOKENS, value=64, step=1, label="new tokens")
+        w["spec_tokens"] = gr.Slider(
+            8, MAX_SPEC_TOKENS, value=64, step=1, label="new tokens", elem_id="hood-spec-tokens"
+        )
         w["spec_temperature"] = gr.Slider(
             0, 1.5, value=0, step=0.05, label="temperature", info="0 = greedy (exact match test)"
         )
@@ -771,8 +808,12 @@ def _spec_view(w: dict[str, Any], layers: int, has_draft: bool) -> None:
 def _batch_view(w: dict[str, Any]) -> None:
     gr.Markdown(EXPLAIN["batch"])
     with gr.Row():
-        w["batch_n"] = gr.Slider(1, batching.MAX_BATCH, value=8, step=1, label="prompts (N)")
-        w["batch_tokens"] = gr.Slider(4, 128, value=16, step=1, label="new tokens each")
+        w["batch_n"] = gr.Slider(
+            1, batching.MAX_BATCH, value=8, step=1, label="prompts (N)", elem_id="hood-batch-n"
+        )
+        w["batch_tokens"] = gr.Slider(
+            4, 128, value=16, step=1, label="new tokens each", elem_id="hood-batch-tokens"
+        )
         w["batch_chat"] = gr.Checkbox(True, label="chat", info="Wrap each prompt as a user turn")
     w["batch_prompts"] = gr.Textbox(
         BATCH_PROMPTS, label="prompts, one per line (the first N are used)", lines=4, max_lines=8
@@ -808,8 +849,8 @@ def _wire(h: HoodHandlers, w: dict[str, Any]) -> None:
         w[f"{name}_stop"].click(None, None, None, cancels=[event], api_visibility="private")
     on = {"status": "attn_status", "trigger_mode": "always_last"}
     focus = [w["attn_layer"].release, w["attn_head"].release, w["attn_position"].release]
-    connect(focus, h.hood_attention_focus, w, ATTN_OUTPUTS, api_name="hood_attention_focus", **on)
-    connect(w["attn_cell"].input, h.hood_attention_cell, w, ATTN_OUTPUTS, api_name=None, **on)
+    connect(focus, h.hood_attention_focus, w, ATTN_FOCUS_OUTPUTS, api_name="hood_attention_focus", **on)
+    connect(w["attn_cell"].change, h.hood_attention_cell, w, ATTN_FOCUS_OUTPUTS, api_name=None, **on)
     on = {"status": "lens_status", "trigger_mode": "always_last"}
     connect(
         w["lens_candidates"].input,
@@ -819,7 +860,7 @@ def _wire(h: HoodHandlers, w: dict[str, Any]) -> None:
         api_name="hood_lens_candidates",
         **on,
     )
-    connect(w["lens_pick"].input, h.hood_lens_pick, w, LENS_OUTPUTS, api_name=None, **on)
+    connect(w["lens_pick"].change, h.hood_lens_pick, w, LENS_OUTPUTS, api_name=None, **on)
     step_outputs = [*LENS_OUTPUTS, "lens_text", "hood_views"]
     connect(
         w["lens_from_step"].click,
