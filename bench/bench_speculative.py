@@ -2,7 +2,7 @@
 
     python -m bench.bench_speculative [--device cpu|cuda] [--random-weights] [--repeats 3] [--tokens 128]
 
-The prompt asks the model to rewrite a paragraph with one word changed, so most of the answer
+The prompt asks the model to copy a paragraph with one word changed, so most of the answer
 copies the prompt. Paths, all greedy, same prompt: plain transformers `generate`, transformers'
 own prompt lookup (`prompt_lookup_num_tokens`), our plain decode loop (one token per forward)
 and our prompt-lookup speculative decoding. Tokens/s = new tokens / wall time (median of the
@@ -30,7 +30,7 @@ PARAGRAPH = (
     "storm saw its beam and turned away from the rocks below. When the keeper grew old, his daughter "
     "took the lamp and kept it burning through the longest winter anyone could remember."
 )
-PROMPT = "Rewrite this paragraph with one word changed: replace 'old' with 'ancient'.\n\n" + PARAGRAPH
+PROMPT = "Copy the following paragraph exactly, but change the word 'old' to 'ancient':\n\n" + PARAGRAPH
 
 
 def timed(lm, fn) -> tuple[float, list[int]]:

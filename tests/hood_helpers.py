@@ -16,7 +16,7 @@ PARAGRAPH = (
     "The old lighthouse stood on the cliff for two hundred years. Every night its keeper climbed the "
     "spiral stairs, trimmed the wick and polished the great lens until it shone."
 )
-COPY_TASK = "Rewrite this paragraph with one word changed: replace 'old' with 'ancient'.\n\n" + PARAGRAPH
+COPY_TASK = "Copy the following paragraph exactly, but change the word 'old' to 'ancient':\n\n" + PARAGRAPH
 
 
 def copy_prompt(lm) -> list[int]:

@@ -40,8 +40,8 @@ COPY_PARAGRAPH = (
     "storm saw its beam and turned away from the rocks below."
 )
 SPEC_PRESETS = {
-    "Rewrite a paragraph with one word changed (copy-heavy)": (
-        "Rewrite this paragraph with one word changed: replace 'old' with 'ancient'.\n\n" + COPY_PARAGRAPH
+    "Copy a paragraph with one word changed (copy-heavy)": (
+        "Copy the following paragraph exactly, but change the word 'old' to 'ancient':\n\n" + COPY_PARAGRAPH
     ),
     "Fix a bug and return the whole function (copy-heavy)": (
         "Fix the bug in this function and return the whole corrected function:\n\n"
