@@ -155,3 +155,13 @@ def test_api_lens_and_a_clear_error(app_client):
     assert "Paris" in result[1]
     with pytest.raises(Exception, match="at most 256 tokens"):
         app_client.predict("word " * 400, 1, 1, 0, api_name="/hood_attention")
+
+
+def test_stop_cancels_the_running_request_within_a_step(tiny_lm):
+    handlers = HoodHandlers(tiny_lm, load_settings(), Workspaces(tiny_lm))
+    run = handlers.hood_kv(400, 60, request("s"))
+    next(run)
+    handlers.stop("kv", request("s"))
+    with pytest.raises(PlaygroundError, match="Stopped"):
+        next(run)
+    handlers.stop("kv", request("nobody"))  # nothing running: harmless

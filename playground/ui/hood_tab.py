@@ -448,22 +448,43 @@ class HoodHandlers:
         self.engine, self.settings, self.workspaces, self.draft = engine, settings, workspaces, draft
         self._attention: OrderedDict[tuple[str, tuple[int, ...]], AttentionView] = OrderedDict()
         self._attention_lock = threading.Lock()
+        self._controls: dict[tuple[str, str], Control] = {}  # (browser tab, view) -> its running request
 
-    def hood_kv(self, kv_length: float, kv_tokens: float) -> Iterator[dict[str, Any]]:
+    def _control(self, request: gr.Request | None, view: str) -> Control:
+        """A fresh Control for this tab's run of a view (Stop cancels it: the model stops within a step)."""
+        control = Control()
+        with self._attention_lock:
+            self._controls[(getattr(request, "session_hash", None) or "", view)] = control
+        return control
+
+    def stop(self, view: str, request: gr.Request | None) -> None:
+        """Cancel this tab's running request of a view, if any."""
+        with self._attention_lock:
+            control = self._controls.pop((getattr(request, "session_hash", None) or "", view), None)
+        if control is not None:
+            control.cancel()
+
+    def hood_kv(
+        self, kv_length: float, kv_tokens: float, request: gr.Request = None
+    ) -> Iterator[dict[str, Any]]:
         """KV cache on vs off: the same greedy continuation both ways, redrawn after every token."""
         length = as_whole(kv_length, "prompt length")
         ids = cost.preset_ids(self.engine.tokenizer, whole_in_range(length, 16, 4000, "Prompt length"))
         result = None
-        for result in cost.iter_kv_on_off(self.engine, ids, as_whole(kv_tokens, "new tokens"), Control()):
+        for result in cost.iter_kv_on_off(
+            self.engine, ids, as_whole(kv_tokens, "new tokens"), self._control(request, "kv")
+        ):
             yield kv_views(self.engine, result, final=False)
         yield kv_views(self.engine, result, final=True)
 
-    def hood_prefill(self, pd_lengths: list[Any], pd_decode: float) -> Iterator[dict[str, Any]]:
+    def hood_prefill(
+        self, pd_lengths: list[Any], pd_decode: float, request: gr.Request = None
+    ) -> Iterator[dict[str, Any]]:
         """Prefill vs decode tokens/s at each chosen prompt length, with the estimated intensity."""
         lengths = [as_whole(n, "prompt length") for n in pd_lengths or []]
         result = None
         steps = cost.iter_prefill_vs_decode(
-            self.engine, lengths, as_whole(pd_decode, "decode steps"), Control()
+            self.engine, lengths, as_whole(pd_decode, "decode steps"), self._control(request, "pd")
         )
         for result in steps:
             yield pd_views(result, final=False)
@@ -553,6 +574,7 @@ class HoodHandlers:
         spec_tokens: float,
         spec_temperature: float,
         spec_seed: Any,
+        request: gr.Request = None,
     ) -> Iterator[dict[str, Any]]:
         """Plain decoding, then speculative decoding of the same prompt in the same run."""
         ids = encode_prompt(self.engine.tokenizer, spec_prompt or "", bool(spec_chat))
@@ -570,7 +592,7 @@ class HoodHandlers:
             settings=SamplingSettings(temperature=temperature),
             seed=0 if seed is None else seed,
             compare=True,
-            control=Control(),
+            control=self._control(request, "spec"),
         )
         result = None
         for result in steps:
@@ -578,7 +600,12 @@ class HoodHandlers:
         yield spec_views(self.engine, result, final=True)
 
     def hood_batching(
-        self, batch_prompts: str, batch_n: float, batch_tokens: float, batch_chat: bool
+        self,
+        batch_prompts: str,
+        batch_n: float,
+        batch_tokens: float,
+        batch_chat: bool,
+        request: gr.Request = None,
     ) -> Iterator[dict[str, Any]]:
         """The first N prompts one by one, then together in one padded batch."""
         n = as_whole(batch_n, "number of prompts")
@@ -588,7 +615,10 @@ class HoodHandlers:
         prompts = [encode_prompt(self.engine.tokenizer, line, bool(batch_chat)) for line in lines[:n]]
         result = None
         for result in batching.iter_batching(
-            self.engine, prompts, as_whole(batch_tokens, "new tokens"), control=Control()
+            self.engine,
+            prompts,
+            as_whole(batch_tokens, "new tokens"),
+            control=self._control(request, "batch"),
         ):
             yield batch_views(self.engine, result, lines[:n], final=False)
         yield batch_views(self.engine, result, lines[:n], final=True)
@@ -832,6 +862,14 @@ def _spec_preset(spec_preset: str) -> dict[str, Any]:
     return {"spec_prompt": SPEC_PRESETS.get(spec_preset, "")}
 
 
+def _stop_handler(h: HoodHandlers, view: str) -> Any:
+    def stop(request: gr.Request) -> None:
+        h.stop(view, request)
+
+    stop.__name__ = f"hood_stop_{view}"
+    return stop
+
+
 def _wire(h: HoodHandlers, w: dict[str, Any]) -> None:
     """Run buttons (streaming into each view's status line), Stop buttons, clicks and sliders."""
     runs = [
@@ -846,7 +884,8 @@ def _wire(h: HoodHandlers, w: dict[str, Any]) -> None:
         event = connect(
             [w[f"{name}_run"].click, *more], fn, w, outputs, api_name=api_name, status=f"{name}_status"
         )
-        w[f"{name}_stop"].click(None, None, None, cancels=[event], api_visibility="private")
+        stop = _stop_handler(h, name)
+        w[f"{name}_stop"].click(stop, None, None, cancels=[event], api_visibility="private", queue=False)
     on = {"status": "attn_status", "trigger_mode": "always_last"}
     focus = [w["attn_layer"].release, w["attn_head"].release, w["attn_position"].release]
     connect(focus, h.hood_attention_focus, w, ATTN_FOCUS_OUTPUTS, api_name="hood_attention_focus", **on)
