@@ -4,12 +4,14 @@
 
 Ours: playground.batching.batching (greedy; each sequence's batch tokens must equal its solo run).
 Plain transformers: `generate` on each prompt alone vs `generate` on the left-padded batch.
-Throughput = all new tokens / wall time; prints the batch / one-by-one ratio of each.
+Throughput = all new tokens / wall time, medians of the repeats (the paths alternate); prints
+the batch / one-by-one ratio of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import torch
@@ -70,26 +72,28 @@ def main() -> None:
     print(f"model: {lm.describe()}")
     prompts = [encode_prompt(lm.tokenizer, q, chat=lm.has_chat_template) for q in QUESTIONS[: args.batch]]
     batching(lm, prompts[:2], 2)  # warm-up
-    ours = batching(lm, prompts, args.tokens)
-    solo = [plain_generate(lm, [p], args.tokens) for p in prompts]
-    solo_seconds, solo_ids = sum(s for s, _ in solo), [ids[0] for _, ids in solo]
-    batch_seconds, batch_ids = plain_generate(lm, prompts, args.tokens)
-    solo_rate = sum(map(len, solo_ids)) / solo_seconds
-    batch_rate = sum(map(len, batch_ids)) / batch_seconds
-    print(f"{args.batch} prompts x up to {args.tokens} new tokens (greedy)")
-    print(
-        f"ours:   one by one {ours.solo_tokens_per_second:8.2f} tok/s   batch "
-        f"{ours.batch_tokens_per_second:8.2f} tok/s   batch/solo {ours.throughput_ratio:5.2f}x   "
-        f"tokens equal to solo: {ours.identical}"
-    )
-    print(
-        f"plain:  one by one {solo_rate:8.2f} tok/s   batch {batch_rate:8.2f} tok/s   batch/solo "
-        f"{batch_rate / solo_rate:5.2f}x   tokens equal to solo: {batch_ids == solo_ids}"
-    )
+    rates: dict[str, list[float]] = {"ours solo": [], "ours batch": [], "plain solo": [], "plain batch": []}
+    for _ in range(args.repeats):  # alternately, so that machine noise hits both paths alike
+        ours = batching(lm, prompts, args.tokens)
+        rates["ours solo"].append(ours.solo_tokens_per_second)
+        rates["ours batch"].append(ours.batch_tokens_per_second)
+        solo = [plain_generate(lm, [p], args.tokens) for p in prompts]
+        solo_ids = [ids[0] for _, ids in solo]
+        batch_seconds, batch_ids = plain_generate(lm, prompts, args.tokens)
+        rates["plain solo"].append(sum(map(len, solo_ids)) / sum(s for s, _ in solo))
+        rates["plain batch"].append(sum(map(len, batch_ids)) / batch_seconds)
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    print(f"{args.batch} prompts x up to {args.tokens} new tokens (greedy), medians of {args.repeats}")
+    for who, same in (("ours", ours.identical), ("plain", batch_ids == solo_ids)):
+        solo_rate, batch_rate = median[f"{who} solo"], median[f"{who} batch"]
+        print(
+            f"{who + ':':<7} one by one {solo_rate:8.2f} tok/s   batch {batch_rate:8.2f} tok/s   "
+            f"batch/solo {batch_rate / solo_rate:5.2f}x   tokens equal to solo: {same}"
+        )
     print(f"ours vs plain generate solo tokens equal: {ours.solo_ids == solo_ids}")
     print(
         f"last sequence done after {ours.solo_finished[-1]:.1f} s one by one, "
-        f"{max(ours.batch_finished):.1f} s in the batch"
+        f"{max(ours.batch_finished):.1f} s in the batch (last run)"
     )
 
 

@@ -28,7 +28,9 @@ def plain_transformers(lm, ids: list[int], repeats: int) -> tuple[float, float]:
         length = cache.get_seq_length()
 
         def cached() -> None:
-            cache.crop(length)
+            extra = cache.get_seq_length() - length
+            if extra:
+                cache.crop(-extra)  # transformers 5: a negative count removes that many tokens
             lm.model(input_ids=prompt[:, -1:], past_key_values=cache, use_cache=True, logits_to_keep=1)
 
         def recomputed() -> None:
