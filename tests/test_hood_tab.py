@@ -58,7 +58,7 @@ def test_prefill_vs_decode_table_and_figures(handlers):
 
 
 def test_attention_view_and_its_clicks(handlers):
-    out = handlers.hood_attention("The cat sat on the mat.", 15, 2, 0, request("a"))
+    out = handlers.hood_attention("The cat sat on the mat.", 15, 2, request("a"))
     assert set(out) == set(ATTN_OUTPUTS)
     assert "attention sink" in out["attn_summary"] and "eager attention" in out["attn_status"]
     assert out["attn_position"]["value"] == out["attn_position"]["maximum"] == 6  # the last of 7 tokens
@@ -73,7 +73,7 @@ def test_attention_view_and_its_clicks(handlers):
 
 def test_over_long_attention_text_is_refused(handlers):
     with pytest.raises(PlaygroundError, match="at most 256 tokens and this text has"):
-        handlers.hood_attention("word " * 400, 1, 1, 0, request("b"))
+        handlers.hood_attention("word " * 400, 1, 1, request("b"))
 
 
 def test_lens_view_candidates_and_clicks(handlers, embedded_lm):
@@ -154,7 +154,7 @@ def test_api_lens_and_a_clear_error(app_client):
     result = app_client.predict("The capital of France is", False, [], api_name="/hood_lens")
     assert "Paris" in result[1]
     with pytest.raises(Exception, match="at most 256 tokens"):
-        app_client.predict("word " * 400, 1, 1, 0, api_name="/hood_attention")
+        app_client.predict("word " * 400, 1, 1, api_name="/hood_attention")
 
 
 def test_stop_cancels_the_running_request_within_a_step(tiny_lm):
@@ -164,4 +164,5 @@ def test_stop_cancels_the_running_request_within_a_step(tiny_lm):
     handlers.stop("kv", request("s"))
     with pytest.raises(PlaygroundError, match="Stopped"):
         next(run)
+    assert not handlers._controls  # a finished run forgets its control
     handlers.stop("kv", request("nobody"))  # nothing running: harmless

@@ -14,6 +14,7 @@ import statistics
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gradio as gr
@@ -447,19 +448,26 @@ class HoodHandlers:
     ) -> None:
         self.engine, self.settings, self.workspaces, self.draft = engine, settings, workspaces, draft
         self._attention: OrderedDict[tuple[str, tuple[int, ...]], AttentionView] = OrderedDict()
-        self._attention_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._controls: dict[tuple[str, str], Control] = {}  # (browser tab, view) -> its running request
 
-    def _control(self, request: gr.Request | None, view: str) -> Control:
-        """A fresh Control for this tab's run of a view (Stop cancels it: the model stops within a step)."""
-        control = Control()
-        with self._attention_lock:
-            self._controls[(getattr(request, "session_hash", None) or "", view)] = control
-        return control
+    @contextmanager
+    def _running(self, request: gr.Request | None, view: str) -> Iterator[Control]:
+        """A fresh Control for this tab's run of a view while it runs (Stop cancels it: the model
+        stops within one step), forgotten when the run ends."""
+        key, control = (getattr(request, "session_hash", None) or "", view), Control()
+        with self._lock:
+            self._controls[key] = control
+        try:
+            yield control
+        finally:
+            with self._lock:
+                if self._controls.get(key) is control:
+                    del self._controls[key]
 
     def stop(self, view: str, request: gr.Request | None) -> None:
         """Cancel this tab's running request of a view, if any."""
-        with self._attention_lock:
+        with self._lock:
             control = self._controls.pop((getattr(request, "session_hash", None) or "", view), None)
         if control is not None:
             control.cancel()
@@ -470,11 +478,10 @@ class HoodHandlers:
         """KV cache on vs off: the same greedy continuation both ways, redrawn after every token."""
         length = as_whole(kv_length, "prompt length")
         ids = cost.preset_ids(self.engine.tokenizer, whole_in_range(length, 16, 4000, "Prompt length"))
-        result = None
-        for result in cost.iter_kv_on_off(
-            self.engine, ids, as_whole(kv_tokens, "new tokens"), self._control(request, "kv")
-        ):
-            yield kv_views(self.engine, result, final=False)
+        result, tokens = None, as_whole(kv_tokens, "new tokens")
+        with self._running(request, "kv") as control:
+            for result in cost.iter_kv_on_off(self.engine, ids, tokens, control):
+                yield kv_views(self.engine, result, final=False)
         yield kv_views(self.engine, result, final=True)
 
     def hood_prefill(
@@ -482,21 +489,14 @@ class HoodHandlers:
     ) -> Iterator[dict[str, Any]]:
         """Prefill vs decode tokens/s at each chosen prompt length, with the estimated intensity."""
         lengths = [as_whole(n, "prompt length") for n in pd_lengths or []]
-        result = None
-        steps = cost.iter_prefill_vs_decode(
-            self.engine, lengths, as_whole(pd_decode, "decode steps"), self._control(request, "pd")
-        )
-        for result in steps:
-            yield pd_views(result, final=False)
+        result, decode = None, as_whole(pd_decode, "decode steps")
+        with self._running(request, "pd") as control:
+            for result in cost.iter_prefill_vs_decode(self.engine, lengths, decode, control):
+                yield pd_views(result, final=False)
         yield pd_views(result, final=True)
 
     def hood_attention(
-        self,
-        attn_text: str,
-        attn_layer: float,
-        attn_head: float,
-        attn_position: float,
-        request: gr.Request = None,
+        self, attn_text: str, attn_layer: float, attn_head: float, request: gr.Request = None
     ) -> dict[str, Any]:
         """Read the text with eager attention; show the grid, one head's triangle and one query's row."""
         view = self._attention_view(attn_text, request)
@@ -581,22 +581,20 @@ class HoodHandlers:
         method = METHOD_LABELS.get(spec_method, spec_method)
         temperature = as_number(spec_temperature, "temperature")
         seed = parse_seed(spec_seed)
-        steps = speculative.iter_speculative(
-            self.engine,
-            ids,
-            as_whole(spec_tokens, "new tokens"),
-            method,
-            draft_tokens=as_whole(spec_k, "draft length"),
-            exit_layer=as_whole(spec_exit, "exit layer k") if method == "early_exit" else None,
-            draft=self.draft,
-            settings=SamplingSettings(temperature=temperature),
-            seed=0 if seed is None else seed,
-            compare=True,
-            control=self._control(request, "spec"),
-        )
-        result = None
-        for result in steps:
-            yield spec_views(self.engine, result, final=False)
+        options = {
+            "draft_tokens": as_whole(spec_k, "draft length"),
+            "exit_layer": as_whole(spec_exit, "exit layer k") if method == "early_exit" else None,
+            "draft": self.draft,
+            "settings": SamplingSettings(temperature=temperature),
+            "seed": 0 if seed is None else seed,
+        }
+        result, tokens = None, as_whole(spec_tokens, "new tokens")
+        with self._running(request, "spec") as control:
+            steps = speculative.iter_speculative(
+                self.engine, ids, tokens, method, compare=True, control=control, **options
+            )
+            for result in steps:
+                yield spec_views(self.engine, result, final=False)
         yield spec_views(self.engine, result, final=True)
 
     def hood_batching(
@@ -613,14 +611,10 @@ class HoodHandlers:
         if len(lines) < n:
             raise PlaygroundError(f"{n} prompts asked for but only {len(lines)} given: one prompt per line.")
         prompts = [encode_prompt(self.engine.tokenizer, line, bool(batch_chat)) for line in lines[:n]]
-        result = None
-        for result in batching.iter_batching(
-            self.engine,
-            prompts,
-            as_whole(batch_tokens, "new tokens"),
-            control=self._control(request, "batch"),
-        ):
-            yield batch_views(self.engine, result, lines[:n], final=False)
+        result, tokens = None, as_whole(batch_tokens, "new tokens")
+        with self._running(request, "batch") as control:
+            for result in batching.iter_batching(self.engine, prompts, tokens, control=control):
+                yield batch_views(self.engine, result, lines[:n], final=False)
         yield batch_views(self.engine, result, lines[:n], final=True)
 
     def _attention_view(self, text: str, request: gr.Request | None) -> AttentionView:
@@ -628,12 +622,12 @@ class HoodHandlers:
         slider or clicking a thumbnail does not run the model again."""
         ids = encode_text(self.engine.tokenizer, text or "")
         key = (getattr(request, "session_hash", None) or "", tuple(ids))
-        with self._attention_lock:
+        with self._lock:
             if key in self._attention:
                 self._attention.move_to_end(key)
                 return self._attention[key]
         view = attention_view(self.engine, ids)
-        with self._attention_lock:
+        with self._lock:
             self._attention[key] = view
             while len(self._attention) > 4:
                 self._attention.popitem(last=False)
