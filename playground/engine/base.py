@@ -116,7 +116,9 @@ class Engine(Protocol):
         """Forget key's sequence and free its cache."""
         ...
 
-    def beam_start(self, ids: Sequence[int], num_beams: int, control: Control | None = None) -> tuple[Any, torch.Tensor]:
+    def beam_start(
+        self, ids: Sequence[int], num_beams: int, control: Control | None = None
+    ) -> tuple[Any, torch.Tensor]:
         """num_beams copies of ids in one batch; returns (batch, scores (num_beams, vocab))."""
         ...
 

@@ -133,7 +133,9 @@ def copy_cache(cache: DynamicCache) -> DynamicCache:
     """An independent copy of a cache (fork a sequence: the prefix is copied, nothing shared)."""
     twin = DynamicCache()
     twin.layer_class_to_replicate = None
-    twin.layers = [layer.copy() if isinstance(layer, GrowableLayer) else _copied(layer) for layer in cache.layers]
+    twin.layers = [
+        layer.copy() if isinstance(layer, GrowableLayer) else _copied(layer) for layer in cache.layers
+    ]
     return twin
 
 

@@ -74,7 +74,6 @@ class LocalEngine:
         default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else GPU_PREFILL_CHUNK
         self.prefill_chunk = int(prefill_chunk or default_chunk)
         self.decode_path = "eager"  # how one-token steps run (issue 9 adds CUDA graphs)
-        self._eos = eos_token_ids(model.generation_config, model.config, tokenizer)
         self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     # --- what the model is --------------------------------------------------------------
@@ -103,12 +102,13 @@ class LocalEngine:
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
-        """The ids that end a generation, as `generate` resolves them."""
-        return self._eos
+        """The ids that end a generation, as `generate` resolves them (read from the configs each
+        time: a changed generation config counts)."""
+        return eos_token_ids(self.model.generation_config, self.model.config, self.tokenizer)
 
     @property
     def pad_token_id(self) -> int:
-        return pad_fill_id(self.model.generation_config, self._eos)
+        return pad_fill_id(self.model.generation_config, self.eos_token_ids)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -188,23 +188,29 @@ class LocalEngine:
     def _advance(self, entry: CacheEntry, target: list[int], last: int, control: Control | None) -> Advance:
         """Make entry cover target; return the scores after its last `last` ids and the model time.
 
-        Remembered rows and a cache that already covers target: a crop, no forward. Otherwise
-        crop to the common prefix and forward the rest in chunks (yielding progress)."""
+        Rows remembered for lengths the cache still covers are reused (an undo is a crop, no
+        forward; a pick forwards only the new token); the rest is forwarded in chunks from the
+        common prefix (yielding progress)."""
         self._check_ids(target, last)
         lengths = range(len(target) - last + 1, len(target) + 1)
         common = _common_prefix(entry.ids, target)
-        if common == len(target) and all(n in entry.logits for n in lengths):
-            _crop_entry(entry, len(target))
-            return torch.stack([entry.logits[n] for n in lengths]), 0.0
-        _crop_entry(entry, min(common, len(target) - last))
+        known = [n for n in lengths if n <= common and n in entry.logits]  # rows still valid for target
+        missing = next((n for n in lengths if n not in known), len(target) + 1)
+        _crop_entry(entry, min(common, missing - 1))
+        kept = [entry.logits[n] for n in lengths if n < missing]
+        if missing > len(target):
+            return torch.stack(kept), 0.0
         if entry.cache is None:
             entry.cache, entry.ids = new_cache(self.config), []
-        rows, seconds = yield from self._forward_chunks(entry, target[len(entry.ids) :], last, control)
-        for n, row in zip(lengths, rows, strict=True):
+        computed = len(target) - missing + 1
+        rows, seconds = yield from self._forward_chunks(entry, target[len(entry.ids) :], computed, control)
+        for n, row in zip(range(missing, len(target) + 1), rows, strict=True):
             entry.remember(n, row)
-        return rows, seconds
+        return torch.cat([torch.stack(kept), rows]) if kept else rows, seconds
 
-    def _forward_chunks(self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None) -> Advance:
+    def _forward_chunks(
+        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None
+    ) -> Advance:
         """Forward new_ids into entry's cache, a chunk at a time; rows for the last `last` ids."""
         total, done, seconds = len(new_ids), 0, 0.0
         rows: list[torch.Tensor] = []
@@ -264,7 +270,9 @@ class LocalEngine:
                 f"{len(ids)} tokens is more than the model's context of {self.context_length} tokens."
             )
         vocab = self.vocab_size
-        bad = next((t for t in ids if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab), None)
+        bad = next(
+            (t for t in ids if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab), None
+        )
         if bad is not None:
             check_token_id(bad, vocab)
         if not 1 <= last <= len(ids):
@@ -296,8 +304,14 @@ class LocalEngine:
         with self.lock, self._memory_guard():
             return self._beam_forward(batch, token_ids.reshape(batch.rows, 1), positions)
 
-    def _beam_forward(self, batch: BeamBatch, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        kwargs: dict[str, Any] = {"past_key_values": batch.cache, "position_ids": positions, "use_cache": True}
+    def _beam_forward(
+        self, batch: BeamBatch, input_ids: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        kwargs: dict[str, Any] = {
+            "past_key_values": batch.cache,
+            "position_ids": positions,
+            "use_cache": True,
+        }
         if self._keeps_logits:
             kwargs["logits_to_keep"] = 1
         out = self.model(input_ids=input_ids.contiguous(), **kwargs)
@@ -327,7 +341,9 @@ class LocalEngine:
         """Raw scores (len(ids) - start, vocab) before each of ids[start:], from one pass."""
         ids = list(ids)
         if not 1 <= start < len(ids):
-            raise PlaygroundError(f"Scoring starts at token {start} of {len(ids)}: it needs 1 <= start < length.")
+            raise PlaygroundError(
+                f"Scoring starts at token {start} of {len(ids)}: it needs 1 <= start < length."
+            )
         return self.prefill(ids[:-1], last=len(ids) - start, control=control)
 
     def stream(
@@ -352,16 +368,21 @@ class LocalEngine:
     ) -> Iterator[TokenRecord | Progress]:
         """Choose, record and feed back one token at a time (one host copy per token)."""
         settings, source = plan.settings, "greedy" if plan.settings.greedy else "sample"
+        eos = self.eos_token_ids
         generator = seeded_generator(plan.seed, self.device)
-        ids = torch.tensor(entry.ids, dtype=torch.long, device=self.device)  # (seq,) for the repetition penalty
+        ids = torch.tensor(
+            entry.ids, dtype=torch.long, device=self.device
+        )  # (seq,) for the repetition penalty
         for step in range(plan.max_new_tokens):
             started = time.perf_counter()
             scores = final_scores(logits[0], ids, settings)  # (1, vocab)
             token = choose(scores, settings, generator)  # (1,) on the device
-            record = describe_rows(self.tokenizer, logits, token, processed=scores, top=plan.top, source=source)[0]
+            record = describe_rows(
+                self.tokenizer, logits, token, processed=scores, top=plan.top, source=source
+            )[0]
             record.seconds = spent + time.perf_counter() - started
             yield record
-            if record.id in self._eos or step == plan.max_new_tokens - 1:
+            if record.id in eos or step == plan.max_new_tokens - 1:
                 return
             check(control)
             ids = torch.cat([ids, token])
@@ -387,8 +408,12 @@ class LocalEngine:
         kwargs: dict[str, Any] = {"logits_to_keep": 1} if self._keeps_logits else {}
         with self.lock, self._memory_guard():
             self.model(input_ids=ids, past_key_values=cache, use_cache=True, **kwargs)
-        dtype = next((str(layer.keys.dtype) for layer in cache.layers if getattr(layer, "keys", None) is not None), "")
-        return filled_layer_bytes(cache), dtype.removeprefix("torch.") or str(self.dtype).removeprefix("torch.")
+        dtype = next(
+            (str(layer.keys.dtype) for layer in cache.layers if getattr(layer, "keys", None) is not None), ""
+        )
+        return filled_layer_bytes(cache), dtype.removeprefix("torch.") or str(self.dtype).removeprefix(
+            "torch."
+        )
 
 
 def _finish(advance: Advance) -> tuple[torch.Tensor, float]:

@@ -39,7 +39,9 @@ class TokenRecord:
     visible: str  # the same with whitespace (␣ ↵), partial bytes (<0xNN>) and specials made visible
     special: bool
     logprob: float  # raw log-softmax (temperature 1): the model's own; NaN when the engine did not say
-    sampled_prob: float | None  # probability under the processed distribution it was drawn from; None if not drawn
+    sampled_prob: (
+        float | None
+    )  # probability under the processed distribution it was drawn from; None if not drawn
     rank: int | None  # 1 = the model's most likely token; None when outside what the engine returned
     entropy: float | None  # nats, of the raw distribution (of the returned top-N on a partial engine)
     top: list[Alternative] = field(default_factory=list)  # best raw alternatives, best first

@@ -75,7 +75,9 @@ def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
     return demo
 
 
-def _wire_moves(demo: gr.Blocks, tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict) -> None:
+def _wire_moves(
+    demo: gr.Blocks, tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict
+) -> None:
     """Page load starts the Step tab; a beam node or a chat token opens in Step by step; a step
     path continues as chat. Each move hands over the tree's records (no replay)."""
     on = {"status": "status"}
@@ -88,13 +90,22 @@ def _wire_moves(demo: gr.Blocks, tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_
         return gr.Tabs(selected="chat")
 
     beam_open = {**step_w, "open": beam_w["open"]}
-    connect(beam_w["open"].click, step_h.step_open_beam_node, beam_open, VIEW_OUTPUTS, api_name="step_open_beam_node", **on).success(
-        to_step, None, tabs, api_visibility="private"
-    )
+    connect(
+        beam_w["open"].click,
+        step_h.step_open_beam_node,
+        beam_open,
+        VIEW_OUTPUTS,
+        api_name="step_open_beam_node",
+        **on,
+    ).success(to_step, None, tabs, api_visibility="private")
     chat_open = {**step_w, "open_position": chat_w["open_position"]}
-    connect(chat_w["open_step"].click, step_h.step_open_chat_token, chat_open, VIEW_OUTPUTS, api_name="step_open_chat_token", **on).success(
-        to_step, None, tabs, api_visibility="private"
-    )
+    for trigger, handler, name in (
+        (chat_w["open_step"].click, step_h.step_open_chat_token, "step_open_chat_token"),
+        (chat_w["token_view"].click, step_h.open_clicked, None),
+    ):
+        connect(trigger, handler, chat_open, VIEW_OUTPUTS, api_name=name, **on).success(
+            to_step, None, tabs, api_visibility="private"
+        )
     continue_chat = {**chat_w, "continue_chat": step_w["continue_chat"]}
     event = connect(
         step_w["continue_chat"].click, chat_h.chat_from_step, continue_chat, ANSWER_OUTPUTS,

@@ -129,7 +129,7 @@ class BeamHandlers:
 
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
-        self.workspaces = workspaces or Workspaces(engine)
+        self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
 
     def beam_run(
         self,
@@ -166,7 +166,9 @@ class BeamHandlers:
             "export_file": None,
         }
 
-    def beam_redraw(self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None) -> dict[str, Any]:
+    def beam_redraw(
+        self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
+    ) -> dict[str, Any]:
         tree = self._workspace(request).beam
         return {} if tree is None else {"plot": plot_value(tree, pruned, show_greedy, image_format)}
 
@@ -294,7 +296,9 @@ def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     run_triggers = [w["run"].click, w["prompt"].submit]
     connect(run_triggers, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
     redraw = [w[k].change for k in ("pruned", "show_greedy", "image_format")]
-    connect(redraw, h.beam_redraw, w, ["plot"], api_name="beam_redraw", model=False, trigger_mode="always_last")
+    connect(
+        redraw, h.beam_redraw, w, ["plot"], api_name="beam_redraw", model=False, trigger_mode="always_last"
+    )
     connect(w["node"].input, h.beam_select_node, w, ["prefix_text"], api_name="beam_select_node", model=False)
     connect(w["clicked"].change, h.beam_click_node, w, ["node", "prefix_text"], api_name=None, model=False)
     connect(w["export"].click, h.beam_export, w, ["export_file"], api_name="beam_export", model=False)

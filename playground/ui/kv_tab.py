@@ -12,8 +12,8 @@ from typing import Any
 import gradio as gr
 
 from playground import kv as kvm
-from playground.errors import PlaygroundError
 from playground.engine.base import Engine
+from playground.errors import PlaygroundError
 from playground.kv.presets import COMPARISON_MODELS, PRESETS
 from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
 from playground.ui.common import as_number, as_whole, connect
@@ -174,7 +174,9 @@ def calculate(
 ) -> dict[str, Any]:
     """Everything the calculator shows for one set of inputs: summary, formula, layers, two figures."""
     config = kvm.as_config_dict(config_text or "")
-    b = kvm.kv_cache_breakdown(config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode)
+    b = kvm.kv_cache_breakdown(
+        config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode
+    )
     params, source = parameter_count(lm, preset, config, params_b)
     weights = kvm.weights_bytes(params, weights_dtype)
     gpu = int(_positive(gpu_gb, "GPU memory") * kvm.GB)
@@ -217,7 +219,9 @@ class KVHandlers:
             )  # fmt: skip
         except PlaygroundError as exc:
             gr.Warning(str(exc))
-            return dict(zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True))
+            return dict(
+                zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True)
+            )
 
     def kv_preset_config(self, preset: str) -> str:
         """The config.json text of a preset (or of the loaded model)."""
@@ -240,7 +244,9 @@ def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
     """Build a real cache with the loaded model and put its bytes next to the prediction."""
     n = _whole(prompt_len, "Prompt length")
     if n > lm.context_length:
-        raise PlaygroundError(f"Prompt length {n:,} exceeds the model's context of {lm.context_length:,} tokens.")
+        raise PlaygroundError(
+            f"Prompt length {n:,} exceeds the model's context of {lm.context_length:,} tokens."
+        )
     m = kvm.measure_vs_predicted(lm, n, 1)
     rows = [
         [p.index, p.kind, p.bytes, measured, p.bytes == measured]
@@ -251,7 +257,8 @@ def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
         f"### Measured {m.measured_bytes:,} bytes · predicted {m.predicted.total_bytes:,} bytes: "
         f"{verdict}\n\n"
         f"A forward pass of {lm.name} (loaded in {model_dtype_name(lm)}) over {n:,} synthetic tokens "
-        f"(batch 1) filled the engine's KV cache, whose keys and values are {m.dtype}, the model's own dtype; "
+        f"(batch 1) filled the engine's KV cache, whose keys and values are {m.dtype}, the model's own "
+        "dtype; "
         f"measured = Σ numel × element_size over them ({len(m.measured_layers)} layers). "
         f"Predicted = `kv_cache_bytes(config, {n}, 1, {m.dtype!r}, 'transformers')` = "
         f"{kvm.format_bytes(m.predicted.total_bytes)}, in that same dtype: the KV dtype chosen above "
@@ -283,8 +290,8 @@ def _positive(value: float | str | None, label: str) -> float:
 
 # --- layout ------------------------------------------------------------------------------------------
 
-CALCULATOR_INPUTS = ["preset", "config_text", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb", "weights_dtype",
-                     "params_b", "overhead_pct"]  # fmt: skip
+CALCULATOR_INPUTS = ["preset", "config_text", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb",
+                     "weights_dtype", "params_b", "overhead_pct"]  # fmt: skip
 
 
 def build_kv_tab(lm: Engine) -> dict[str, Any]:
@@ -307,7 +314,9 @@ def build_kv_tab(lm: Engine) -> dict[str, Any]:
                 w["curves"] = gr.Plot(first["curves"], label="KV bytes vs context")
                 w["bars"] = gr.Plot(first["bars"], label="Weights + KV vs GPU")
             w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula")
-            w["layers"] = gr.Dataframe(first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False)
+            w["layers"] = gr.Dataframe(
+                first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False
+            )
     _measure_section(lm, w)
     _wire(KVHandlers(lm), w)
     return w
@@ -375,16 +384,33 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
     """One calculator event for every trigger; none of it needs the model queue. A chosen preset first
     fills the config and resets the weights dtype, then calculates. Only "measure" runs the model."""
     quick = {"model": False}
-    triggers = [w["run"].click, w["seq_len"].submit, w["batch"].submit, w["params_b"].submit, w["overhead_pct"].release]
+    triggers = [
+        w["run"].click,
+        w["seq_len"].submit,
+        w["batch"].submit,
+        w["params_b"].submit,
+        w["overhead_pct"].release,
+    ]
     triggers += [w[name].change for name in ("kv_dtype", "mode", "gpu_gb", "weights_dtype")]
     connect(triggers, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name="kv_calculate", **quick)
     # .select fires on every choice, re-choosing the same preset too (.change would not)
-    chosen = connect(w["preset"].select, h.kv_preset_config, w, ["config_text"], api_name="kv_preset_config", **quick)
+    chosen = connect(
+        w["preset"].select, h.kv_preset_config, w, ["config_text"], api_name="kv_preset_config", **quick
+    )
     dtype = connect(chosen.success, h.kv_weights_dtype, w, ["weights_dtype"], api_name=None, **quick)
-    loaded = connect(w["load"].click, h.kv_load_config, w, ["config_text"], api_name="kv_load_config", **quick)
+    loaded = connect(
+        w["load"].click, h.kv_load_config, w, ["config_text"], api_name="kv_load_config", **quick
+    )
     for event in (dtype, loaded):
         connect(event.success, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name=None, **quick)
-    connect(w["measure"].click, h.kv_measure, w, ["measured", "measure_table"], api_name="kv_measure", status="measured")
+    connect(
+        w["measure"].click,
+        h.kv_measure,
+        w,
+        ["measured", "measure_table"],
+        api_name="kv_measure",
+        status="measured",
+    )
 
 
 def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
@@ -402,4 +428,6 @@ def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
             )  # fmt: skip
             w["measure"] = gr.Button("Build a real cache and compare", variant="secondary")
         w["measured"] = gr.Markdown()
-        w["measure_table"] = gr.Dataframe(headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False)
+        w["measure_table"] = gr.Dataframe(
+            headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False
+        )

@@ -77,7 +77,9 @@ def _fork_buttons(position: int, token: TokenRecord) -> str:
     return f"<span class='tok-alts'>{buttons}</span>{step}"
 
 
-def answer_tokens_html(tokens: Sequence[TokenRecord], show_special: bool = False, forkable: bool = True) -> str:
+def answer_tokens_html(
+    tokens: Sequence[TokenRecord], show_special: bool = False, forkable: bool = True
+) -> str:
     """The answer as coloured tokens; the card shows probability, log-prob and the top alternatives,
     which fork the answer when clicked (forkable)."""
     spans = []
