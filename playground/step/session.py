@@ -336,8 +336,11 @@ class StepSession:
 
     def _describe(self, rows: torch.Tensor, token_ids: list[int], source: str, seconds: float = 0.0) -> list[TokenRecord]:
         per_token = [seconds / len(token_ids)] * len(token_ids)
-        complete = self.engine.capabilities.full_vocab
-        return describe_rows(self.engine.tokenizer, rows, token_ids, complete=complete, source=source, seconds=per_token)
+        capabilities = self.engine.capabilities
+        complete, limit = capabilities.full_vocab, None if capabilities.full_vocab else capabilities.top_n
+        return describe_rows(
+            self.engine.tokenizer, rows, token_ids, complete=complete, source=source, seconds=per_token, rank_limit=limit
+        )
 
     def _append(self, token_ids: list[int], source: str, sampled: float | None = None) -> None:
         """Extend the path by token_ids: one forward over them; on failure nothing changes."""

@@ -40,13 +40,17 @@ def preset_choices() -> list[str]:
 
 
 def loaded_config(lm: Engine) -> dict[str, Any]:
-    """The loaded model's full config as a plain config.json dict."""
-    return json.loads(lm.config.to_json_string(use_diff=False))
+    """The loaded model's full config as a plain config.json dict ({} when a serving engine's model
+    config is not available here)."""
+    config = getattr(lm, "config", None)
+    return json.loads(config.to_json_string(use_diff=False)) if config is not None else {}
 
 
 def model_dtype_name(lm: Engine) -> str:
-    """The loaded model's dtype as the calculator names it: torch.float32 -> "float32"."""
-    return str(lm.dtype).removeprefix("torch.")
+    """The loaded model's dtype as the calculator names it: torch.float32 -> "float32" (a serving
+    engine's weights format is not known here: bfloat16, how most checkpoints are published)."""
+    dtype = getattr(lm, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else "bfloat16"
 
 
 def weights_dtype_default(lm: Engine, preset: str) -> tuple[str, str]:
@@ -80,7 +84,7 @@ def parameter_count(
         if params_b < 0:
             raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
         return int(params_b * 1e9), "as entered"
-    if preset == LOADED and config == loaded_config(lm):
+    if preset == LOADED and config == loaded_config(lm) and getattr(lm, "num_parameters", None):
         return lm.num_parameters, "counted on the loaded model"
     if preset in PRESETS and config == PRESETS[preset].config:
         return PRESETS[preset].num_parameters, f"published count of {preset}"
@@ -237,7 +241,10 @@ class KVHandlers:
 
 
 def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
-    """Build a real cache with the loaded model and put its bytes next to the prediction."""
+    """Build a real cache with the loaded model and put its bytes next to the prediction (a serving
+    engine: its own KV figures next to the prediction for them)."""
+    if not lm.capabilities.cache_bytes:
+        return server_kv_text(lm), []
     n = _whole(prompt_len, "Prompt length")
     if n > lm.context_length:
         raise PlaygroundError(f"Prompt length {n:,} exceeds the model's context of {lm.context_length:,} tokens.")
@@ -258,6 +265,35 @@ def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
         "does not apply to this real cache."
     )
     return text, rows
+
+
+def server_kv_text(lm: Any) -> str:
+    """A serving engine's own KV capacity and usage, next to the calculator's bytes for that many
+    tokens of the served config (wording to be settled by the UI rework)."""
+    figures = lm.kv_figures() if hasattr(lm, "kv_figures") else None
+    if figures is None:
+        return f"**{lm.capabilities.why_not('cache_bytes')}**, and {lm.kind} does not report KV figures here."
+    config = getattr(lm, "config", None)
+    used = "usage not reported"
+    if figures.used_tokens is not None:
+        used = f"{figures.used_tokens:,} tokens in use"
+    if figures.usage is not None:
+        used += f" ({figures.usage:.1%})"
+    text = f"### {lm.kind}'s own KV cache: {figures.capacity_tokens:,} tokens · {used}\n\n"
+    text += f"From {figures.source}"
+    if figures.block_size and figures.num_blocks:
+        text += f": {figures.num_blocks:,} blocks × {figures.block_size} tokens"
+    if config is None:
+        return text + ". The served model's config is not available here, so there is no prediction."
+    c = kvm.compare_server_kv(figures, config)
+    reported = ""
+    if c.reported_bytes:
+        reported = f"; the engine reports {kvm.format_bytes(c.reported_bytes)} per GPU"
+    return text + (
+        f".\n\nPredicted by the calculator for the served config ({c.dtype_note}): {c.bytes_per_token:,} B "
+        f"per token, so {c.capacity_tokens:,} tokens take **{kvm.format_bytes(c.predicted_bytes)}**"
+        f"{reported}."
+    )
 
 
 def _whole(value: float | None, label: str) -> int:
