@@ -305,3 +305,33 @@ def test_prometheus_parser_reads_labels_and_values():
         ("plain_metric", {}, 3.0),
     ]
     assert math.isclose(parse_prometheus('a{b="c"} 2.5e-1')[0][2], 0.25)
+
+
+def test_remembered_distributions_make_undo_and_branches_free(model, local):
+    """An undo, a branch switch or a fork costs no request; a pick costs one."""
+    server = FakeVLLM(model)
+    session = StepSession(remote(server, "vllm", local), PROMPT)
+    first = session.candidates(5)
+    count = len(server.requests)
+    session.pick(first[0].token_id)
+    assert len(server.requests) == count + 1
+    session.candidates(5)
+    session.undo()
+    assert [c.token_id for c in session.candidates(5)] == [c.token_id for c in first]
+    session.switch_to(session.branches()[0].node_id)
+    session.candidates(5)
+    session.engine.fork(session.key, "copy")
+    session.engine.sync("copy", session.ids)
+    assert len(server.requests) == count + 1
+
+
+def test_settings_vllm_cannot_sample_are_sampled_here(model, local):
+    server = FakeVLLM(model)
+    engine = remote(server, "vllm", local)
+    settings = SamplingSettings(temperature=0.9, typical_p=0.8)
+    assert "typical-p" in engine.client_side_reason(settings)
+    request = ChatRequest([{"role": "user", "content": "Hi!"}], settings=settings, max_new_tokens=3, seed=2)
+    before = len(server.requests)
+    update = run_chat(engine, request)
+    assert len(server.requests) - before == 3 and not any(b.get("stream") for b in server.requests[before:])
+    assert all(0 < t.sampled_prob <= 1 for t in update.tokens)

@@ -188,7 +188,9 @@ class StepSession:
         with self._lock:
             token_ids = self._tokens_for(token_or_text)
             self._check_room(len(token_ids) - 1)
-            rows = self.engine.sync(self.key, self.ids + token_ids[:-1], last=len(token_ids))
+            # Through the last queried token too: an engine returning only a top-N then knows every
+            # queried token's log-prob, however unlikely (one more row, dropped).
+            rows = self.engine.sync(self.key, self.ids + token_ids, last=len(token_ids) + 1)[:-1]
             final = sampling_stages(rows[0], self.ids, settings)[-1]
             records = self._describe(rows, token_ids, "force")
             records[0].sampled_prob = float(final.probs[token_ids[0]])

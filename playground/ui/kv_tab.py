@@ -35,8 +35,13 @@ WEIGHTS_INFO = "Weights take parameters × bytes per parameter next to the cache
 MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
 
 
-def preset_choices() -> list[str]:
-    return [LOADED, *PRESETS]
+def preset_choices(lm: Engine | None = None) -> list[str]:
+    """The presets, after the loaded model when its config is known here (a served one may not be)."""
+    return [LOADED, *PRESETS] if lm is None or loaded_config(lm) else list(PRESETS)
+
+
+def default_preset(lm: Engine) -> str:
+    return preset_choices(lm)[0]
 
 
 def loaded_config(lm: Engine) -> dict[str, Any]:
@@ -351,14 +356,15 @@ def build_kv_tab(lm: Engine) -> dict[str, Any]:
 
 def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
     w["preset"] = gr.Dropdown(
-        preset_choices(),
-        value=LOADED,
+        preset_choices(lm),
+        value=default_preset(lm),
         label="Model",
         info="A preset fills the config.json below; edit it or paste your own, then Calculate.",
     )
     with gr.Accordion("config.json: view, edit, paste or load", open=False):
         w["config_text"] = gr.Code(
-            value=preset_config_text(lm, LOADED), language="json", label="config.json", lines=12, max_lines=24
+            value=preset_config_text(lm, default_preset(lm)),
+            language="json", label="config.json", lines=12, max_lines=24,
         )
         with gr.Row():
             w["config_path"] = gr.Textbox(
@@ -395,7 +401,7 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
         GPU_CHOICES, value=80, label="GPU memory (GB = 10^9 B)", allow_custom_value=True,
         info="Memory of one GPU as vendors print it; type any other size in GB.",
     )  # fmt: skip
-    wdtype, winfo = weights_dtype_default(lm, LOADED)
+    wdtype, winfo = weights_dtype_default(lm, default_preset(lm))
     w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
     w["params_b"] = gr.Number(
         None, label="Parameters (billions, optional)", minimum=0,

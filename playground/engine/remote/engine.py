@@ -43,6 +43,7 @@ from playground.errors import PlaygroundError
 
 MAX_SEQUENCES = 4096  # sequence keys remembered (least recently used forgotten)
 MAX_POSITION_BYTES = 256 * 2**20  # memory for remembered distributions, all keys together
+MAX_PARKED = 1024  # rows kept per sequence for paths left (undo, other branches)
 MAX_SCORED_ONE_BY_ONE = 64  # given tokens scored one request each (engines without prompt scoring)
 
 
@@ -78,10 +79,20 @@ class _Row:
 class _Sequence:
     ids: list[int] = field(default_factory=list)
     rows: dict[int, _Row] = field(default_factory=dict)  # length m -> distribution after ids[:m]
+    # Rows of paths left (an undo, another branch), by their prefix: going back costs no request.
+    parked: OrderedDict[tuple[int, ...], _Row] = field(default_factory=OrderedDict)
 
     @property
     def nbytes(self) -> int:
-        return sum(row.nbytes for row in self.rows.values())
+        return sum(row.nbytes for row in self.rows.values()) + sum(row.nbytes for row in self.parked.values())
+
+    def unpark(self, m: int) -> _Row | None:
+        """The remembered row after ids[:m] (moved back from the parked ones when it is there)."""
+        if m not in self.rows and self.parked:
+            row = self.parked.pop(tuple(self.ids[:m]), None)
+            if row is not None:
+                self.rows[m] = row
+        return self.rows.get(m)
 
 
 @dataclass
@@ -220,7 +231,7 @@ class RemoteEngine:
 
     def fork(self, key: str, new_key: str) -> None:
         seq = self._peek(key) or _Sequence()
-        self._put(new_key, _Sequence(list(seq.ids), dict(seq.rows)))
+        self._put(new_key, _Sequence(list(seq.ids), dict(seq.rows), OrderedDict(seq.parked)))
 
     def release(self, key: str) -> None:
         with self._lock:
@@ -267,7 +278,7 @@ class RemoteEngine:
         remembered (full: with the engine's whole top-N; else knowing the next given token will do)."""
         _cut(seq, _common_prefix(seq.ids, ids))
         seq.ids = list(ids)
-        missing = [m for m in lengths if not self._usable(seq.rows.get(m), ids, m, full)]
+        missing = [m for m in lengths if not self._usable(seq.unpark(m), ids, m, full)]
         if missing:
             self._fetch(seq, ids, missing, control)
 
@@ -533,7 +544,9 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def _cut(seq: _Sequence, length: int) -> None:
-    """Keep the first `length` ids and the distributions that depend on them only."""
+    """Keep the first `length` ids; the distributions after longer prefixes are parked (by prefix)."""
+    for m in sorted(m for m in seq.rows if m > length):
+        seq.parked[tuple(seq.ids[:m])] = seq.rows.pop(m)
+    while len(seq.parked) > MAX_PARKED:
+        seq.parked.popitem(last=False)
     del seq.ids[length:]
-    for m in [m for m in seq.rows if m > length]:
-        del seq.rows[m]
