@@ -335,3 +335,24 @@ def test_settings_vllm_cannot_sample_are_sampled_here(model, local):
     update = run_chat(engine, request)
     assert len(server.requests) - before == 3 and not any(b.get("stream") for b in server.requests[before:])
     assert all(0 < t.sampled_prob <= 1 for t in update.tokens)
+
+
+def test_event_stream_reading():
+    """SSE: comments and blank lines skipped, [DONE] ends, an error event is a clear error."""
+    body = (
+        b': ping\n\ndata: {"a": 1}\n\nevent: x\ndata: {"a": -Infinity}\n\ndata: [DONE]\n\ndata: {"a": 3}\n\n'
+    )
+    client = HttpClient(
+        "http://x",
+        "the test server",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body)),
+    )
+    assert list(client.stream_events("/s", {})) == [{"a": 1}, {"a": -math.inf}]
+    failing = b'data: {"a": 1}\n\ndata: {"error": {"message": "context full", "code": 400}}\n\n'
+    client = HttpClient(
+        "http://x",
+        "the test server",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=failing)),
+    )
+    with pytest.raises(EngineUnavailable, match="stopped with an error: context full"):
+        list(client.stream_events("/s", {}))

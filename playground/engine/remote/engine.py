@@ -476,7 +476,8 @@ class RemoteEngine:
         row = _Row.of(token.position)
         seq.rows[len(seq.ids)] = row
         scores = self._row_tensor(row, token.id).unsqueeze(0)
-        if processed is None and plan.settings.greedy:
+        if processed is None and plan.settings.greedy and plan.settings.repetition_penalty == 1:
+            # the server's greedy choice is the raw argmax: its probability after sampling is 1
             processed = final_scores(scores[0], torch.tensor(seq.ids), plan.settings)
         record = self._describe(scores, [token.id], processed, plan.top, source, row.n)[0]
         record.seconds = time.perf_counter() - since

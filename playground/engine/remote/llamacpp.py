@@ -200,6 +200,8 @@ class LlamaCppAdapter(Adapter):
                     yield _progress(event["prompt_progress"])
                 continue
             items = event.get("completion_probabilities") or []
+            if event.get("tokens") and not items:
+                raise EngineUnavailable(f"{self.label} streamed tokens without probabilities (n_probs).")
             if items and int(event.get("tokens_predicted", received + len(items))) > received + len(items):
                 yield _Gap()  # a token before this one was never sent
                 return
