@@ -44,7 +44,8 @@ class Settings:
     engine_url: str | None = None
     # The served model's tokenizer: a local directory, .gguf file or Hub id (default: found from the server).
     engine_tokenizer: str | None = None
-    # Alternatives asked per position; 0 = the server's maximum (vLLM: --max-logprobs).
+    # Alternatives asked per position; 0 = the server's maximum (vLLM: --max-logprobs), 1000 where the
+    # server sets none (llama-server, SGLang; the vocabulary size there gives exact sampling stages).
     engine_top_n: int = 0
     # Seconds to wait for an engine's answer (a long prompt on a CPU server takes a while).
     engine_timeout: int = 120

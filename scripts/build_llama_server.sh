@@ -29,7 +29,12 @@ echo "Building llama-server from llama-cpp-python==$version (a few minutes; log:
   "$python" -m pip download --quiet --no-deps --no-binary llama-cpp-python "llama-cpp-python==$version" -d "$work"
   tar -xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
   src="$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)"
-  cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  if ! command -v cmake >/dev/null; then  # cmake and ninja come as wheels from the package index
+    "$python" -m pip install --quiet --target "$work/tools" cmake ninja
+    export PATH="$work/tools/bin:$PATH" PYTHONPATH="$work/tools${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+  generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S "$src" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=ON
   cmake --build "$work/build" --target llama-server -j "$(nproc)"

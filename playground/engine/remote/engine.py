@@ -460,8 +460,17 @@ class RemoteEngine:
                     yield self._remember(seq, event, None, plan, source, started)
                     made, started = made + 1, time.perf_counter()
                 if made and (seq.ids[-1] in self._eos or made >= plan.max_new_tokens):
+                    self._drain_timings(events)
                     return
                 check(control)
+
+    def _drain_timings(self, events: Iterator[Any]) -> None:
+        """After the last token: the server's own timings if they come next (nothing more is shown)."""
+        for event in events:
+            if isinstance(event, ServerTimings):
+                self.last_timings = event
+            else:
+                return
 
     def _remember(
         self,

@@ -19,6 +19,7 @@ Shapes from ggml-org/llama.cpp tools/server (server-task.cpp `probs_vector_to_js
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,30 +153,30 @@ class LlamaCppAdapter(Adapter):
         """Stream with the server sampling; continue after an end token we do not stop on, and take a
         token the server did not stream (a partial UTF-8 character) from a one-token request."""
         generated: list[int] = []
-        total = ServerTimings()
-        stops = set(stop_ids)
-        while len(generated) < max_tokens:
+        total, stops, done = ServerTimings(), set(stop_ids), False
+        while not done:
             before, gap = len(generated), False
-            context = [*ids, *generated]
-            for event in self._stream_once(
-                context, settings, max_tokens - len(generated), n, seed + before, not before
-            ):
-                if isinstance(event, _Gap):
-                    gap = True
-                    break
-                if isinstance(event, ServerTimings):
-                    _add(total, event)
-                    continue
-                if isinstance(event, StreamToken):
-                    generated.append(event.id)
-                yield event
-                if isinstance(event, StreamToken) and (event.id in stops or len(generated) >= max_tokens):
-                    break
-            if generated and (generated[-1] in stops or len(generated) >= max_tokens):
+            events = self._stream_once(
+                [*ids, *generated], settings, max_tokens - before, n, seed + before, not before
+            )
+            with closing(events):
+                for event in events:
+                    if isinstance(event, ServerTimings):
+                        _add(total, event)  # the server's final event (read after our last token too)
+                    elif isinstance(event, _Gap) or done:  # after our stop token the server may go on
+                        gap = not done
+                        break
+                    else:
+                        if isinstance(event, StreamToken):
+                            generated.append(event.id)
+                            done = event.id in stops or len(generated) >= max_tokens
+                        yield event
+            if done:
                 break
             if gap:
                 token = self._sample_one([*ids, *generated], settings, n, seed + len(generated))
                 generated.append(token.id)
+                done = token.id in stops or len(generated) >= max_tokens
                 yield token
             elif len(generated) == before:
                 raise EngineUnavailable(
