@@ -86,8 +86,11 @@ def main() -> None:
         "--url", help="a running llama-server (default: start the built one on the embedded GGUF)"
     )
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per answer")
+    parser.add_argument(
+        "--threads", type=int, help="llama-server threads (default: the machine's cores, at most 4)"
+    )
     args = parser.parse_args()
-    server = None if args.url else LlamaServer.start()
+    server = None if args.url else LlamaServer.start(threads=args.threads)
     try:
         engine = connect(args.url or server.url, "llama.cpp", progress=lambda line: None)
         print(f"engine: {engine.describe()}; top-5 alternatives per token; medians of {args.repeats} runs")

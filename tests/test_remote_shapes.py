@@ -356,3 +356,21 @@ def test_event_stream_reading():
     )
     with pytest.raises(EngineUnavailable, match="stopped with an error: context full"):
         list(client.stream_events("/s", {}))
+
+
+@pytest.mark.parametrize("token", [17, 400])  # inside and outside the top 10
+def test_describe_top_equals_describe_rows_on_the_same_top_n(local, token):
+    from playground.engine.records import describe_rows, describe_top
+
+    lp = torch.log_softmax(torch.randn(local.vocab_size, generator=torch.Generator().manual_seed(1)), -1)
+    lp[17] = lp.max() + 0.5  # token 17 is the most likely
+    top = torch.topk(lp, 10)
+    row = torch.full_like(lp, -math.inf)
+    row[top.indices] = top.values
+    row[token] = lp[token]
+    dense = describe_rows(local.tokenizer, row.unsqueeze(0), [token], complete=False, rank_limit=10)[0]
+    sparse = describe_top(local.tokenizer, top.indices.tolist(), top.values.tolist(), token, float(lp[token]),
+                          rank_limit=10)  # fmt: skip
+    assert (sparse.id, sparse.rank, sparse.top) == (dense.id, dense.rank, dense.top)
+    assert (sparse.logprob, sparse.entropy) == pytest.approx((dense.logprob, dense.entropy), abs=1e-5)
+    assert sparse.rank == (1 if token == 17 else None)

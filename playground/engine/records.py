@@ -103,6 +103,30 @@ def describe_rows(
     ]
 
 
+def describe_top(
+    tokenizer: Any,
+    top_ids: Sequence[int],
+    top_logprobs: Sequence[float],
+    token_id: int,
+    logprob: float,
+    *,
+    sampled_prob: float | None = None,
+    top: int = TOP_ALTERNATIVES,
+    source: str = "sample",
+    rank_limit: int | None = None,
+) -> TokenRecord:
+    """describe_rows for one token when only an engine's top-N is known (best first) plus the
+    token's own log-prob: the same record, computed on the N values instead of a vocabulary-wide
+    row (a streamed token costs microseconds, not a pass over the vocabulary)."""
+    finite = [lp for lp in top_logprobs if math.isfinite(lp)]
+    if token_id not in top_ids and math.isfinite(logprob):
+        finite.append(logprob)
+    entropy = -sum(math.exp(lp) * lp for lp in finite)
+    rank = 1 + sum(lp > logprob for lp in top_logprobs)
+    row = [token_id, logprob, rank, entropy, sampled_prob, *top_ids[:top], *top_logprobs[:top]]
+    return _record(tokenizer, row, top, sampled_prob is not None, source, 0.0, rank_limit)
+
+
 def _pack(
     rows: torch.Tensor,
     token_ids: Sequence[int] | torch.Tensor,

@@ -27,7 +27,7 @@ import torch
 from playground.engine.base import Capabilities, DecodePlan, Progress
 from playground.engine.control import Control, check, report
 from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
-from playground.engine.records import TokenRecord, describe_rows
+from playground.engine.records import TokenRecord, describe_rows, describe_top
 from playground.engine.remote.adapter import (
     Adapter,
     Position,
@@ -484,14 +484,25 @@ class RemoteEngine:
         """The token's record; its distribution is kept under the sequence (a later fork reuses it)."""
         row = _Row.of(token.position)
         seq.rows[len(seq.ids)] = row
-        scores = self._row_tensor(row, token.id).unsqueeze(0)
-        if processed is None and plan.settings.greedy and plan.settings.repetition_penalty == 1:
-            # the server's greedy choice is the raw argmax: its probability after sampling is 1
-            processed = final_scores(scores[0], torch.tensor(seq.ids), plan.settings)
-        record = self._describe(scores, [token.id], processed, plan.top, source, row.n)[0]
+        if processed is not None:  # sampled here, from these processed scores
+            scores = self._row_tensor(row, token.id).unsqueeze(0)
+            record = self._describe(scores, [token.id], processed, plan.top, source, row.n)[0]
+        else:
+            record = self._describe_streamed(token, plan, source)
         record.seconds = time.perf_counter() - since
         seq.ids.append(token.id)
         return record
+
+    def _describe_streamed(self, token: StreamToken, plan: DecodePlan, source: str) -> TokenRecord:
+        """A server-sampled token's record from its top-N alone (no vocabulary-wide tensors per token).
+        After sampling: 1 for plain greedy (the server took the raw argmax), else not known here."""
+        p, settings = token.position, plan.settings
+        plain_greedy = settings.greedy and settings.repetition_penalty == 1 and p.top_ids[:1] == [token.id]
+        return describe_top(
+            self.tokenizer, p.top_ids, p.top_logprobs, token.id, p.logprob(token.id),
+            sampled_prob=1.0 if plain_greedy else None, top=plan.top, source=source,
+            rank_limit=None if p.n >= self.vocab_size else p.n,
+        )  # fmt: skip
 
     def _describe(
         self,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from playground.engine.remote.adapter import (
@@ -86,9 +87,9 @@ class LlamaCppAdapter(Adapter):
         context = props.get("default_generation_settings", {}).get("n_ctx") or meta.get("n_ctx")
         self._context = int(context or self._context)
         return ServerInfo(
-            model=str(
-                props.get("model_alias") or (models.get("data") or [{}])[0].get("id") or "llama.cpp model"
-            ),
+            model=Path(
+                str(props.get("model_alias") or (models.get("data") or [{}])[0].get("id") or "model")
+            ).name,
             context_length=int(context) if context else None,
             vocab_size=int(meta["n_vocab"]) if meta.get("n_vocab") else None,
             model_source=props.get("model_path") or None,
