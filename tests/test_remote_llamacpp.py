@@ -156,3 +156,30 @@ def test_killed_server_mid_stream_is_a_clear_error_then_a_retry_works(server, en
     server.launch()
     short = ChatRequest(request.messages, settings=GREEDY, max_new_tokens=8)
     assert len(run_chat(engine, short).tokens) == 8
+
+
+def test_every_tab_works_on_the_engine(engine):
+    """The tabs' handlers as plain functions on the remote engine: chat (and a fork), step by step
+    (pick, force, probability of, greedy, open a chat token), beam search, KV."""
+    from playground.settings import load_settings
+    from playground.ui.beam_tab import BeamHandlers
+    from playground.ui.chat_tab import ChatHandlers
+    from playground.ui.step_tab import StepHandlers
+    from playground.workspace import Workspaces
+
+    workspaces = Workspaces(engine)
+    chat = ChatHandlers(engine, load_settings(), workspaces)
+    updates = list(chat.chat("Name a color.", [], "", 0.7, 40, 0.95, 0.0, 1.0, 6, 7, False))
+    answer = updates[-1]["history"][-1]["content"]
+    assert answer.strip() and "decode" in answer
+    forked = list(chat.chat_fork(updates[-1]["history"], 1, 504, False))  # " The" at position 1
+    assert forked[-1]["history"][-1]["content"] != answer
+    step = StepHandlers(engine, workspaces)
+    assert step.step_start(PROMPT, False)
+    step.step_pick_rank(2)
+    step.step_force(" Paris")
+    assert "P = " in step.step_probability(" Lyon") and "nan" not in step.step_probability(" Lyon")
+    step.step_greedy()
+    assert step.step_open_chat_token(2)
+    tree = BeamHandlers(engine, workspaces).beam_run(PROMPT, False, 2, 3, 1.0, False, True, True, "png")
+    assert tree["table"] is not None
