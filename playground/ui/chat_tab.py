@@ -88,7 +88,7 @@ class ChatHandlers:
     def __init__(self, engine: Engine, settings: Settings, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
         self.settings = settings
-        self.workspaces = workspaces if workspaces is not None else Workspaces(engine)  # an empty one is falsy
+        self.workspaces = workspaces if workspaces is not None else Workspaces(engine)  # empty = falsy
 
     def chat(
         self,

@@ -224,7 +224,7 @@ class StepHandlers:
 
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
-        self.workspaces = workspaces if workspaces is not None else Workspaces(engine)  # an empty one is falsy
+        self.workspaces = workspaces if workspaces is not None else Workspaces(engine)  # empty = falsy
 
     # sessions
 
