@@ -341,7 +341,13 @@ class StepSession:
         capabilities = self.engine.capabilities
         complete, limit = capabilities.full_vocab, None if capabilities.full_vocab else capabilities.top_n
         return describe_rows(
-            self.engine.tokenizer, rows, token_ids, complete=complete, source=source, seconds=per_token, rank_limit=limit
+            self.engine.tokenizer,
+            rows,
+            token_ids,
+            complete=complete,
+            source=source,
+            seconds=per_token,
+            rank_limit=limit,
         )
 
     def _append(self, token_ids: list[int], source: str, sampled: float | None = None) -> None:
