@@ -18,7 +18,7 @@ import torch
 
 from playground.beam import beam_search
 from playground.chat import ChatRequest, run_chat
-from playground.engine import connect
+from playground.engine import Engine, connect
 from playground.engine.remote.adapter import parse_prometheus
 from playground.engine.remote.http import HttpClient
 from playground.engine.sampling import SamplingSettings
@@ -65,6 +65,7 @@ def test_vllm_connects_with_its_logprobs_limit_and_says_it_is_untested(model, lo
     server = FakeVLLM(model, max_logprobs=20)
     engine = remote(server, "vllm", local)
     caps = engine.capabilities
+    assert isinstance(engine, Engine)
     assert (engine.kind, engine.top_n, caps.top_n, caps.full_vocab) == ("vllm", 20, 20, False)
     assert "not yet tested against a live server" in caps.notes["engine"]
     assert "top 20 of 49,152" in caps.notes["distribution"] and "tail" in caps.notes["distribution"]
