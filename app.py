@@ -6,6 +6,11 @@ Options (each also settable as an environment variable):
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
   --share   PLAYGROUND_SHARE   create a public Gradio share link (default off)
+  --engine  PLAYGROUND_ENGINE  use a serving engine instead of loading the model here: llama.cpp, vllm, sglang
+  --engine-url        PLAYGROUND_ENGINE_URL        that engine's URL, e.g. http://127.0.0.1:8080
+  --engine-tokenizer  PLAYGROUND_ENGINE_TOKENIZER  the served model's tokenizer (dir, .gguf or Hub id;
+                                                   default: found from the server, checked against it)
+  --engine-top-n      PLAYGROUND_ENGINE_TOP_N      alternatives per position (default: the server's maximum)
 """
 
 from __future__ import annotations
@@ -45,16 +50,57 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         default=defaults.trust_remote_code,
         help="allow code shipped with a Hub model to run (off by default)",
     )
+    _engine_args(parser, defaults)
     args = parser.parse_args(argv)
     return load_settings(**{k: v for k, v in vars(args).items() if v is not None})
 
 
+def _engine_args(parser: argparse.ArgumentParser, defaults: Settings) -> None:
+    parser.add_argument(
+        "--engine", default=defaults.engine, help="serving engine to use instead of an in-process model: "
+        "llama.cpp, vllm or sglang (README: 'Bigger models')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--engine-url", default=defaults.engine_url, help="the engine's URL, e.g. http://127.0.0.1:8080"
+    )
+    parser.add_argument(
+        "--engine-tokenizer", default=defaults.engine_tokenizer,
+        help="the served model's tokenizer: a directory, .gguf file or Hub id (default: from the server)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--engine-top-n", type=int, default=defaults.engine_top_n or None,
+        help="alternatives per position (default: the server's maximum)",
+    )  # fmt: skip
+
+
 def create_demo(settings: Settings) -> Any:
-    """Load the model and build the Gradio app (the slow part: model load)."""
-    from playground.engine.loading import load_model
+    """Load the model (or connect to the serving engine) and build the Gradio app."""
     from playground.ui.app import build_demo
 
-    lm = load_model(
+    return build_demo(create_engine(settings), settings)
+
+
+def create_engine(settings: Settings) -> Any:
+    """The in-process model, or with --engine a RemoteEngine on a running llama-server, vLLM or SGLang."""
+    if settings.engine:
+        from playground.engine.remote import connect
+
+        if not settings.engine_url:
+            raise PlaygroundError(
+                f"--engine {settings.engine} needs --engine-url (e.g. http://127.0.0.1:8080)."
+            )
+        return connect(
+            settings.engine_url,
+            settings.engine,
+            tokenizer=settings.engine_tokenizer,
+            top_n=settings.engine_top_n or None,
+            timeout=settings.engine_timeout,
+            api_key=settings.engine_api_key,
+            progress=print,
+        )
+    from playground.engine.loading import load_model
+
+    return load_model(
         settings.model,
         settings.device,
         settings.dtype,
@@ -62,7 +108,6 @@ def create_demo(settings: Settings) -> Any:
         trust_remote_code=settings.trust_remote_code,
         progress=print,
     )
-    return build_demo(lm, settings)
 
 
 def __getattr__(name: str) -> Any:

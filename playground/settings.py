@@ -38,6 +38,19 @@ class Settings:
     kv_store_mib: int = 512
     # How many requests may use the model at once (queue beyond that).
     model_concurrency: int = 2
+    # A serving engine to use instead of loading the model here: "llama.cpp", "vllm" or "sglang".
+    engine: str | None = None
+    # That engine's base URL, e.g. http://127.0.0.1:8080 (llama-server) or http://gpu-box:8000 (vLLM).
+    engine_url: str | None = None
+    # The served model's tokenizer: a local directory, .gguf file or Hub id (default: found from the server).
+    engine_tokenizer: str | None = None
+    # Alternatives asked per position; 0 = the server's maximum (vLLM: --max-logprobs), 1000 where the
+    # server sets none (llama-server, SGLang; the vocabulary size there gives exact sampling stages).
+    engine_top_n: int = 0
+    # Seconds to wait for an engine's answer (a long prompt on a CPU server takes a while).
+    engine_timeout: int = 120
+    # Bearer token for engines started with an API key (vLLM --api-key, SGLang --api-key).
+    engine_api_key: str | None = None
 
 
 def _parse(name: str, value: str, kind: type | str) -> object:

@@ -38,7 +38,7 @@ from playground.beam.tree import (
 from playground.engine.base import DecodePlan, Engine
 from playground.engine.control import Control, check
 from playground.engine.prompts import encode_prompt as encode_prompt_ids
-from playground.engine.records import TokenRecord
+from playground.engine.records import TokenRecord, raw_logprobs
 from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import decode_ids, token_piece
 from playground.errors import PlaygroundError
@@ -301,7 +301,8 @@ class _Search:
         """One beam search step on (N, V) logits; returns True when the search is over."""
         n, cur = self.settings.num_beams, self.cur_len
         flat_running = self.running_sequences[0, :, :cur]  # (N, cur)
-        raw = torch.nn.functional.log_softmax(logits, dim=-1)  # (N, V)
+        # (N, V); logits, or a remote engine's top-k log-probs with -inf elsewhere (taken as they are)
+        raw = raw_logprobs(logits, complete=bool(torch.isfinite(logits).all()))
         log_probs = self.processors(flat_running, raw)  # (N, V)
         accumulated = log_probs.unsqueeze(0) + self.running_scores[:, :, None]  # (1, N, V)
         vocab = accumulated.shape[-1]

@@ -34,6 +34,11 @@ class Capabilities:
     score: bool  # log-probs of every token of a given text (prompt scoring)
     batched: bool  # many sequences in one forward (beams, the batching view)
     reasons: dict[str, str] = field(default_factory=dict)
+    # One line per view on where the numbers come from, for engines that differ from the in-process
+    # one (empty for it). Keys: "engine" (which server, how tested), "distribution" (top-N only: the
+    # tail is unknown and how the sampling stages were applied), "chat" (which numbers the server
+    # computed), "score" (how given tokens are scored), "beam" (how the search runs).
+    notes: dict[str, str] = field(default_factory=dict)
 
     def why_not(self, capability: str) -> str:
         return self.reasons.get(capability, f"this engine does not support {capability.replace('_', ' ')}")

@@ -190,7 +190,9 @@ class StepSession:
         with self._lock:
             token_ids = self._tokens_for(token_or_text)
             self._check_room(len(token_ids) - 1)
-            rows = self.engine.sync(self.key, self.ids + token_ids[:-1], last=len(token_ids))
+            # Through the last queried token too: an engine returning only a top-N then knows every
+            # queried token's log-prob, however unlikely (one more row, dropped).
+            rows = self.engine.sync(self.key, self.ids + token_ids, last=len(token_ids) + 1)[:-1]
             final = sampling_stages(rows[0], self.ids, settings)[-1]
             records = self._describe(rows, token_ids, "force")
             records[0].sampled_prob = float(final.probs[token_ids[0]])
@@ -340,9 +342,16 @@ class StepSession:
         self, rows: torch.Tensor, token_ids: list[int], source: str, seconds: float = 0.0
     ) -> list[TokenRecord]:
         per_token = [seconds / len(token_ids)] * len(token_ids)
-        complete = self.engine.capabilities.full_vocab
+        capabilities = self.engine.capabilities
+        complete, limit = capabilities.full_vocab, None if capabilities.full_vocab else capabilities.top_n
         return describe_rows(
-            self.engine.tokenizer, rows, token_ids, complete=complete, source=source, seconds=per_token
+            self.engine.tokenizer,
+            rows,
+            token_ids,
+            complete=complete,
+            source=source,
+            seconds=per_token,
+            rank_limit=limit,
         )
 
     def _append(self, token_ids: list[int], source: str, sampled: float | None = None) -> None:

@@ -36,6 +36,8 @@ def device_summary(engine: Engine) -> str:
 
 
 def header_markdown(engine: Engine) -> str:
+    if getattr(engine, "url", None):  # a serving engine (playground.engine.remote)
+        return remote_header_markdown(engine)
     parameters = getattr(engine, "num_parameters", None)
     size = f" · {parameters / 1e6:,.1f} M parameters" if parameters else ""
     dtype = getattr(engine, "dtype", None)
@@ -47,6 +49,18 @@ def header_markdown(engine: Engine) -> str:
         f"<span class='model-info'>**Model:** {engine.name}{size} · **engine** {engine.kind} · "
         f"**device** {device_summary(engine)}{dtype_text}{load_text} · "
         f"context {engine.context_length:,} tokens</span>"
+    )
+
+
+def remote_header_markdown(engine: Any) -> str:
+    """The served model, which engine computes every number (and whether that adapter was tested live)."""
+    caps = engine.capabilities
+    untested = "" if engine.adapter.tested_live else " · ⚠️ not yet tested against a live server"
+    return (
+        "## LLM generation playground\n"
+        f"<span class='model-info'>**Model:** {engine.name} · **engine** {engine.kind} at {engine.url} "
+        f"(every number comes from it) · top {caps.top_n:,} alternatives per position · "
+        f"context {engine.context_length:,} tokens{untested}</span>"
     )
 
 

@@ -35,18 +35,27 @@ WEIGHTS_INFO = "Weights take parameters × bytes per parameter next to the cache
 MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
 
 
-def preset_choices() -> list[str]:
-    return [LOADED, *PRESETS]
+def preset_choices(lm: Engine | None = None) -> list[str]:
+    """The presets, after the loaded model when its config is known here (a served one may not be)."""
+    return [LOADED, *PRESETS] if lm is None or loaded_config(lm) else list(PRESETS)
+
+
+def default_preset(lm: Engine) -> str:
+    return preset_choices(lm)[0]
 
 
 def loaded_config(lm: Engine) -> dict[str, Any]:
-    """The loaded model's full config as a plain config.json dict."""
-    return json.loads(lm.config.to_json_string(use_diff=False))
+    """The loaded model's full config as a plain config.json dict ({} when a serving engine's model
+    config is not available here)."""
+    config = getattr(lm, "config", None)
+    return json.loads(config.to_json_string(use_diff=False)) if config is not None else {}
 
 
 def model_dtype_name(lm: Engine) -> str:
-    """The loaded model's dtype as the calculator names it: torch.float32 -> "float32"."""
-    return str(lm.dtype).removeprefix("torch.")
+    """The loaded model's dtype as the calculator names it: torch.float32 -> "float32" (a serving
+    engine's weights format is not known here: bfloat16, how most checkpoints are published)."""
+    dtype = getattr(lm, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else "bfloat16"
 
 
 def weights_dtype_default(lm: Engine, preset: str) -> tuple[str, str]:
@@ -80,7 +89,7 @@ def parameter_count(
         if params_b < 0:
             raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
         return int(params_b * 1e9), "as entered"
-    if preset == LOADED and config == loaded_config(lm):
+    if preset == LOADED and config == loaded_config(lm) and getattr(lm, "num_parameters", None):
         return lm.num_parameters, "counted on the loaded model"
     if preset in PRESETS and config == PRESETS[preset].config:
         return PRESETS[preset].num_parameters, f"published count of {preset}"
@@ -241,7 +250,10 @@ class KVHandlers:
 
 
 def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
-    """Build a real cache with the loaded model and put its bytes next to the prediction."""
+    """Build a real cache with the loaded model and put its bytes next to the prediction (a serving
+    engine: its own KV figures next to the prediction for them)."""
+    if not lm.capabilities.cache_bytes:
+        return server_kv_text(lm), []
     n = _whole(prompt_len, "Prompt length")
     if n > lm.context_length:
         raise PlaygroundError(
@@ -265,6 +277,35 @@ def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
         "does not apply to this real cache."
     )
     return text, rows
+
+
+def server_kv_text(lm: Any) -> str:
+    """A serving engine's own KV capacity and usage, next to the calculator's bytes for that many
+    tokens of the served config (wording to be settled by the UI rework)."""
+    figures = lm.kv_figures() if hasattr(lm, "kv_figures") else None
+    if figures is None:
+        return f"**{lm.capabilities.why_not('cache_bytes')}**, and {lm.kind} does not report KV figures here."
+    config = getattr(lm, "config", None)
+    used = "usage not reported"
+    if figures.used_tokens is not None:
+        used = f"{figures.used_tokens:,} tokens in use"
+    if figures.usage is not None:
+        used += f" ({figures.usage:.1%})"
+    text = f"### {lm.kind}'s own KV cache: {figures.capacity_tokens:,} tokens · {used}\n\n"
+    text += f"From {figures.source}"
+    if figures.block_size and figures.num_blocks:
+        text += f": {figures.num_blocks:,} blocks × {figures.block_size} tokens"
+    if config is None:
+        return text + ". The served model's config is not available here, so there is no prediction."
+    c = kvm.compare_server_kv(figures, config)
+    reported = ""
+    if c.reported_bytes:
+        reported = f"; the engine reports {kvm.format_bytes(c.reported_bytes)} per GPU"
+    return text + (
+        f".\n\nPredicted by the calculator for the served config ({c.dtype_note}): {c.bytes_per_token:,} B "
+        f"per token, so {c.capacity_tokens:,} tokens take **{kvm.format_bytes(c.predicted_bytes)}**"
+        f"{reported}."
+    )
 
 
 def _whole(value: float | None, label: str) -> int:
@@ -324,14 +365,18 @@ def build_kv_tab(lm: Engine) -> dict[str, Any]:
 
 def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
     w["preset"] = gr.Dropdown(
-        preset_choices(),
-        value=LOADED,
+        preset_choices(lm),
+        value=default_preset(lm),
         label="Model",
         info="A preset fills the config.json below; edit it or paste your own, then Calculate.",
     )
     with gr.Accordion("config.json: view, edit, paste or load", open=False):
         w["config_text"] = gr.Code(
-            value=preset_config_text(lm, LOADED), language="json", label="config.json", lines=12, max_lines=24
+            value=preset_config_text(lm, default_preset(lm)),
+            language="json",
+            label="config.json",
+            lines=12,
+            max_lines=24,
         )
         with gr.Row():
             w["config_path"] = gr.Textbox(
@@ -368,7 +413,7 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
         GPU_CHOICES, value=80, label="GPU memory (GB = 10^9 B)", allow_custom_value=True,
         info="Memory of one GPU as vendors print it; type any other size in GB.",
     )  # fmt: skip
-    wdtype, winfo = weights_dtype_default(lm, LOADED)
+    wdtype, winfo = weights_dtype_default(lm, default_preset(lm))
     w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
     w["params_b"] = gr.Number(
         None, label="Parameters (billions, optional)", minimum=0,
