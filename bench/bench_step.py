@@ -16,9 +16,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from playground.session_store import MIB, KVStore
+
 from bench.common import add_common_arguments, load_bench_model, median_seconds, verdict
 from playground.model import LoadedModel
-from playground.session_store import MIB, KVStore
 from playground.stepper import StepSession
 
 TEXT = (

@@ -24,6 +24,7 @@ from playground.plots.step import cumulative_logprob_figure, distribution_figure
 from playground.step import StepSession, TextProbability, session_from_json, session_to_json
 from playground.tree import ROOT
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
+from playground.ui.links import link_of
 from playground.ui.token_html import legend_html, percent, record_rows, token_span
 from playground.workspace import Workspace, Workspaces
 
@@ -43,12 +44,27 @@ VIEW_OUTPUTS = [
     "branch",
 ]
 SETTINGS_INPUTS = ["temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty", "order"]
+# How each stage reads on screen (the engine names them like transformers' processors).
+STAGE_LABELS = {
+    "raw": "raw (the model)",
+    "repetition_penalty": "repetition penalty",
+    "temperature": "temperature",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "min_p": "min-p",
+    "typical_p": "typical-p",
+}
 LEDGER_COLUMNS = ["step", "token", "how", "prob", "log-prob", "rank", "entropy", "cum log-prob", "perplexity"]
 LEDGER_COLUMNS.append("after sampling")
 DEFAULT_PROMPT = "The capital of France is"
 
 
 # --- rendering (pure: session -> component values) ---------------------------------------
+
+
+def stage_choice(name: str) -> tuple[str, str]:
+    """(label on screen, stage name) for the stage selector."""
+    return STAGE_LABELS.get(name, name.replace("_", " ")), name
 
 
 def read_settings(
@@ -139,9 +155,9 @@ def distribution_view(session: StepSession, settings: SamplingSettings, k: int, 
         [c.prob for c in cands],
         [float(stage.probs[t]) for t in ids],
         [bool(stage.probs[t] == 0) for t in ids],
-        stage.name,
+        stage_choice(stage.name)[0],
     )
-    return figure, gr.update(choices=names, value=stage.name)
+    return figure, gr.update(choices=[stage_choice(name) for name in names], value=stage.name)
 
 
 def ledger_rows(session: StepSession) -> list[list[Any]]:
@@ -266,6 +282,35 @@ class StepHandlers:
         return self._install(
             ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
         )
+
+    def step_from_link(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
+        """Page load: the session a shared link describes (prompt, settings, path, view), or the
+        default prompt started, so the tab opens ready."""
+        link = link_of(request)
+        if link is None or link.tab != "step":
+            return self.step_start(prompt, chat, request)
+        ws, values = self._workspace(request), link.values
+        settings = {
+            **settings_values(ws.step_settings),
+            **{k: v for k, v in values.items() if k in SETTINGS_INPUTS},
+        }
+        ws.step_settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
+        ws.step_view = (values.get("candidates", ws.step_view[0]), values.get("stage", ws.step_view[1]))
+        session = StepSession(
+            self.engine, values.get("prompt", prompt), values.get("chat", chat), settings=ws.step_settings
+        )
+        session.append_tokens(values.get("path", []))
+        view = self._install(ws, session)
+        return {**view, **settings_values(ws.step_settings), "candidates": ws.step_view[0]}
+
+    def link_values(self, request: gr.Request = None) -> dict[str, Any]:
+        """What a link to this session carries: prompt, settings, the path's token ids, the view."""
+        ws = self._workspace(request)
+        if ws.step is None:
+            return {}
+        session = ws.step
+        view = {"path": session.token_ids, "candidates": ws.step_view[0], "stage": ws.step_view[1]}
+        return {"prompt": session.prompt, "chat": session.chat, **settings_values(session.settings), **view}
 
     def step_open_prefix(
         self, prompt: str, chat: bool, token_ids: Any, request: gr.Request = None
@@ -492,14 +537,16 @@ SLIDERS = [
 
 def _settings_widgets(w: dict[str, Any]) -> None:
     """Sampling settings, each with a one-line lesson."""
-    with gr.Accordion("Sampling settings (used by 'sample', shown as stages)", open=False):
+    with gr.Accordion(
+        "Sampling settings (used by 'sample', shown as stages)", open=False, elem_classes=["stage-hide"]
+    ):
         with gr.Row():
             for name, label, lo, hi, default, step, info in SLIDERS:
                 w[name] = UncheckedSlider(
                     lo, hi, value=default, step=step, label=label, info=info, min_width=180
                 )
         w["order"] = gr.Dropdown(
-            list(DEFAULT_ORDER),
+            [stage_choice(name) for name in DEFAULT_ORDER],
             value=list(DEFAULT_ORDER),
             multiselect=True,
             label="stage order",
@@ -510,50 +557,60 @@ def _settings_widgets(w: dict[str, Any]) -> None:
 def _action_rows(w: dict[str, Any]) -> None:
     """Undo / greedy / sample / run N, force text, probability of any text."""
     with gr.Row():
-        w["undo"] = gr.Button("↶ Undo", size="sm", elem_id="step-undo")
-        w["greedy"] = gr.Button("Greedy step", size="sm", elem_id="step-greedy")
-        w["sample"] = gr.Button("Sample step", size="sm", variant="primary", elem_id="step-sample")
-        w["steps"] = gr.Number(8, precision=0, minimum=1, maximum=512, label="N", min_width=80)
-        w["run"] = gr.Button("Run N steps", size="sm")
-        w["continue_chat"] = gr.Button("Continue as chat", size="sm", elem_id="step-continue-chat")
-    with gr.Row():
+        w["undo"] = gr.Button("↶ Undo", size="sm", min_width=90, elem_id="step-undo")
+        w["greedy"] = gr.Button("Greedy step", size="sm", min_width=100, elem_id="step-greedy")
+        w["sample"] = gr.Button(
+            "Sample step", size="sm", min_width=100, variant="primary", elem_id="step-sample"
+        )
+        w["steps"] = gr.Number(
+            8, precision=0, minimum=1, maximum=512, label="N", min_width=80, elem_classes=["stage-hide"]
+        )
+        w["run"] = gr.Button("Run N steps", size="sm", elem_classes=["stage-hide"])
+        w["continue_chat"] = gr.Button(
+            "Continue as chat", size="sm", min_width=120, elem_id="step-continue-chat"
+        )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["force_text"] = gr.Textbox(
             label="force text", scale=3, info="Append any text, even unlikely tokens"
         )
         w["force"] = gr.Button("Force", size="sm")
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         info = "Any text, or #id for a token id: its probability and rank here"
         w["query"] = gr.Textbox(label="probability of…", scale=3, info=info)
         w["ask"] = gr.Button("Ask", size="sm")
-    w["answer"] = gr.Markdown()
+    w["answer"] = gr.Markdown(elem_classes=["stage-hide"])
 
 
 def _candidate_column(w: dict[str, Any]) -> None:
-    gr.Markdown("**Next token** (click, or press 1–9)")
+    gr.Markdown("**Next token** (click, or press 1–9; ? for every key)")
     for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
         w[name] = gr.Button(visible=False, size="sm", elem_id=f"step-cand-{i}", elem_classes=["step-cand"])
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         w["token_id"] = gr.Number(label="token id", precision=0, min_width=100, value=None)
         w["pick"] = gr.Button("Pick", size="sm")
 
 
 def _main_views(w: dict[str, Any]) -> None:
+    """The text, the actions and the distribution chart on the left, the candidates on the right."""
     with gr.Row():
         with gr.Column(scale=3):
             w["text"] = gr.HTML(elem_id="step-text")
             w["status"] = gr.Markdown("Type a prompt and press **Start**.", elem_id="step-status")
             _action_rows(w)
+            w["chart"] = gr.Plot(label="raw vs after sampling", elem_id="step-chart")
         with gr.Column(scale=2, elem_id="step-candidates"):
             _candidate_column(w)
-    with gr.Row():
-        with gr.Column():
             info = "Each stage reshapes or cuts the distribution; grey bars were removed"
-            w["stage"] = gr.Radio(["raw"], value="raw", label="distribution after stage", info=info)
-            w["chart"] = gr.Plot(label="raw vs after sampling")
+            w["stage"] = gr.Radio(
+                [stage_choice("raw")], value="raw", label="distribution after stage", info=info
+            )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["curve"] = gr.Plot(label="cumulative log-prob (chain rule)")
     label = "ledger: log P(text) = the sum of the steps' log-probs"
-    w["ledger"] = gr.Dataframe(headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True)
-    with gr.Row():
+    w["ledger"] = gr.Dataframe(
+        headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True, elem_classes=["stage-hide"]
+    )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["tree"] = gr.HTML(label="branch tree")
         with gr.Column():
             w["branch"] = gr.Dropdown(
@@ -564,13 +621,13 @@ def _main_views(w: dict[str, Any]) -> None:
 
 def _header(w: dict[str, Any]) -> None:
     with gr.Row():
-        w["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="prompt", scale=4, lines=2)
+        w["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="prompt", scale=4, lines=2, elem_id="step-prompt")
         with gr.Column(scale=1, min_width=160):
             w["chat"] = gr.Checkbox(
                 False, label="chat", info="Wrap the prompt in the chat template as a user turn"
             )
             w["start"] = gr.Button("Start", variant="primary")
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         w["candidates"] = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
         w["seed"] = gr.Textbox(
             "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
