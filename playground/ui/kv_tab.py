@@ -83,13 +83,14 @@ def preset_config_text(lm: Engine, name: str) -> str:
 
 
 def parameter_count(
-    lm: Engine, preset: str, config: dict[str, Any], params_b: float | None
+    lm: Engine, preset: str, config: dict[str, Any], params_b: float | str | None
 ) -> tuple[int, str]:
     """Weights' parameter count and where it came from: typed in, the loaded model, a preset, or estimated."""
-    if params_b:
-        if params_b < 0:
+    if params_b is not None and str(params_b).strip():  # blank: counted or estimated below
+        billions = as_number(params_b, "Parameters (billions)")
+        if billions <= 0:
             raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
-        return int(params_b * 1e9), "as entered"
+        return int(billions * 1e9), "as entered"
     if preset == LOADED and config == loaded_config(lm) and getattr(lm, "num_parameters", None):
         return lm.num_parameters, "counted on the loaded model"
     if preset in PRESETS and config == PRESETS[preset].config:
@@ -466,8 +467,8 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
     )  # fmt: skip
     wdtype, winfo = weights_dtype_default(lm, default_preset(lm))
     w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
-    w["params_b"] = gr.Number(
-        None, label="Parameters (billions, optional)", minimum=0,
+    w["params_b"] = gr.Textbox(
+        "", label="Parameters (billions, optional)", placeholder="blank: automatic",
         info="Blank: the loaded model's count, a preset's published count, or an estimate.",
     )  # fmt: skip
     w["overhead_pct"] = gr.Slider(

@@ -260,7 +260,9 @@ def parse_token_ids(value: Any) -> list[int]:
 
 
 def _as_token_id(value: Any) -> Any:
-    """Integral numbers become ints; anything else goes to the session, which names it."""
+    """Integral numbers and digit strings become ints; anything else goes to the session, which names it."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
@@ -405,7 +407,10 @@ class StepHandlers:
 
     # actions
 
-    def step_pick(self, token_id: float, request: gr.Request = None) -> dict[str, Any]:
+    def step_pick(self, token_id: str | int, request: gr.Request = None) -> dict[str, Any]:
+        """Append the token with this id (typed, or an int through the API)."""
+        if token_id is None or not str(token_id).strip():
+            raise PlaygroundError("Type a token id to pick (or click a candidate).")
         token = _as_token_id(token_id)
         return self._act(self._workspace(request), lambda s: s.pick(token))
 
@@ -586,7 +591,9 @@ def _candidate_column(w: dict[str, Any]) -> None:
     for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
         w[name] = gr.Button(visible=False, size="sm", elem_id=f"step-cand-{i}", elem_classes=["step-cand"])
     with gr.Row(elem_classes=["stage-hide"]):
-        w["token_id"] = gr.Number(label="token id", precision=0, min_width=100, value=None)
+        w["token_id"] = gr.Textbox(
+            label="token id", placeholder="e.g. 7042", min_width=100, elem_id="step-token-id"
+        )
         w["pick"] = gr.Button("Pick", size="sm")
 
 
