@@ -38,6 +38,13 @@ class Settings:
     kv_store_mib: int = 512
     # How many requests may use the model at once (queue beyond that).
     model_concurrency: int = 2
+    # On a GPU, decode with a static KV cache and CUDA graphs captured at load; False (--no-compile)
+    # keeps the eager path (the only path on CPU unless decode="static" is asked for).
+    compile: bool = True
+    # Tokens per static KV slot (a sequence longer than this continues on the eager path).
+    static_tokens: int = 8192
+    # Sequences held in static KV slots at once (more are parked in plain memory, copied back on use).
+    static_slots: int = 2
 
 
 def _parse(name: str, value: str, kind: type | str) -> object:
