@@ -23,6 +23,7 @@ from playground.settings import load_settings
 from playground.step import StepSession
 
 TOLERANCE = 1e-5  # probabilities, float32
+LOG_TOLERANCE = 1e-4  # log-probabilities: also tight where every probability is small
 TINY = StaticConfig(capacity=64, slots=2, beam_rows=4, beam_capacity=40, min_bucket=16)
 EMBEDDED = StaticConfig(capacity=512, slots=2, beam_rows=4, beam_capacity=96, min_bucket=16)
 NO_CUDA = "no CUDA device here: the CUDA graph capture tests need a GPU"
@@ -39,8 +40,15 @@ def static_twin(engine: LocalEngine, config: StaticConfig) -> LocalEngine:
 
 
 @pytest.fixture(scope="module")
-def tiny_pair(tiny_lm: LocalEngine) -> tuple[LocalEngine, LocalEngine]:
-    return tiny_lm, static_twin(tiny_lm, TINY)
+def sharp_tiny(tiny_lm: LocalEngine) -> LocalEngine:
+    """A tiny random Llama with large weights: peaked distributions, so that a wrong cache shows
+    (the default initialisation spreads every probability near 1 / vocab)."""
+    return make_tiny_llama(tiny_lm.tokenizer, initializer_range=0.5)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(sharp_tiny: LocalEngine) -> tuple[LocalEngine, LocalEngine]:
+    return sharp_tiny, static_twin(sharp_tiny, TINY)
 
 
 @pytest.fixture(scope="module")
@@ -58,17 +66,19 @@ def assert_same_records(got: list, want: list) -> None:
     want = [r for r in want if isinstance(r, TokenRecord)]
     assert [r.id for r in got] == [r.id for r in want]
     for a, b in zip(got, want, strict=True):
-        assert abs(a.prob - b.prob) < TOLERANCE
+        assert abs(a.prob - b.prob) < TOLERANCE and abs(a.logprob - b.logprob) < LOG_TOLERANCE
         assert (a.sampled_prob is None) == (b.sampled_prob is None)
         assert a.sampled_prob is None or abs(a.sampled_prob - b.sampled_prob) < TOLERANCE
         assert [t.id for t in a.top] == [t.id for t in b.top]
         assert max(abs(x.prob - y.prob) for x, y in zip(a.top, b.top, strict=True)) < TOLERANCE
+        assert max(abs(math.log(x.prob / y.prob)) for x, y in zip(a.top, b.top, strict=True)) < LOG_TOLERANCE
 
 
 def assert_same_rows(got: torch.Tensor, want: torch.Tensor) -> None:
     """Full next-token distributions within TOLERANCE."""
     assert got.shape == want.shape
     assert float((got.softmax(-1) - want.softmax(-1)).abs().max()) < TOLERANCE
+    assert float((got.log_softmax(-1) - want.log_softmax(-1)).abs().max()) < LOG_TOLERANCE
 
 
 def count_calls(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[tuple]:
@@ -289,7 +299,7 @@ def assert_same_tree(got, want) -> None:
     assert [n.token.id for n in got.nodes[1:]] == [n.token.id for n in want.nodes[1:]]
     for a, b in zip(got.nodes[1:], want.nodes[1:], strict=True):
         assert abs(math.exp(a.logprob) - math.exp(b.logprob)) < TOLERANCE
-        assert abs(a.token.prob - b.token.prob) < TOLERANCE
+        assert abs(a.logprob - b.logprob) < LOG_TOLERANCE and abs(a.token.logprob - b.token.logprob) < LOG_TOLERANCE
         assert a.fate == b.fate
 
 
@@ -326,8 +336,9 @@ def test_a_second_concurrent_search_uses_the_eager_path(tiny_pair: tuple[LocalEn
 
 
 def test_a_failed_capture_falls_back_to_eager_with_a_note(
-    tiny_lm: LocalEngine, monkeypatch: pytest.MonkeyPatch
+    sharp_tiny: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tiny_lm = sharp_tiny
     def broken(self, *args, **kwargs):
         raise RuntimeError("operation not permitted when stream is capturing")
 
@@ -343,8 +354,9 @@ def test_a_failed_capture_falls_back_to_eager_with_a_note(
 
 
 def test_a_static_path_that_disagrees_with_eager_is_turned_off(
-    tiny_lm: LocalEngine, monkeypatch: pytest.MonkeyPatch
+    sharp_tiny: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tiny_lm = sharp_tiny
     real = Slot.step
 
     def off_by_one(self, call, tokens, position, rows):
