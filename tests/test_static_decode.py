@@ -32,7 +32,13 @@ NO_CUDA = "no CUDA device here: the CUDA graph capture tests need a GPU"
 def static_twin(engine: LocalEngine, config: StaticConfig) -> LocalEngine:
     """The same model and tokenizer behind a static-path engine, prepared."""
     twin = LocalEngine(
-        engine.model, engine.tokenizer, engine.device, engine.dtype, engine.name, decode="static", static_config=config
+        engine.model,
+        engine.tokenizer,
+        engine.device,
+        engine.dtype,
+        engine.name,
+        decode="static",
+        static_config=config,
     )
     status = twin.prepare_decode()
     assert status.path == "static", status.note  # else the parity tests would compare eager with eager
@@ -127,8 +133,12 @@ def test_compile_setting_comes_from_the_environment(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_sliding_window_model_stays_eager_and_says_why(tiny_lm: LocalEngine) -> None:
-    sliding = make_tiny_llama(tiny_lm.tokenizer, layer_types=["sliding_attention", "full_attention"], sliding_window=8)
-    engine = LocalEngine(sliding.model, sliding.tokenizer, sliding.device, sliding.dtype, "sliding", decode="static")
+    sliding = make_tiny_llama(
+        tiny_lm.tokenizer, layer_types=["sliding_attention", "full_attention"], sliding_window=8
+    )
+    engine = LocalEngine(
+        sliding.model, sliding.tokenizer, sliding.device, sliding.dtype, "sliding", decode="static"
+    )
     assert engine.decode_path == "eager"
     assert "static path unavailable: layers of type sliding_attention" in engine.describe_decode()
 
@@ -136,7 +146,9 @@ def test_a_sliding_window_model_stays_eager_and_says_why(tiny_lm: LocalEngine) -
 def test_zero_gpu_needs_the_flag_and_the_spaces_package(monkeypatch: pytest.MonkeyPatch) -> None:
     import playground.engine.static as static
 
-    monkeypatch.setattr(static.importlib.util, "find_spec", lambda name: object() if name == "spaces" else None)
+    monkeypatch.setattr(
+        static.importlib.util, "find_spec", lambda name: object() if name == "spaces" else None
+    )
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     assert not zero_gpu()
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
@@ -166,7 +178,10 @@ def test_static_path_is_ready_on_cpu_without_graphs(tiny_pair: tuple[LocalEngine
 
 @pytest.mark.parametrize(
     "settings",
-    [SamplingSettings(temperature=0), SamplingSettings(temperature=0.9, top_k=50, top_p=0.95, repetition_penalty=1.2)],
+    [
+        SamplingSettings(temperature=0),
+        SamplingSettings(temperature=0.9, top_k=50, top_p=0.95, repetition_penalty=1.2),
+    ],
     ids=["greedy", "sampled"],
 )
 def test_chat_decode_matches_eager_across_buckets_and_past_the_capacity(
@@ -183,7 +198,9 @@ def test_chat_decode_matches_eager_across_buckets_and_past_the_capacity(
     assert positions == list(range(len(prompt), 64))  # one slot step per token until the slot is full
 
 
-def test_chat_answer_prefix_and_a_kept_conversation_match_eager(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:
+def test_chat_answer_prefix_and_a_kept_conversation_match_eager(
+    tiny_pair: tuple[LocalEngine, LocalEngine],
+) -> None:
     eager, static = tiny_pair
     prompt = eager.tokenizer("Once upon a time", add_special_tokens=False).input_ids
     plan = DecodePlan(SamplingSettings(temperature=0), 6, seed=0)
@@ -249,7 +266,9 @@ def test_a_pick_is_one_slot_step_and_undo_copies_nothing(
     static.release("s")
 
 
-def test_a_fork_copies_the_prefix_rows_and_both_continue_like_eager(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:
+def test_a_fork_copies_the_prefix_rows_and_both_continue_like_eager(
+    tiny_pair: tuple[LocalEngine, LocalEngine],
+) -> None:
     eager, static = tiny_pair
     ids = eager.tokenizer("Two roads diverged in a wood", add_special_tokens=False).input_ids
     for engine in (eager, static):
@@ -265,10 +284,14 @@ def test_a_fork_copies_the_prefix_rows_and_both_continue_like_eager(tiny_pair: t
         engine.release("b")
 
 
-def test_more_sequences_than_slots_are_parked_and_restored(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:
+def test_more_sequences_than_slots_are_parked_and_restored(
+    tiny_pair: tuple[LocalEngine, LocalEngine],
+) -> None:
     eager, static = tiny_pair
     keys = ["p", "q", "r"]  # three sequences, two slots
-    prompts = {k: eager.tokenizer(f"Sequence {k} begins here", add_special_tokens=False).input_ids for k in keys}
+    prompts = {
+        k: eager.tokenizer(f"Sequence {k} begins here", add_special_tokens=False).input_ids for k in keys
+    }
     for round_ in range(3):
         for key in keys:
             prompts[key] = [*prompts[key], 20 + round_]
@@ -299,7 +322,10 @@ def assert_same_tree(got, want) -> None:
     assert [n.token.id for n in got.nodes[1:]] == [n.token.id for n in want.nodes[1:]]
     for a, b in zip(got.nodes[1:], want.nodes[1:], strict=True):
         assert abs(math.exp(a.logprob) - math.exp(b.logprob)) < TOLERANCE
-        assert abs(a.logprob - b.logprob) < LOG_TOLERANCE and abs(a.token.logprob - b.token.logprob) < LOG_TOLERANCE
+        assert (
+            abs(a.logprob - b.logprob) < LOG_TOLERANCE
+            and abs(a.token.logprob - b.token.logprob) < LOG_TOLERANCE
+        )
         assert a.fate == b.fate
 
 
@@ -339,15 +365,21 @@ def test_a_failed_capture_falls_back_to_eager_with_a_note(
     sharp_tiny: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tiny_lm = sharp_tiny
+
     def broken(self, *args, **kwargs):
         raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(Slot, "capture", broken)
-    engine = LocalEngine(tiny_lm.model, tiny_lm.tokenizer, tiny_lm.device, tiny_lm.dtype, "t", decode="static")
+    engine = LocalEngine(
+        tiny_lm.model, tiny_lm.tokenizer, tiny_lm.device, tiny_lm.dtype, "t", decode="static"
+    )
     engine._static.graphs_wanted = True  # as on CUDA
     status = engine.prepare_decode()
     assert status.path == "eager" and engine.decode_path == "eager"
-    assert "static path off: capturing CUDA graphs failed (RuntimeError: operation not permitted" in status.line()
+    assert (
+        "static path off: capturing CUDA graphs failed (RuntimeError: operation not permitted"
+        in status.line()
+    )
     plan = DecodePlan(SamplingSettings(temperature=0), 5, seed=0)
     assert tokens(engine.stream([1, 2, 3], plan)) == tokens(tiny_lm.stream([1, 2, 3], plan))
     assert type(engine.beam_start([1, 2], 2)[0].cache).__name__ == "DynamicCache"
@@ -363,7 +395,9 @@ def test_a_static_path_that_disagrees_with_eager_is_turned_off(
         return real(self, call, tokens, position + 1, rows)  # a wrong position: a wrong answer
 
     monkeypatch.setattr(Slot, "step", off_by_one)
-    engine = LocalEngine(tiny_lm.model, tiny_lm.tokenizer, tiny_lm.device, tiny_lm.dtype, "t", decode="static")
+    engine = LocalEngine(
+        tiny_lm.model, tiny_lm.tokenizer, tiny_lm.device, tiny_lm.dtype, "t", decode="static"
+    )
     assert engine.prepare_decode().path == "eager"
     assert "checking the static path against eager failed (RuntimeError: the static path disagrees" in (
         engine.describe_decode()
@@ -398,7 +432,9 @@ def test_embedded_chat_matches_eager(embedded_pair: tuple[LocalEngine, LocalEngi
     from playground.engine.prompts import encode_conversation
 
     eager, static = embedded_pair
-    prompt = encode_conversation(eager.tokenizer, [{"role": "user", "content": "What is the capital of France?"}])
+    prompt = encode_conversation(
+        eager.tokenizer, [{"role": "user", "content": "What is the capital of France?"}]
+    )
     for settings in (SamplingSettings(temperature=0), SamplingSettings(temperature=0.7, top_p=0.9)):
         plan = DecodePlan(settings, 8, seed=3)
         assert_same_records(list(static.stream(prompt, plan)), list(eager.stream(prompt, plan)))
@@ -428,7 +464,9 @@ def cuda_pair(tiny_lm: LocalEngine) -> tuple[LocalEngine, LocalEngine]:
     model = make_tiny_llama(tiny_lm.tokenizer).model.to("cuda")
     device = torch.device("cuda")
     eager = LocalEngine(model, tiny_lm.tokenizer, device, torch.float32, "tiny-cuda")
-    graphs = LocalEngine(model, tiny_lm.tokenizer, device, torch.float32, "tiny-cuda", decode="auto", static_config=TINY)
+    graphs = LocalEngine(
+        model, tiny_lm.tokenizer, device, torch.float32, "tiny-cuda", decode="auto", static_config=TINY
+    )
     graphs.prepare_decode()
     return eager, graphs
 
@@ -455,4 +493,6 @@ def test_cuda_graph_replays_match_eager(cuda_pair: tuple[LocalEngine, LocalEngin
     assert got_branches == want_branches
     for got, want in zip(got_rows, want_rows, strict=True):
         assert_same_rows(got, want)
-    assert_same_tree(beam_search(graphs, "The printing press", 3, 10), beam_search(eager, "The printing press", 3, 10))
+    assert_same_tree(
+        beam_search(graphs, "The printing press", 3, 10), beam_search(eager, "The printing press", 3, 10)
+    )

@@ -275,8 +275,11 @@ class LocalEngine:
             entry.remember(n, row)
         return (torch.cat([torch.stack(reused), rows]) if reused else rows), seconds
 
-    def _forward_chunks(self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None) -> Advance:
-        """Forward new_ids into entry's cache, a chunk at a time; rows for the last `last` ids."""
+    def _forward_chunks(
+        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, wait: bool = True
+    ) -> Advance:
+        """Forward new_ids into entry's cache, a chunk at a time; rows for the last `last` ids.
+        wait=False: return once the GPU work is queued (the decode loop's one host copy waits for it)."""
         total, done, seconds = len(new_ids), 0, 0.0
         rows: list[torch.Tensor] = []
         while done < total:
@@ -286,7 +289,8 @@ class LocalEngine:
             with holding(self.lock, control), self._memory_guard(entry):
                 started = time.perf_counter()
                 logits = self._forward(entry.cache, piece, max(keep, 1))
-                self._synchronize()
+                if wait:
+                    self._synchronize()
                 seconds += time.perf_counter() - started
             entry.ids.extend(piece)
             if keep:
@@ -455,7 +459,7 @@ class LocalEngine:
         if len(entry.ids) + 1 > self.context_length:
             total, limit = len(entry.ids) + 1, self.context_length
             raise PlaygroundError(f"{total} tokens is more than the model's context of {limit} tokens.")
-        rows, seconds = yield from self._forward_chunks(entry, [token_id], 1, control)
+        rows, seconds = yield from self._forward_chunks(entry, [token_id], 1, control, wait=False)
         entry.remember(len(entry.ids), rows[-1])
         return rows, seconds
 

@@ -120,6 +120,9 @@ def unsupported_reason(model: Any) -> str | None:
     attention = getattr(config, "_attn_implementation", None)
     if attention not in ("sdpa", "eager"):
         return f"attention implementation {attention!r} (needs sdpa or eager)"
+    devices = set(getattr(model, "hf_device_map", {}).values())
+    if len(devices) > 1:
+        return f"the model is spread over {len(devices)} devices"
     layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
     other = sorted(set(layer_types) - {"full_attention"})
     if other:
