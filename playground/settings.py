@@ -41,6 +41,9 @@ class Settings:
     # On a GPU, decode with a static KV cache and CUDA graphs captured at load; False (--no-compile)
     # keeps the eager path (the only path on CPU unless decode="static" is asked for).
     compile: bool = True
+    # Decode path when compile is on: auto (static on CUDA, eager elsewhere), static (everywhere,
+    # CPU included: PLAYGROUND_DECODE=static runs the test suite on it) or eager.
+    decode: str = "auto"
     # Tokens per static KV slot (a sequence longer than this continues on the eager path).
     static_tokens: int = 8192
     # Sequences held in static KV slots at once (more are parked in plain memory, copied back on use).

@@ -128,8 +128,9 @@ def test_compile_setting_comes_from_the_environment(monkeypatch: pytest.MonkeyPa
     assert load_settings().compile is True
     monkeypatch.setenv("PLAYGROUND_COMPILE", "0")
     monkeypatch.setenv("PLAYGROUND_STATIC_TOKENS", "2048")
+    monkeypatch.setenv("PLAYGROUND_DECODE", "static")
     settings = load_settings()
-    assert settings.compile is False and settings.static_tokens == 2048
+    assert settings.compile is False and settings.static_tokens == 2048 and settings.decode == "static"
 
 
 def test_a_sliding_window_model_stays_eager_and_says_why(tiny_lm: LocalEngine) -> None:

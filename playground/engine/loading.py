@@ -100,8 +100,9 @@ def load_model(
     name: None for the embedded default; else a Hub id, a local model dir or a .gguf path.
     device: auto, cpu, cuda, cuda:N or mps. dtype: float32, float16, bfloat16 or None (auto).
     decode: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager; None
-    = auto, or eager when settings.compile is off (--no-compile, PLAYGROUND_COMPILE=0). The
-    static path is prepared (graphs captured, checked, warmed up) as the last loading step.
+    = settings.decode (PLAYGROUND_DECODE, default auto), or eager when settings.compile is off
+    (--no-compile, PLAYGROUND_COMPILE=0). The static path is prepared (graphs captured, checked,
+    warmed up) as the last loading step.
     """
     report = progress or (lambda message: log.info(message))
     settings = load_settings()
@@ -141,7 +142,7 @@ def load_model(
         display_name,
         elapsed,
         source,
-        decode=decode or ("auto" if settings.compile else "eager"),
+        decode=decode or (settings.decode if settings.compile else "eager"),
         static_config=static,
     )
     report(f"Loaded {loaded.describe()}")
