@@ -160,7 +160,8 @@ def report(results: dict[str, Any]) -> None:
     )
     if "tok_s" in compiled:
         print(
-            f"generate, static cache compiled: {compiled['tok_s']:8.1f} tok/s   ours / it: "
+            f"generate, static cache{' compiled' if results['cuda'] else ' (cpu: not compiled)'}: "
+            f"{compiled['tok_s']:8.1f} tok/s   ours / it: "
             f"{ours_rate / compiled['tok_s']:.2f}   (compile warm-up {compiled['compile_seconds']:.1f} s)"
         )
     else:
@@ -171,7 +172,7 @@ def report(results: dict[str, Any]) -> None:
         f"at {bound['copy_gb_s']:,.0f} GB/s copy bandwidth)"
     )
     for prefix, ms in results["step_p50_ms"].items():
-        print(f"step p50 at prefix {prefix:>5}:        {ms:8.2f} ms  (pick + top-10 on the host + undo)")
+        print(f"step p50 at prefix {prefix:>5}:        {ms:8.2f} ms  (pick + top-10 on the host)")
     beam = results["beam"]
     print(
         f"beam {results['beams']} x {results['steps']}: ours {beam['ours_ms']:.1f} ms, generate "
@@ -234,6 +235,7 @@ def main() -> None:
         engine, request, args.repeats
     )  # last: compiling may disturb others
     results["warmup_s"] = engine.decode_status.warmup_seconds or 0.0
+    results["cuda"] = engine.device.type == "cuda"
     report(results)
     print_json(
         "gpu", model=engine.name, device=engine.device.type, decode=engine.describe_decode(), **results

@@ -462,7 +462,7 @@ def test_embedded_beam_matches_eager(embedded_pair: tuple[LocalEngine, LocalEngi
 @pytest.fixture(scope="module")
 def cuda_pair(tiny_lm: LocalEngine) -> tuple[LocalEngine, LocalEngine]:
     """A tiny model in float32 on CUDA, eager and with captured graphs."""
-    model = make_tiny_llama(tiny_lm.tokenizer).model.to("cuda")
+    model = make_tiny_llama(tiny_lm.tokenizer, initializer_range=0.5).model.to("cuda")
     device = torch.device("cuda")
     eager = LocalEngine(model, tiny_lm.tokenizer, device, torch.float32, "tiny-cuda")
     graphs = LocalEngine(

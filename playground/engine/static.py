@@ -517,8 +517,8 @@ def prepare_decode(engine: Any, decoder: StaticDecoder | None, progress: Progres
     """The loading step that readies decoding (see LocalEngine.prepare_decode)."""
     report = progress or _quiet
     cuda = engine.device.type == "cuda"
-    if cuda and zero_gpu():
-        return engine.decode_status  # no GPU outside a request: the first request warms up
+    if (cuda and zero_gpu()) or (decoder is None and not cuda):
+        return engine.decode_status  # ZeroGPU: the first request warms up; eager on a CPU: nothing to do
     started = time.perf_counter()
     if decoder is not None:
         report("Preparing the static decode path (KV slots, CUDA graphs, check against eager)...")
