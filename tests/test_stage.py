@@ -20,6 +20,9 @@ pytestmark = [
 ]
 VIEWPORT = {"width": 1280, "height": 720}
 CAPITAL = "What is the capital of France?"
+SELECTED_STEP_TAB = (
+    "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Step by step')"
+)
 
 
 def box(page, selector: str) -> dict:
@@ -149,7 +152,8 @@ def test_dark_mode_plots_and_token_colours(browser, launched_app):
         page.wait_for_timeout(800)
         backgrounds = page.evaluate(
             "[...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent)"
-            ".map(g => getComputedStyle(g.querySelector('.main-svg')).backgroundColor + '|' + g._fullLayout.paper_bgcolor)"
+            ".map(g => getComputedStyle(g.querySelector('.main-svg')).backgroundColor"
+            " + '|' + g._fullLayout.paper_bgcolor)"
         )
         assert backgrounds and not any("255, 255, 255" in b for b in backgrounds), backgrounds
         contrast = page.evaluate(CONTRAST_JS, "#step-text .tok, .tok-legend .tok")
@@ -158,8 +162,8 @@ def test_dark_mode_plots_and_token_colours(browser, launched_app):
 
 CONTRAST_JS = """sel => {
   const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
-  const lum = c => { const [r, g, b] = c.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
-                     return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const linear = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = c => { const [r, g, b] = c.map(linear); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
   return [...document.querySelectorAll(sel)].filter(e => e.offsetParent).map(e => {
     const s = getComputedStyle(e); const a = lum(rgb(s.color)), b = lum(rgb(s.backgroundColor));
     return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
@@ -190,14 +194,13 @@ def test_a_shared_link_reopens_the_same_step_session(browser, launched_app):
         link_box = page.locator("#share-link textarea, #share-link input").first
         link_box.wait_for()
         page.wait_for_function(
-            "() => (document.querySelector('#share-link textarea, #share-link input')?.value || '').includes('tab=step')"
+            "() => (document.querySelector('#share-link textarea, #share-link input')?.value || '')"
+            ".includes('tab=step')"
         )
         link = link_box.input_value()
     assert urlparse(link).query.startswith("tab=step") and "path=" in link
     with open_page(browser, link, **VIEWPORT) as page:
-        page.wait_for_function(
-            "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Step by step')"
-        )
+        page.wait_for_function(SELECTED_STEP_TAB)
         page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 3")
         assert page.locator("#step-text").inner_text() == text
 
@@ -244,9 +247,7 @@ def test_keyboard_help_overlay_opens_and_closes(browser, launched_app):
         page.keyboard.press("Escape")
         help_box.wait_for(state="hidden")
         page.keyboard.press("]")  # next tab
-        page.wait_for_function(
-            "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Step by step')"
-        )
+        page.wait_for_function(SELECTED_STEP_TAB)
 
 
 def test_chat_step_and_beam_all_answer_paris_greedily_with_their_defaults(browser, launched_app):
