@@ -58,11 +58,13 @@ def header_markdown(engine: Engine) -> str:
     dtype_text = f" · **dtype** {str(dtype).removeprefix('torch.')}" if dtype is not None else ""
     loaded = getattr(engine, "load_seconds", None)
     load_text = f" · loaded in {loaded:.1f} s ({engine.source})" if loaded is not None else ""
+    decode = getattr(engine, "describe_decode", None)
+    decode_text = f"<br>{decode()}" if decode else ""
     return (
         "## LLM generation playground\n"
         f"<span class='model-info'>**Model:** {engine.name}{size} · **engine** {engine.kind} · "
         f"**device** {device_summary(engine)}{dtype_text}{load_text} · "
-        f"context {engine.context_length:,} tokens</span>"
+        f"context {engine.context_length:,} tokens{decode_text}</span>"
     )
 
 
