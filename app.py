@@ -7,6 +7,13 @@ Options (each also settable as an environment variable):
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
   --share   PLAYGROUND_SHARE   create a public Gradio share link (default off)
+  --no-compile  PLAYGROUND_COMPILE=0  decode eagerly (no static KV cache / CUDA graphs on a GPU)
+  --decode  PLAYGROUND_DECODE  auto (static + CUDA graphs on CUDA, eager elsewhere), static or eager
+  --engine  PLAYGROUND_ENGINE  use a serving engine instead of loading the model here: llama.cpp, vllm, sglang
+  --engine-url        PLAYGROUND_ENGINE_URL        that engine's URL, e.g. http://127.0.0.1:8080
+  --engine-tokenizer  PLAYGROUND_ENGINE_TOKENIZER  the served model's tokenizer (dir, .gguf or Hub id;
+                                                   default: found from the server, checked against it)
+  --engine-top-n      PLAYGROUND_ENGINE_TOP_N      alternatives per position (default: the server's maximum)
 """
 
 from __future__ import annotations
@@ -51,32 +58,91 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         default=defaults.trust_remote_code,
         help="allow code shipped with a Hub model to run (off by default)",
     )
+    parser.add_argument(
+        "--no-compile", dest="compile", action="store_false", default=defaults.compile,
+        help="decode eagerly: no static KV cache or CUDA graphs on a GPU",
+    )  # fmt: skip
+    parser.add_argument(
+        "--decode", default=defaults.decode, choices=("auto", "static", "eager"),
+        help="decode path: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager",
+    )  # fmt: skip
+    _engine_args(parser, defaults)
     args = parser.parse_args(argv)
     return load_settings(**{k: v for k, v in vars(args).items() if v is not None})
 
 
+def _engine_args(parser: argparse.ArgumentParser, defaults: Settings) -> None:
+    parser.add_argument(
+        "--engine", default=defaults.engine, help="serving engine to use instead of an in-process model: "
+        "llama.cpp, vllm or sglang (README: 'Bigger models')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--engine-url", default=defaults.engine_url, help="the engine's URL, e.g. http://127.0.0.1:8080"
+    )
+    parser.add_argument(
+        "--engine-tokenizer", default=defaults.engine_tokenizer,
+        help="the served model's tokenizer: a directory, .gguf file or Hub id (default: from the server)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--engine-top-n", type=int, default=defaults.engine_top_n or None,
+        help="alternatives per position (default: the server's maximum)",
+    )  # fmt: skip
+
+
 def create_demo(settings: Settings) -> Any:
-    """Load the model and build the Gradio app (the slow part: model load)."""
-    from playground.engine.loading import load_model
-    from playground.speculative import check_draft
+    """Load the model (or connect to the serving engine) and build the Gradio app."""
     from playground.ui.app import build_demo
 
-    lm = load_model(
+    engine = create_engine(settings)
+    return build_demo(engine, settings, draft=create_draft(settings, engine))
+
+
+def create_engine(settings: Settings) -> Any:
+    """The in-process model, or with --engine a RemoteEngine on a running llama-server, vLLM or SGLang."""
+    if settings.engine:
+        from playground.engine.remote import connect
+
+        if not settings.engine_url:
+            raise PlaygroundError(
+                f"--engine {settings.engine} needs --engine-url (e.g. http://127.0.0.1:8080)."
+            )
+        return connect(
+            settings.engine_url,
+            settings.engine,
+            tokenizer=settings.engine_tokenizer,
+            top_n=settings.engine_top_n or None,
+            timeout=settings.engine_timeout,
+            api_key=settings.engine_api_key,
+            progress=print,
+        )
+    from playground.engine.loading import load_model
+
+    return load_model(
         settings.model,
         settings.device,
         settings.dtype,
         cache_dir=settings.cache_dir,
         trust_remote_code=settings.trust_remote_code,
         progress=print,
+        decode=settings.decode if settings.compile else "eager",
     )
-    draft = None
-    if settings.draft_model:  # speculative decoding's draft: loaded the same way, same tokenizer required
-        draft = load_model(
-            settings.draft_model, settings.device, settings.dtype, cache_dir=settings.cache_dir,
-            trust_remote_code=settings.trust_remote_code, progress=print,
-        )  # fmt: skip
-        check_draft(lm, draft)  # a different tokenizer: one clear line before the app starts
-    return build_demo(lm, settings, draft=draft)
+
+
+def create_draft(settings: Settings, engine: Any) -> Any:
+    """--draft-model: a second in-process model with the same tokenizer, drafting for speculative
+    decoding ("Under the hood"); None without it. A different tokenizer stops the start-up with
+    one clear line."""
+    if not settings.draft_model:
+        return None
+    from playground.engine.loading import load_model
+    from playground.speculative import check_draft
+
+    draft = load_model(
+        settings.draft_model, settings.device, settings.dtype, cache_dir=settings.cache_dir,
+        trust_remote_code=settings.trust_remote_code, progress=print, decode="eager",
+    )  # fmt: skip
+    check_draft(engine, draft)
+    return draft
 
 
 def __getattr__(name: str) -> Any:

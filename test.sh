@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh requirements-dev.txt
 scripts/install_browser.sh || echo "warning: no Chromium: browser tests will be skipped"
+scripts/build_llama_server.sh >/dev/null || echo "warning: no llama-server: remote-engine tests will be skipped"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1

@@ -88,7 +88,8 @@ def main() -> None:
         ("generate prompt lookup", "generate, prompt_lookup_num_tokens"),
     ]:
         ratio = ours / speeds[base]
-        goal_applies = base.startswith("plain generate") and not args.random_weights  # a random model copies nothing
+        # the goal is for the real model: a random one copies nothing
+        goal_applies = base.startswith("plain generate") and not args.random_weights
         note = verdict(ratio, GOAL, lower_is_better=False) if goal_applies else ""
         print(f"ours prompt lookup / {label:<24} {ratio:6.2f}x  {note}")
     if not same:

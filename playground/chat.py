@@ -189,10 +189,13 @@ def stream_chat(
     room = engine.context_length - len(prompt_ids) - len(prefix)
     max_new = min(request.max_new_tokens, room)
     if max_new < request.max_new_tokens:
-        notes.append(f"Max new tokens cut to {max_new} to stay within the {engine.context_length}-token context.")
+        notes.append(
+            f"Max new tokens cut to {max_new} to stay within the {engine.context_length}-token context."
+        )
     seed = request.seed if request.seed is not None else int(torch.randint(0, 2**31 - 1, (1,)))
     control = control or Control()
-    update = ChatUpdate("", list(known), ChatTimings(prompt_tokens=len(prompt_ids)), prompt_ids, seed, notes)
+    given = [replace(record, source="given") for record in known]  # every prefix token is given
+    update = ChatUpdate("", given, ChatTimings(prompt_tokens=len(prompt_ids)), prompt_ids, seed, notes)
     plan = DecodePlan(settings, max_new, seed)
     read = [*prompt_ids, *prefix[: len(known)]]
     events = engine.stream(read, plan, answer_prefix=prefix[len(known) :], key=key, control=control)
@@ -204,9 +207,13 @@ def stream_chat(
             continue
         update.progress = None
         _append(engine, update, event)
-        if not event.given and (event.id in engine.eos_token_ids or update.timings.generated_tokens == max_new):
+        if not event.given and (
+            event.id in engine.eos_token_ids or update.timings.generated_tokens == max_new
+        ):
             update.finished = True
-            update.stop_reason = _stop_reason(event.id in engine.eos_token_ids, max_new < request.max_new_tokens)
+            update.stop_reason = _stop_reason(
+                event.id in engine.eos_token_ids, max_new < request.max_new_tokens
+            )
         if not event.given or update.finished:
             yield update
 
@@ -235,10 +242,8 @@ def run_chat(
     engine: Engine, request: ChatRequest, max_new_tokens_limit: int = 1024, *, control: Control | None = None
 ) -> ChatUpdate:
     """The final update of stream_chat (for notebooks and tests)."""
-    last = None
-    for last in stream_chat(engine, request, max_new_tokens_limit, control=control):
-        pass
-    return last  # type: ignore[return-value]
+    *_, last = stream_chat(engine, request, max_new_tokens_limit, control=control)
+    return last
 
 
 # --- forks: one answer, many branches -------------------------------------------------------------
@@ -278,7 +283,9 @@ class ChatSession:
         self.request, self.tree, self.tip, self.updates = replace(request, answer_prefix=None), None, ROOT, {}
         yield from self._run(request, limit, control, known=known)
 
-    def fork(self, position: int, token_id: Any, limit: int, control: Control | None = None) -> Iterator[ChatUpdate]:
+    def fork(
+        self, position: int, token_id: Any, limit: int, control: Control | None = None
+    ) -> Iterator[ChatUpdate]:
         """Cut the current answer before its token at `position` (0-based), put token_id there and
         continue with the same settings. The old continuation stays a branch."""
         if self.request is None or self.tree is None:
@@ -286,7 +293,8 @@ class ChatSession:
         records = self.tree.records(self.tip)
         if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(records):
             raise PlaygroundError(
-                f"Fork position {position!r} is outside the answer (0..{len(records) - 1}): pick one of its tokens."
+                f"Fork position {position!r} is outside the answer (0..{len(records) - 1}): "
+                "pick one of its tokens."
             )
         token_id = check_token_id(token_id, self.engine.vocab_size)
         kept = records[:position]
@@ -309,10 +317,9 @@ class ChatSession:
     def branches(self) -> list[AnswerBranch]:
         if self.tree is None:
             return []
-        tokenizer = self.engine.tokenizer
         return [
-            AnswerBranch(leaf, self.tree.depth(leaf), decode_ids(tokenizer, self.tree.token_ids(leaf)), leaf == self.tip)
-            for leaf in self.updates
+            AnswerBranch(leaf, self.tree.depth(leaf), update.text, leaf == self.tip)
+            for leaf, update in self.updates.items()
         ]
 
     def release(self) -> None:
@@ -321,12 +328,17 @@ class ChatSession:
     def _run(
         self, request: ChatRequest, limit: int, control: Control | None, known: Sequence[TokenRecord]
     ) -> Iterator[ChatUpdate]:
-        update = None
+        update, kept = None, False
         try:
-            for update in stream_chat(self.engine, request, limit, key=self.key, control=control, known=known):
+            for update in stream_chat(
+                self.engine, request, limit, key=self.key, control=control, known=known
+            ):
+                if update.finished:  # kept before it is shown, so its branch is listed with it
+                    self._keep(update)
+                    kept = True
                 yield update
         finally:  # a stopped answer is kept too: it can be forked like any other
-            if update is not None and update.tokens:
+            if update is not None and update.tokens and not kept:
                 self._keep(update)
 
     def _keep(self, update: ChatUpdate) -> None:

@@ -24,7 +24,9 @@ T = TypeVar("T", bound=Releasable)
 class SessionStore(Generic[T]):
     """Objects by random id, least recently used released beyond max_sessions."""
 
-    def __init__(self, max_sessions: int = 256, what: str = "session", hint: str = "press Start first") -> None:
+    def __init__(
+        self, max_sessions: int = 256, what: str = "session", hint: str = "press Start first"
+    ) -> None:
         self.max_sessions = max_sessions
         self.what, self.hint = what, hint
         self._items: OrderedDict[str, T] = OrderedDict()

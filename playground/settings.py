@@ -40,6 +40,29 @@ class Settings:
     kv_store_mib: int = 512
     # How many requests may use the model at once (queue beyond that).
     model_concurrency: int = 2
+    # A serving engine to use instead of loading the model here: "llama.cpp", "vllm" or "sglang".
+    engine: str | None = None
+    # That engine's base URL, e.g. http://127.0.0.1:8080 (llama-server) or http://gpu-box:8000 (vLLM).
+    engine_url: str | None = None
+    # The served model's tokenizer: a local directory, .gguf file or Hub id (default: found from the server).
+    engine_tokenizer: str | None = None
+    # Alternatives asked per position; 0 = the server's maximum (vLLM: --max-logprobs), 1000 where the
+    # server sets none (llama-server, SGLang; the vocabulary size there gives exact sampling stages).
+    engine_top_n: int = 0
+    # Seconds to wait for an engine's answer (a long prompt on a CPU server takes a while).
+    engine_timeout: int = 120
+    # Bearer token for engines started with an API key (vLLM --api-key, SGLang --api-key).
+    engine_api_key: str | None = None
+    # On a GPU, decode with a static KV cache and CUDA graphs captured at load; False (--no-compile)
+    # keeps the eager path (the only path on CPU unless decode="static" is asked for).
+    compile: bool = True
+    # Decode path when compile is on: auto (static on CUDA, eager elsewhere), static (everywhere,
+    # CPU included: PLAYGROUND_DECODE=static runs the test suite on it) or eager.
+    decode: str = "auto"
+    # Tokens per static KV slot (a sequence longer than this continues on the eager path).
+    static_tokens: int = 8192
+    # Sequences held in static KV slots at once (more are parked in plain memory, copied back on use).
+    static_slots: int = 2
 
 
 def _parse(name: str, value: str, kind: type | str) -> object:

@@ -19,25 +19,9 @@
       box.dispatchEvent(new Event("input", { bubbles: true }));
     });
   };
-  // The figures set no font colour (transparent backgrounds, grey grids): take the page's text
-  // colour, so that they read in the light and the dark theme alike.
-  const followTheme = (plot) => {
-    const apply = () => {
-      const color = getComputedStyle(plot).getPropertyValue("--body-text-color").trim();
-      if (color && window.Plotly && plot._fullLayout && plot._fullLayout.font.color !== color) {
-        window.Plotly.relayout(plot, { "font.color": color });
-      }
-    };
-    if (!plot.dataset.hoodThemed) {
-      plot.dataset.hoodThemed = "1";
-      plot.on("plotly_afterplot", apply);
-    }
-    apply();
-  };
   new MutationObserver(() => {
     for (const target of targets) {
       document.querySelectorAll(`${target.plot} .js-plotly-plot`).forEach((plot) => plot.on && wireClick(plot, target));
     }
-    document.querySelectorAll("#hood-views .js-plotly-plot").forEach((plot) => plot.on && followTheme(plot));
   }).observe(document.body, { childList: true, subtree: true });
 }

@@ -12,16 +12,17 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from playground.model import LoadedModel, load_model
+from playground.engine.loading import load_model
+from playground.engine.local import LocalEngine
 
 
 @pytest.fixture(scope="session")
-def embedded_lm() -> LoadedModel:
+def embedded_lm() -> LocalEngine:
     """The real embedded SmolLM2-135M-Instruct on CPU, float32 (cache dir from PLAYGROUND_CACHE_DIR)."""
     return load_model(device="cpu")
 
 
-def make_tiny_llama(tokenizer: AutoTokenizer, seed: int = 0, **config_overrides: object) -> LoadedModel:
+def make_tiny_llama(tokenizer: AutoTokenizer, seed: int = 0, **config_overrides: object) -> LocalEngine:
     """A tiny random Llama with the embedded model's tokenizer: fast unit tests, never instead
     of the real model."""
     torch.manual_seed(seed)
@@ -40,18 +41,18 @@ def make_tiny_llama(tokenizer: AutoTokenizer, seed: int = 0, **config_overrides:
     )
     config = LlamaConfig(**{**defaults, **config_overrides})
     model = LlamaForCausalLM(config).eval()
-    return LoadedModel(
+    return LocalEngine(
         model, tokenizer, torch.device("cpu"), torch.float32, "tiny-random-llama", 0.0, "local"
     )
 
 
 @pytest.fixture(scope="session")
-def tiny_lm(embedded_lm: LoadedModel) -> LoadedModel:
+def tiny_lm(embedded_lm: LocalEngine) -> LocalEngine:
     return make_tiny_llama(embedded_lm.tokenizer)
 
 
 @pytest.fixture(scope="session")
-def launched_app(embedded_lm: LoadedModel):
+def launched_app(embedded_lm: LocalEngine):
     """The full app on a free local port, shared by the gradio_client and browser tests.
 
     Yields the base URL."""
@@ -96,3 +97,10 @@ def no_network_beyond_loopback():
     socket.socket.connect = guarded_connect
     yield
     socket.socket.connect = real_connect
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item (browser tests screenshot their failures)."""
+    outcome = yield
+    setattr(item, f"report_{call.when}", outcome.get_result())

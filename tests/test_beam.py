@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -12,15 +13,16 @@ import torch
 
 from playground import beam
 from playground.beam import FINISHED, KEPT, PRUNED, ROOT, BeamTree, beam_search
+from playground.beam import search as beam_search_module
+from playground.engine.local import LocalEngine
 from playground.errors import PlaygroundError
-from playground.model import LoadedModel
-from playground.plots import beam_tree_figure, early_stopping_word, figure_config
+from playground.plots.beam import beam_tree_figure, early_stopping_word, figure_config
 from tests.conftest import make_tiny_llama
 
 CAPITAL = "What is the capital of France?"
 
 
-def generate_beams(lm: LoadedModel, tree: BeamTree):
+def generate_beams(lm: LocalEngine, tree: BeamTree):
     """Plain transformers beam search with the tree's settings on the tree's prompt ids."""
     s = tree.settings
     ids = torch.tensor([tree.prompt_ids], device=lm.device)
@@ -39,7 +41,7 @@ def generate_beams(lm: LoadedModel, tree: BeamTree):
         )
 
 
-def assert_parity(lm: LoadedModel, tree: BeamTree) -> None:
+def assert_parity(lm: LocalEngine, tree: BeamTree) -> None:
     out = generate_beams(lm, tree)
     prompt_len = len(tree.prompt_ids)
     assert out.sequences[:, :prompt_len].tolist() == [tree.prompt_ids] * len(tree.sequences)
@@ -89,7 +91,7 @@ def test_the_capital_search_really_finishes_hypotheses_with_eos(embedded_lm, cap
 
 
 @pytest.fixture(scope="module")
-def tiny_many_eos(embedded_lm) -> LoadedModel:
+def tiny_many_eos(embedded_lm) -> LocalEngine:
     """A tiny model whose 3 favourite first tokens are all EOS ids: beams finish all the time,
     and K = (1 + 3 EOS) * beams contenders per step, as in generate."""
     lm = make_tiny_llama(embedded_lm.tokenizer, seed=3)
@@ -152,7 +154,7 @@ def test_the_model_lock_is_held_per_forward_not_for_the_whole_search(embedded_lm
 
 def test_kept_nodes_descend_from_kept_nodes_and_leaves_have_no_children(capital_tree):
     nodes = capital_tree.nodes
-    assert nodes[0].fate == ROOT and nodes[0].parent == -1
+    assert nodes[0].fate == ROOT and nodes[0].parent is None and nodes[0].token is None
     for node in nodes[1:]:
         parent = nodes[node.parent]
         assert parent.fate in (KEPT, ROOT), f"#{node.id} grows from a {parent.fate} node"
@@ -230,7 +232,7 @@ def test_greedy_path_follows_the_top_child(capital_tree):
     assert first.parent == 0 and first.id == capital_tree.children(0)[0]
     for token in greedy:
         if token.node_id is not None:
-            assert capital_tree.nodes[token.node_id].token_id == token.token_id
+            assert capital_tree.nodes[token.node_id].token_id == token.token.id
             assert capital_tree.nodes[token.node_id].step == token.step
 
 
@@ -285,10 +287,10 @@ def test_prompt_longer_than_the_context_is_refused(tiny_lm):
 def test_search_bigger_than_free_memory_is_refused(tiny_lm, monkeypatch):
     settings = beam.check_settings(16, 64, 1.0, False, None, False)
     needed = beam.search_bytes(tiny_lm, 10, settings)
-    monkeypatch.setattr(beam, "free_bytes", lambda device: needed)  # 80% of it is allowed
+    monkeypatch.setattr(beam_search_module, "free_bytes", lambda device: needed)  # 80% of it is allowed
     with pytest.raises(PlaygroundError, match=r"needs about .* MiB .* fewer beams \(16\)"):
         beam_search(tiny_lm, "Hello", 16, 64)
-    monkeypatch.setattr(beam, "free_bytes", lambda device: 2 * needed)
+    monkeypatch.setattr(beam_search_module, "free_bytes", lambda device: 2 * needed)
     beam.check_fits(tiny_lm, 10, settings)  # fits in twice the estimate
     assert beam.search_bytes(tiny_lm, 10, dataclasses.replace(settings, num_beams=8)) < needed
 
@@ -300,7 +302,8 @@ def test_chat_without_a_template_is_refused(tiny_lm):
         def __getattr__(self, name):
             return getattr(tiny_lm.tokenizer, name)
 
-    lm = dataclasses.replace(tiny_lm, tokenizer=NoTemplate())
+    lm = copy.copy(tiny_lm)
+    lm.tokenizer = NoTemplate()
     with pytest.raises(PlaygroundError, match="no chat template"):
         beam_search(lm, "Hello", 2, 3, chat=True)
 

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
-import gradio as gr
 import pytest
 from gradio_client.exceptions import AppError
 
 from playground import beam
-from playground.beam import FINISHED, KEPT, BeamNode, BeamTree, GreedyToken
+from playground.beam import FINISHED, BeamNode, BeamTree, GreedyToken
+from playground.beam import search as beam_search_module
+from playground.engine.records import TokenRecord
+from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
-from playground.tokens import decode_ids
+from playground.tree import GenerationTree
 from playground.ui.beam_tab import (
+    RUN_OUTPUTS,
     BeamHandlers,
     export_json,
     hypothesis_rows,
@@ -24,8 +27,10 @@ from playground.ui.beam_tab import (
     parse_early_stopping,
     status_markdown,
 )
+from playground.workspace import Workspaces
 
 MULTIBYTE = " 東京 😀 café"  # CJK and an emoji split over byte tokens, an accented letter
+TAB = SimpleNamespace(session_hash="beam-tab")
 
 
 def no_progress(*args: object, **kwargs: object) -> None:
@@ -33,72 +38,75 @@ def no_progress(*args: object, **kwargs: object) -> None:
 
 
 @pytest.fixture(scope="module")
-def run_outputs(tiny_lm):
-    return BeamHandlers(tiny_lm).run(
-        "Hello there", False, 3, 6, 1.0, "on", 1, True, "svg", progress=no_progress
+def run(tiny_lm):
+    handlers = BeamHandlers(tiny_lm, Workspaces(tiny_lm))
+    views = handlers.beam_run(
+        "Hello there", False, 3, 6, 1.0, "on", 1, True, "svg", TAB, progress=no_progress
+    )
+    return SimpleNamespace(
+        handlers=handlers, views=views, tree=handlers.workspaces.get(TAB.session_hash).beam
     )
 
 
-def test_run_returns_every_view(run_outputs):
-    plot, status, rows, nodes, tree, prompt, chat, prefix_text, prefix_ids, export_file = run_outputs
+def test_run_returns_every_view(run):
+    views, tree = run.views, run.tree
+    assert set(views) == set(RUN_OUTPUTS)
     assert isinstance(tree, BeamTree) and tree.settings.early_stopping is True and tree.greedy
-    figure = json.loads(plot.plot)
+    figure = json.loads(views["plot"].plot)
     assert figure["config"]["toImageButtonOptions"]["format"] == "svg" and figure["config"]["scrollZoom"]
     assert {trace["name"] for trace in figure["data"]} >= {"pruned", "returned hypotheses", "greedy path"}
-    assert f"**{tree.steps_run} steps**" in status and tree.stop_reason in status
+    assert f"**{tree.steps_run} steps**" in views["status"] and tree.stop_reason in views["status"]
+    rows = views["table"]
     assert [row[0] for row in rows] == [1, 2, 3] and [row[1] for row in rows] == [
         round(s, 4) for s in tree.scores
     ]
+    nodes = views["node"]
     assert nodes.choices[0][1] == 0 and [value for _, value in nodes.choices[1:4]] == [
         h.node_id for h in tree.hypotheses
     ]
-    assert (prompt, chat, export_file) == ("Hello there", False, None)
     best = tree.hypotheses[0]
-    assert prefix_ids == best.token_ids and prefix_text.startswith("Hello there")
+    assert nodes.value == best.node_id and views["export_file"] is None
+    assert views["prefix_text"] == decode_ids(run.handlers.engine.tokenizer, tree.prefix_ids(best.node_id))
 
 
-def test_texts_read_plain(run_outputs, tiny_lm):
-    tree = run_outputs[4]
-    rows = hypothesis_rows(tree)
-    assert [row[4] for row in rows] == [decode_ids(tiny_lm.tokenizer, h.token_ids) for h in tree.hypotheses]
-    assert not any("␣" in row[4] for row in rows)
-    assert markdown_text(" in a graph\r\n*x* <b>") == " in a graph↵\\*x\\* &lt;b&gt;"
-    best = dataclasses.replace(tree.hypotheses[0], text="it's\na graph")
-    status = status_markdown(dataclasses.replace(tree, hypotheses=[best]))
-    assert "): it's↵a graph" in status and "'it" not in status
+def test_texts_read_plain(run, tiny_lm):
+    tree = run.tree
+    assert markdown_text("a\nb *c*") == "a↵b \\*c\\*"
+    assert [row[4] for row in hypothesis_rows(tree)] == [h.text for h in tree.hypotheses]  # no repr quotes
+    assert "Best beam" in status_markdown(tree) and "Greedy" in status_markdown(tree)
 
 
-def test_choosing_a_node_gives_its_prefix(run_outputs, tiny_lm):
-    tree = run_outputs[4]
-    best = tree.hypotheses[0]
-    text, ids = BeamHandlers(tiny_lm).select_node(tree, best.node_id)
-    assert ids == best.token_ids and text == tree.prompt_text + best.text
-    assert BeamHandlers(tiny_lm).select_node(tree, 0) == (tree.prompt_text, [])
-    assert tree.nodes[best.node_id].fate == FINISHED
-    with pytest.raises(PlaygroundError, match="Node #99999 is not in this tree"):
-        node_prefix(tree, 99999, tiny_lm.tokenizer)
+def test_choosing_a_node_gives_its_prefix(run, tiny_lm):
+    tree = run.tree
+    node_id = tree.hypotheses[1].node_id
+    text = run.handlers.beam_select_node(node_id, TAB)
+    assert text == decode_ids(tiny_lm.tokenizer, tree.prefix_ids(node_id))
+    assert run.handlers.workspaces.get(TAB.session_hash).beam_node == node_id
+    clicked = run.handlers.beam_click_node(f"{node_id}:12345", TAB)
+    assert clicked == {"node": node_id, "prefix_text": text}
+    assert run.handlers.beam_click_node("", TAB) == {}
+    with pytest.raises(PlaygroundError, match="not in this tree"):
+        run.handlers.beam_select_node(10**6, TAB)
     with pytest.raises(PlaygroundError, match="Run a search first"):
-        BeamHandlers(None).select_node(None, 3)
+        run.handlers.beam_select_node(1, SimpleNamespace(session_hash="no-search-yet"))
 
 
-def test_node_list_puts_hypotheses_first_then_live_nodes(run_outputs):
-    tree = run_outputs[4]
-    labels = [label for label, _ in node_choices(tree)]
-    assert labels[1].endswith("rank 1") and "· kept" in labels[len(tree.hypotheses) + 1]
-    assert len(labels) == len(tree.nodes)
+def test_node_list_puts_hypotheses_first_then_live_nodes(run):
+    choices = node_choices(run.tree)
+    ranked = [value for _, value in choices[1 : 1 + len(run.tree.hypotheses)]]
+    assert ranked == [h.node_id for h in run.tree.hypotheses]
+    assert "the prompt" in choices[0][0]
 
 
-def test_redraw_and_export(run_outputs, tmp_path):
-    tree = run_outputs[4]
-    handlers = BeamHandlers(None)
-    plain = json.loads(handlers.redraw(tree, 0, False, "png").plot)
+def test_redraw_and_export(run, tmp_path):
+    redrawn = run.handlers.beam_redraw(0, False, "png", TAB)
+    figure = json.loads(redrawn["plot"].plot)
+    assert "greedy path" not in {trace["name"] for trace in figure["data"]}
+    assert run.handlers.beam_redraw(0, False, "png", SimpleNamespace(session_hash="none")) == {}
+    path = run.handlers.beam_export(TAB)
     assert (
-        "greedy path" not in {t["name"] for t in plain["data"]}
-        and plain["config"]["toImageButtonOptions"]["format"] == "png"
+        BeamTree.from_dict(json.loads(Path(path).read_text(encoding="utf-8"))).to_dict() == run.tree.to_dict()
     )
-    assert handlers.redraw(None, 2, True, "png") == gr.skip()
-    path = export_json(tree)
-    assert BeamTree.from_dict(json.loads(Path(path).read_text(encoding="utf-8"))).to_dict() == tree.to_dict()
     with pytest.raises(PlaygroundError, match="Run a search first"):
         export_json(None)
 
@@ -134,44 +142,55 @@ def test_search_through_the_launched_app(app_client):
         app_client.predict("Hi", False, 2, 500, 1.0, "off", 2, True, "png", api_name="/beam_run")
 
 
-def test_a_chosen_prefix_opens_as_the_same_ids_in_a_step_session(tiny_lm):
-    """What app.py hands the Step-by-step tab (searched prompt, chat, prefix ids) rebuilds the node."""
-    from playground.stepper import StepSession
+def test_a_chosen_node_opens_in_step_by_step_with_its_numbers(tiny_lm):
+    """The move beam node -> Step by step hands over the node's records: same ids, same numbers."""
+    from playground.ui.step_tab import StepHandlers
 
-    outputs = BeamHandlers(tiny_lm).run("Hi", True, 2, 4, 1.0, "off", 1, False, "png", progress=no_progress)
-    tree, searched_prompt, searched_chat = outputs[4], outputs[5], outputs[6]
+    workspaces = Workspaces(tiny_lm)
+    beam_handlers, step_handlers = BeamHandlers(tiny_lm, workspaces), StepHandlers(tiny_lm, workspaces)
+    beam_handlers.beam_run("Hi", True, 2, 4, 1.0, "off", 1, False, "png", TAB, progress=no_progress)
+    tree = workspaces.get(TAB.session_hash).beam
     node_id = tree.hypotheses[0].node_id
-    _, prefix_ids = BeamHandlers(tiny_lm).select_node(tree, node_id)
-    session = StepSession(tiny_lm, searched_prompt, searched_chat)
-    session.append_tokens(prefix_ids)
-    assert session.ids == tree.prefix_ids(node_id)
+    beam_handlers.beam_select_node(node_id, TAB)
+    view = step_handlers.step_open_beam_node(TAB)
+    session = workspaces.get(TAB.session_hash).step
+    assert session.ids == tree.prefix_ids(node_id) and view["chat"] is True
+    assert [e.token for e in session.ledger] == tree.records(node_id)  # moved, not recomputed
+    assert [row[2] for row in view["ledger"]] == ["beam"] * len(session.ledger)
 
 
 def chain_tree(tree: BeamTree, token_ids: list[int]) -> BeamTree:
     """The tree's prompt followed by one chain of nodes for token_ids (each alone is U+FFFD)."""
-    nodes = [tree.nodes[0]]
+    chain: GenerationTree[BeamNode] = GenerationTree(tree.prompt_ids, BeamNode)
+    parent = 0
     for step, token in enumerate(token_ids, start=1):
-        nodes.append(BeamNode(step, step, step - 1, token, "\ufffd", "?", -1.0, -step, -1.0, KEPT))
-    return dataclasses.replace(tree, nodes=nodes, _children=None)
+        record = TokenRecord(token, "\ufffd", "?", False, -1.0, None, 1, 0.0, source="beam")
+        parent = chain.add(
+            parent, record, step=step, logprob=-1.0, cum_logprob=-step, score=-1.0, fate="kept"
+        )
+    return BeamTree(**{**vars(tree), "tree": chain})
 
 
-def test_a_prefix_with_multibyte_characters_reads_whole(run_outputs, tiny_lm):
+def test_a_prefix_with_multibyte_characters_reads_whole(run, tiny_lm):
     tokenizer = tiny_lm.tokenizer
     ids = tokenizer(MULTIBYTE, add_special_tokens=False).input_ids
-    tree = chain_tree(run_outputs[4], ids)
-    text, prefix_ids = BeamHandlers(tiny_lm).select_node(tree, len(ids))
-    assert (text, prefix_ids) == (tree.prompt_text + MULTIBYTE, ids)
-    assert node_prefix(tree, 4, tokenizer)[1] == ids[:4]
+    tree = chain_tree(run.tree, ids)
+    assert node_prefix(tree, len(ids), tokenizer) == tree.prompt_text + MULTIBYTE
+    assert tree.prefix_ids(4)[len(tree.prompt_ids) :] == ids[:4]
 
 
 def test_the_greedy_text_keeps_multibyte_characters_whole(tiny_lm, monkeypatch):
     ids = tiny_lm.tokenizer(MULTIBYTE, add_special_tokens=False).input_ids
 
-    def fake_greedy(lm, prompt_ids, max_new_tokens):
-        return [GreedyToken(i, t, "\ufffd", "?", -1.0, -float(i)) for i, t in enumerate(ids, 1)]
+    def fake_greedy(engine, prompt_ids, max_new_tokens, control=None):
+        records = [TokenRecord(t, "\ufffd", "?", False, -1.0, None, 1, 0.0) for t in ids]
+        return [GreedyToken(i, record, -float(i)) for i, record in enumerate(records, 1)]
 
-    monkeypatch.setattr(beam, "greedy_path", fake_greedy)
+    monkeypatch.setattr(beam_search_module, "greedy_path", fake_greedy)
     tree = beam.beam_search(tiny_lm, "東京 😀 café", 2, 3, include_greedy=True)
     assert tree.prompt_text == "東京 😀 café" and tree.greedy_text == MULTIBYTE
     assert f"tokens): {MULTIBYTE}" in status_markdown(tree)  # plain text, no repr quotes
     assert BeamTree.from_dict(tree.to_dict()).greedy_text == MULTIBYTE
+
+
+assert FINISHED  # the fates are part of the public beam API

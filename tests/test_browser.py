@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
+from pathlib import Path
+
 import pytest
 from browser import browser_page, chromium_path
 
@@ -13,10 +17,25 @@ pytestmark = [
 ]
 
 
+SCREENSHOTS = Path(tempfile.gettempdir()) / "playground-browser-failures"
+
+
 @pytest.fixture(scope="module")
-def page(launched_app):
+def shared_page(launched_app):
     with browser_page(launched_app) as page:
         yield page
+
+
+@pytest.fixture
+def page(shared_page, request):
+    """The module's page; a failing test leaves a screenshot (its path is printed)."""
+    yield shared_page
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        path = SCREENSHOTS / f"{request.node.name}.png"
+        shared_page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot of the failure: {path}")
 
 
 def test_header_states_model_device_and_dtype(page):
@@ -54,21 +73,96 @@ def test_step_tab_opens_started_and_number_keys_pick_candidates(page):
     page.get_by_role("tab", name="Step by step").click()
     first = page.locator("#step-cand-1")
     first.wait_for(state="visible")
-    label = first.inner_text()
-    assert "Paris" not in page.locator("#step-text").inner_text()
+    label = first.inner_text()  # "[1] ␣Paris   77.3% · ..."
+    tokens = "#step-text .step-text .tok"
+    before = page.locator(tokens).count()
     page.locator("body").click(position={"x": 5, "y": 5})  # focus outside any text box
     page.keyboard.press("1")
-    piece = label.split()[1].replace("␣", "") if len(label.split()) > 1 else label
     page.wait_for_function(
-        "piece => document.querySelector('#step-text').innerText.includes(piece)", arg=piece
+        "([sel, n]) => document.querySelectorAll(sel).length === n + 1", arg=[tokens, before]
     )
+    picked = page.locator(tokens).last.locator(".tok-card").inner_text()
+    assert label.split()[1] in picked  # the card names the token the button showed
 
 
 def test_kv_tab_shows_bytes_in_gib_and_gb(page):
     page.get_by_role("tab", name="KV cache").click()
-    page.get_by_text("KV cache:", exact=False).first.wait_for()
-    body = page.locator("body").inner_text()
-    assert "bytes" in body and "GiB" in body and "GB" in body
+    summary = page.locator("#kv-summary")
+    summary.wait_for()
+    text = summary.inner_text()  # the result itself, not the tab's intro
+    assert re.search(r"KV cache: [\d,]+ bytes = [\d,.]+ GiB \(2\^30 B\) = [\d,.]+ GB \(10\^9 B\)", text), text
+
+
+def test_chat_fork_picks_an_alternative_and_switches_back(page):
+    page.get_by_role("tab", name="Chat").click()
+    send_greedy(page, "What is the capital of France?")
+    original = page.locator("#chat-tokens .answer-tokens").inner_text()
+    token = page.locator("#chat-tokens .answer-tokens > .tok").nth(3)
+    token.click()  # pins its card: the alternatives are buttons
+    alternative = token.locator(".tok-alt").nth(1)
+    chosen = alternative.inner_text().split()[1].replace("␣", " ")
+    alternative.click()
+    page.wait_for_function(  # the fork's own statistics: it starts with given tokens
+        "document.querySelector('#chat-status')?.innerText.includes('given tokens first · stopped')"
+    )
+    forked = page.locator("#chat-tokens .answer-tokens").inner_text()
+    assert chosen.strip() in forked and forked != original
+    assert page.locator("#chat-tokens .tok-given").count() == 4  # the kept three and the chosen one
+    page.locator("#chat-branch input").click()
+    page.get_by_role("option").first.click()  # the original answer
+    page.wait_for_function(  # its tokens and statistics are back, nothing given
+        "() => document.querySelector('#chat-tokens .answer-tokens')"
+        " && !document.querySelector('#chat-tokens .tok-given')"
+        " && !document.querySelector('#chat-status').innerText.includes('given')"
+    )
+    assert page.locator("#chat-tokens .answer-tokens").inner_text() == original
+
+
+def test_a_chat_token_opens_in_step_by_step_and_continues_as_chat(page):
+    page.get_by_role("tab", name="Chat").click()
+    send_greedy(page, "Name a colour.")
+    token = page.locator("#chat-tokens .answer-tokens > .tok").nth(1)
+    token.click()  # pins its card
+    token.locator(".tok-open").click()
+    page.wait_for_function(
+        "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Step by step')"
+    )
+    page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 2")
+    page.locator("#step-cand-2").click()  # a different third token
+    page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 3")
+    page.locator("#step-continue-chat").click()
+    page.wait_for_function(
+        "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Chat')"
+    )
+    page.wait_for_function(  # the answer starts with the step path's three tokens, marked given
+        "document.querySelectorAll('#chat-tokens .tok-given').length === 3"
+        " && document.querySelector('#chat-status')?.innerText.includes('3 given tokens first · stopped')"
+    )
+
+
+def send_greedy(page, message: str) -> None:
+    """Send a message at temperature 0 and wait for this answer's own statistics."""
+    before = page.locator("#chat-status").inner_text()
+    page.locator("#chat-message textarea").fill(message)
+    page.get_by_label("Temperature").first.fill("0")
+    page.locator("#chat-send").click()
+    page.wait_for_function(
+        "old => { const s = document.querySelector('#chat-status')?.innerText || '';"
+        " return s !== old && s.includes('stopped'); }",
+        arg=before,
+    )
+    wait_until_stable(page, "#chat-tokens")  # the same update's token view paints after the status
+
+
+def wait_until_stable(page, selector: str, interval_ms: int = 300) -> str:
+    """The element's text once two readings `interval_ms` apart agree."""
+    text = page.locator(selector).inner_text()
+    while True:
+        page.wait_for_timeout(interval_ms)
+        again = page.locator(selector).inner_text()
+        if again == text:
+            return text
+        text = again
 
 
 def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page):

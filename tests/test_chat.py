@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from playground.chat import ChatRequest, normalize_history, run_chat, stream_chat
+from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
-from playground.sampling import SamplingSettings
 
 QUESTION = [{"role": "user", "content": "Name three colours."}]
 
@@ -197,14 +197,15 @@ def test_prefill_counts_the_prompt_forward_and_decode_excludes_the_callers_time(
 
 
 def test_answer_text_keeps_characters_split_over_several_tokens(embedded_lm):
-    from playground.chat import ChatTimings, ChatUpdate, TokenInfo, _append
+    from playground.chat import ChatTimings, ChatUpdate, _append
+    from playground.engine.records import TokenRecord
 
     original = "東京 😀 café naïve"
     ids = embedded_lm.tokenizer(original, add_special_tokens=False)["input_ids"]
     assert len(ids) > len(original.split()), "the text should split characters over tokens"
     update = ChatUpdate("", [], ChatTimings(), [], 0)
     for token_id in ids:
-        _append(embedded_lm, update, TokenInfo(token_id, "", "", False, 1.0, 0.0, 1.0))
+        _append(embedded_lm, update, TokenRecord(token_id, "", "", False, 0.0, 1.0, 1, 0.0))
         assert "\ufffd" not in update.text and original.startswith(update.text)
     assert update.text == original
 

@@ -26,14 +26,19 @@ def chat(client, message: str, history=(), system: str = "", settings=GREEDY):
 def test_streamed_chat_answers_with_token_view_and_timings(app_client):
     outputs = chat(app_client, "What is the capital of France?")
     assert len(outputs) > 3, "the answer should arrive token by token"
-    _, history, token_view, stats = outputs[-1]
+    _, history, token_view, stats, _ = outputs[-1]
     assert outputs[0][0] == "", "the message box is cleared when the answer starts"
     messages = normalize_history(history)
     assert messages[0] == {"role": "user", "content": "What is the capital of France?"}
     assert "Paris" in messages[-1]["content"]
-    growing = [len(normalize_history(out[1])[-1]["content"]) for out in outputs]
+    growing = [len(normalize_history(out[1])[-1]["content"]) for out in outputs[1:]]
     assert growing == sorted(growing) and growing[0] < growing[-1]
-    assert "tok-card" in token_view and "log-prob" in token_view and "#5" in token_view
+    assert (
+        "tok-card" in token_view
+        and "log-prob" in token_view
+        and "#5" in token_view
+        and "tok-alt" in token_view
+    )
     assert "prefill (time to first token)" in stats and "tok/s" in stats and "stopped: eos" in stats
 
 
@@ -102,15 +107,23 @@ def test_cli_exits_non_zero_with_a_one_line_reason():
     assert last_line.startswith("error: Cannot load model 'no-such-org/no-such-model'")
 
 
+def last_values(stream) -> dict:
+    """Every named output's last value over a handler's stream of updates."""
+    values: dict = {}
+    for update in stream:
+        values.update(update)
+    return values
+
+
 def test_handlers_as_plain_functions_put_statistics_under_each_answer(embedded_lm):
     from playground.settings import load_settings
     from playground.ui.chat_tab import ChatHandlers
 
     handlers = ChatHandlers(embedded_lm, load_settings())
-    *_, (_, history, _, _, _) = handlers.chat("What is the capital of France?", [], "", *GREEDY)
+    history = last_values(handlers.chat("What is the capital of France?", [], "", *GREEDY))["history"]
     answer = history[-1]["content"]
     assert "Paris" in answer and "prefill (time to first token)" in answer and "tok/s" in answer
-    *_, (_, history, _, _, _) = handlers.chat("And of Italy?", history, "", *GREEDY)
+    history = last_values(handlers.chat("And of Italy?", history, "", *GREEDY))["history"]
     assert sum("prefill" in m["content"] for m in history if m["role"] == "assistant") == 2
     assert "prefill" not in normalize_history(history)[1]["content"]
 
@@ -149,9 +162,9 @@ def test_message_box_is_cleared_once_so_typing_during_streaming_survives(embedde
     from playground.ui.chat_tab import ChatHandlers
 
     outputs = list(ChatHandlers(embedded_lm, load_settings()).chat("Count to ten.", [], "", *GREEDY))
-    assert outputs[0][0] == "" and len(outputs) > 2
-    assert all(isinstance(out[0], type(outputs[1][0])) and out[0] != "" for out in outputs[1:])
-    assert all(out[4] is not None and not isinstance(out[4], dict) for out in outputs[-1:])
+    assert outputs[0]["message"] == "" and len(outputs) > 2
+    assert all("message" not in out for out in outputs[1:])  # later updates leave the box alone
+    assert outputs[0]["status"] == "Waiting for the model…"  # the previous answer's numbers are gone
 
 
 def test_stop_marks_the_cut_off_answer_and_the_template_toggle_rerenders(embedded_lm):
@@ -160,13 +173,17 @@ def test_stop_marks_the_cut_off_answer_and_the_template_toggle_rerenders(embedde
 
     handlers = ChatHandlers(embedded_lm, load_settings())
     partial = [{"role": "user", "content": "Tell a story"}, {"role": "assistant", "content": "Once upon"}]
-    history, stats = handlers.chat_stopped(partial, "prompt 30 tokens · generated 3 tokens\n\n> a note")
+    stopped = handlers.chat_stopped(partial, "prompt 30 tokens · generated 3 tokens\n\n> a note")
+    history, stats = stopped["history"], stopped["status"]
     assert stats == "prompt 30 tokens · generated 3 tokens · stopped: by you\n\n> a note"
     assert "stopped: by you" in history[-1]["content"]
     assert normalize_history(history)[-1]["content"] == "Once upon"
-    assert handlers.chat_stopped(history, stats) == (history, stats)  # a finished answer stays as is
+    assert handlers.chat_stopped(history, stats) == {"history": history, "status": stats}  # already marked
+    assert handlers.chat_stopped(partial[:1], "Reading the prompt (prefill): 256 / 4,468 tokens…")[
+        "status"
+    ] == ("Stopped before the first token.")
 
-    *_, (_, _, plain_view, _, last) = handlers.chat("Hi", [], "", *GREEDY)
-    templated = handlers.show_answer(last, True)
+    plain_view = last_values(handlers.chat("Hi", [], "", *GREEDY))["token_view"]
+    templated = handlers.show_answer(True)["token_view"]
     assert "&lt;|im_start|&gt;" in templated and "&lt;|im_start|&gt;" not in plain_view
-    assert handlers.show_answer(last, False) == plain_view
+    assert handlers.show_answer(False)["token_view"] == plain_view

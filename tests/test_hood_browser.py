@@ -55,7 +55,7 @@ def plot_point(page, plot: str, x: float, y: float) -> tuple[float, float]:
 
 
 def test_kv_cache_view_runs_live(page):
-    open_view(page, "KV cache on vs off")
+    open_view(page, "Cache on vs off")
     set_slider(page, "hood-kv-length", 48)
     set_slider(page, "hood-kv-tokens", 3)
     summary = run_and_wait(page, "kv")

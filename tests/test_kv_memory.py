@@ -11,10 +11,11 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from playground import kv_memory as kvm
+from playground import kv as kvm
+from playground.engine.local import LocalEngine
 from playground.errors import PlaygroundError
-from playground.kv_memory import kv_cache_bytes
-from playground.kv_presets import PRESETS
+from playground.kv import kv_cache_bytes
+from playground.kv.presets import PRESETS
 
 F16, F32 = 2, 4
 
@@ -472,11 +473,16 @@ TINY_MODELS = {
 }
 
 
+def _engine(model, dtype=torch.float32) -> LocalEngine:
+    """The engine around a tiny model of any architecture (the measurement runs through the engine)."""
+    return LocalEngine(model, None, torch.device("cpu"), dtype, f"tiny {model.config.model_type}")
+
+
 @pytest.mark.parametrize("name", list(TINY_MODELS))
 @pytest.mark.parametrize("seq_len", [3, 9])
 def test_tiny_models_measured_equals_predicted(name, seq_len):
     model = _tiny(TINY_MODELS[name][0], **TINY_MODELS[name][1])
-    m = kvm.measure_vs_predicted(model, seq_len, batch_size=2)
+    m = kvm.measure_vs_predicted(_engine(model), seq_len, batch_size=2)
     assert m.measured_bytes > 0
     assert list(m.measured_layers) == [layer.bytes for layer in m.predicted.layers]
     assert m.equal
@@ -484,7 +490,7 @@ def test_tiny_models_measured_equals_predicted(name, seq_len):
 
 def test_tiny_gemma3_window_by_hand():
     model = _tiny("gemma3_text", **TINY_MODELS["gemma3_sliding"][1])
-    measured = kvm.cache_layer_bytes(kvm.build_real_cache(model, 9, 2))
+    measured, _ = _engine(model).measure_cache(9, 2)
     sliding, full = (
         2 * 2 * 2 * 16 * 4 * F32,
         2 * 2 * 2 * 16 * 9 * F32,
@@ -493,14 +499,14 @@ def test_tiny_gemma3_window_by_hand():
 
 
 def test_embedded_model_measured_equals_predicted(embedded_lm):
-    m = kvm.measure_vs_predicted(embedded_lm.model, 24, lock=embedded_lm.lock)
+    m = kvm.measure_vs_predicted(embedded_lm, 24)
     assert m.measured_bytes == 2 * 30 * 3 * 64 * 24 * F32  # SmolLM2-135M, float32 on CPU
     assert m.equal
 
 
 def test_tiny_bfloat16_model_predicts_in_its_own_dtype():
     model = _tiny("llama", **SMALL).to(torch.bfloat16)
-    m = kvm.measure_vs_predicted(model, 7, batch_size=2)
+    m = kvm.measure_vs_predicted(_engine(model, torch.bfloat16), 7, batch_size=2)
     assert m.dtype == "bfloat16" and m.predicted.dtype.name == "bfloat16"
     assert (
         m.measured_bytes == 2 * 3 * 2 * 2 * 8 * 7 * 2

@@ -9,10 +9,10 @@ import gradio as gr
 import pytest
 import torch
 
-from playground import kv_memory as kvm
+from playground import kv as kvm
+from playground.engine.local import LocalEngine
 from playground.errors import PlaygroundError
-from playground.kv_presets import PRESETS
-from playground.model import LoadedModel
+from playground.kv.presets import PRESETS
 from playground.ui import kv_tab
 from tests.conftest import make_tiny_llama
 
@@ -34,7 +34,14 @@ def calc(
     params=None,
     overhead=10,
 ):
-    return kv_tab.calculate(lm, preset, text, seq, batch, kv, mode, gpu, wdtype, params, overhead)
+    out = kv_tab.calculate(lm, preset, text, seq, batch, kv, mode, gpu, wdtype, params, overhead)
+    return tuple(out[name] for name in kv_tab.CALCULATOR_OUTPUTS)
+
+
+def calculate_or_explain(lm, *inputs):
+    """The calculator handler as the UI calls it, its named outputs in display order."""
+    out = kv_tab.KVHandlers(lm).kv_calculate(*inputs)
+    return tuple(out[name] for name in kv_tab.CALCULATOR_OUTPUTS)
 
 
 def test_calculate_shows_both_units_formula_and_layers(embedded_lm):
@@ -45,7 +52,7 @@ def test_calculate_shows_both_units_formula_and_layers(embedded_lm):
     assert "published count of Mistral-7B-v0.1" in summary
     assert "32 sliding layers × 8 KV heads × 128 head_dim" in formula and "4,096 tokens (window)" in formula
     assert "`text_config" not in formula and "num_key_value_heads" in formula
-    assert len(rows) == 32 and rows[0][5] == 4096 and rows[0][6] == kv // 32
+    assert len(rows) == 32 and rows[0][5] == "4,096" and rows[0][6] == f"{kv // 32:,}"  # separators
     assert "any length" in summary  # every layer is windowed
 
 
@@ -87,19 +94,32 @@ def test_bad_inputs_raise_clear_errors(embedded_lm):
         with pytest.raises(PlaygroundError, match="GPU memory must be a positive number"):
             calc(embedded_lm, gpu=gpu)
     assert "On a 100 GB GPU" in calc(embedded_lm, gpu="100")[0]  # a typed custom size
+    assert (
+        "On an 80 GB GPU" in calc(embedded_lm, gpu=80)[0]
+        and "On an 11 GB GPU" in calc(embedded_lm, gpu=11)[0]
+    )
+    assert [kv_tab.article(n) for n in (8, 18, 24, 80, 110, 11000, 141)] == [
+        "an",
+        "an",
+        "a",
+        "an",
+        "a",
+        "an",
+        "a",
+    ]
 
 
 def test_bad_config_clears_every_output_and_explains(embedded_lm):
     previous = calc(embedded_lm)  # what a good config put on screen
     inputs = ["Mistral-7B-v0.1", '{"num_hidden_layers": 2, ', 8192, 2, "float16", "ideal", 80, "bfloat16"]
     with pytest.warns(UserWarning, match="not valid JSON"):  # gr.Warning outside an event: a warning
-        summary, formula, rows, curves, bars = kv_tab.calculate_or_explain(embedded_lm, *inputs, None, 10)
+        summary, formula, rows, curves, bars = calculate_or_explain(embedded_lm, *inputs, None, 10)
     assert summary.startswith("**Can't calculate:** The config is not valid JSON")
     assert (formula, rows, curves, bars) == ("", [], None, None)
     assert previous[0] not in summary and "bytes" not in summary
     zero_length = ["Mistral-7B-v0.1", MISTRAL, 0, 2, "float16", "ideal", 80, "bfloat16", None, 10]
     with pytest.warns(UserWarning, match="Sequence length"):
-        summary, *_ = kv_tab.calculate_or_explain(embedded_lm, *zero_length)
+        summary, *_ = calculate_or_explain(embedded_lm, *zero_length)
     assert summary.startswith("**Can't calculate:** Sequence length must be a positive whole number")
 
 
@@ -109,7 +129,9 @@ def test_unexpected_errors_still_raise(embedded_lm, monkeypatch):
 
     monkeypatch.setattr(kv_tab, "calculate", broken)
     with pytest.raises(RuntimeError, match="boom"):
-        kv_tab.calculate_or_explain(embedded_lm, "Mistral-7B-v0.1", MISTRAL)
+        calculate_or_explain(
+            embedded_lm, "Mistral-7B-v0.1", MISTRAL, 8192, 2, "float16", "ideal", 80, "bfloat16", None, 10
+        )
 
 
 def test_preset_restores_the_loaded_models_config(embedded_lm):
@@ -128,19 +150,21 @@ def test_preset_fires_on_every_selection(embedded_lm):
 
 def test_load_config_from_a_directory(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text(MISTRAL)
-    assert json.loads(kv_tab.load_config_text(str(tmp_path))) == PRESETS["Mistral-7B-v0.1"].config
+    assert (
+        json.loads(kv_tab.KVHandlers(None).kv_load_config(str(tmp_path))) == PRESETS["Mistral-7B-v0.1"].config
+    )
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(PlaygroundError, match="offline"):
-        kv_tab.load_config_text("someone/some-model")
+        kv_tab.KVHandlers(None).kv_load_config("someone/some-model")
 
 
 def test_load_config_refuses_other_files(tmp_path):
     (tmp_path / "notes.json").write_text(MISTRAL)
     with pytest.raises(PlaygroundError, match=r"only a file named config\.json"):
-        kv_tab.load_config_text(str(tmp_path / "notes.json"))
+        kv_tab.KVHandlers(None).kv_load_config(str(tmp_path / "notes.json"))
     (tmp_path / "config.json").write_text('{"auths": {"registry": {"auth": "c2VjcmV0"}}}')
     with pytest.raises(PlaygroundError, match="does not look like a model config") as info:
-        kv_tab.load_config_text(str(tmp_path))
+        kv_tab.KVHandlers(None).kv_load_config(str(tmp_path))
     assert "c2VjcmV0" not in str(info.value)
 
 
@@ -171,7 +195,7 @@ def test_first_paint_uses_the_loaded_dtype(embedded_lm):
 
 def test_measure_bfloat16_model_uses_its_dtype(embedded_lm):
     tiny = make_tiny_llama(embedded_lm.tokenizer)
-    lm = LoadedModel(
+    lm = LocalEngine(
         tiny.model.to(torch.bfloat16), tiny.tokenizer, tiny.device, torch.bfloat16, "tiny", 0, "local"
     )
     text, rows = kv_tab.measure(lm, 10)

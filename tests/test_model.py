@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from playground.chat import ChatRequest, run_chat
+from playground.engine.loading import embedded_cache_dir, load_model, verify_cache
+from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
-from playground.model import embedded_cache_dir, load_model, verify_cache
-from playground.sampling import SamplingSettings
 from tests.conftest import make_tiny_llama
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]

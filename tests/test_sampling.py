@@ -14,8 +14,7 @@ from transformers.generation.logits_process import (
     TypicalLogitsWarper,
 )
 
-from playground.errors import PlaygroundError
-from playground.sampling import (
+from playground.engine.sampling import (
     DEFAULT_ORDER,
     SamplingSettings,
     build_processors,
@@ -26,6 +25,7 @@ from playground.sampling import (
     validate_settings,
     with_changes,
 )
+from playground.errors import PlaygroundError
 
 VOCAB = 500
 

@@ -7,19 +7,20 @@ import json
 import re
 import threading
 import time
+from types import SimpleNamespace
 
-import gradio as pytest_gradio
+import gradio as gr
 import pytest
 from gradio_client import handle_file
 
+from playground.engine.sampling import DEFAULT_ORDER
 from playground.errors import PlaygroundError
-from playground.plots_step import REMOVED_COLOR, cumulative_logprob_figure, distribution_figure
-from playground.sampling import DEFAULT_ORDER
-from playground.session_store import SessionStore
-from playground.stepper import StepSession
+from playground.plots.step import REMOVED_COLOR, cumulative_logprob_figure, distribution_figure
+from playground.step import StepSession
 from playground.ui import step_tab
 from playground.ui.step_tab import (
-    N_BUTTONS,
+    CANDIDATE_BUTTONS,
+    SETTINGS_INPUTS,
     VIEW_OUTPUTS,
     StepHandlers,
     parse_token_ids,
@@ -28,103 +29,108 @@ from playground.ui.step_tab import (
     render,
     text_html,
 )
+from playground.workspace import Workspaces
 
 PROMPT = "The capital of France is"
 ORDER = list(DEFAULT_ORDER)
 SETTINGS = (1.0, 0, 1.0, 0.0, 1.0, 1.0, ORDER)  # temperature, top-k, top-p, min-p, typical-p, rep, order
-VIEW = (10, "raw", *SETTINGS)  # candidates in the chart, stage shown, settings
-# positions in a handler's view outputs
-TEXT, STATUS, IDS, FIGURE, STAGE, LEDGER = 0, 1, 2 + N_BUTTONS, 3 + N_BUTTONS, 4 + N_BUTTONS, 5 + N_BUTTONS
+TAB = SimpleNamespace(session_hash="one-browser-tab")  # what gr.Request gives a handler
 
 
-def ledger_tokens(outputs: tuple, offset: int = 0) -> list[str]:
-    return [row[1] for row in outputs[offset + LEDGER]]
+def ledger_tokens(view: dict) -> list[str]:
+    return [row[1] for row in view["ledger"]]
+
+
+API_OUTPUTS = [name for name in VIEW_OUTPUTS if name not in CANDIDATE_BUTTONS]  # buttons are UI only
+
+
+def api_ledger(outputs: tuple) -> list[list]:
+    """The ledger rows from an API result (the view outputs without the buttons)."""
+    return outputs[API_OUTPUTS.index("ledger")]["data"]
 
 
 @pytest.fixture
 def handlers(embedded_lm) -> StepHandlers:
-    return StepHandlers(embedded_lm, SessionStore())
+    return StepHandlers(embedded_lm, Workspaces(embedded_lm))
 
 
 def test_handlers_pick_undo_force_sample(handlers, embedded_lm) -> None:
-    started = handlers.start("", PROMPT, False, *VIEW)
-    session_id, view = started[0], started[3:]
-    engine = StepSession(embedded_lm, PROMPT)
-    top = engine.candidates(N_BUTTONS)
-    assert view[IDS] == [c.token_id for c in top]  # the ids behind the buttons
-    assert view[2]["value"].startswith(f"[1] {top[0].piece.visible} ")
-    view = handlers.pick_nth(2)(session_id, [c.token_id for c in top], *VIEW)
+    view = handlers.step_start(PROMPT, False, TAB)
+    top = StepSession(embedded_lm, PROMPT).candidates(len(CANDIDATE_BUTTONS))
+    assert view["cand_1"]["value"].startswith(f"[1] {top[0].piece.visible} ")
+    assert [view[name]["visible"] for name in CANDIDATE_BUTTONS] == [True] * len(CANDIDATE_BUTTONS)
+    view = handlers.step_pick_rank(2, TAB)
     assert ledger_tokens(view) == [top[1].piece.visible]
-    view = handlers.force(session_id, " Lyon", *VIEW)
-    assert "Lyon" in view[TEXT] and len(ledger_tokens(view)) == 2
-    view = handlers.undo(session_id, *VIEW)
+    view = handlers.step_force(" Lyon", TAB)
+    assert "Lyon" in view["text"] and len(ledger_tokens(view)) == 2
+    view = handlers.step_undo(TAB)
     assert ledger_tokens(view) == [top[1].piece.visible]
-    first = handlers.sample(session_id, 3, *VIEW)
-    handlers.undo(session_id, *VIEW)
-    again = handlers.sample(session_id, 3, *VIEW)
+    first = handlers.step_sample(3, TAB)
+    handlers.step_undo(TAB)
+    again = handlers.step_sample(3, TAB)
     assert ledger_tokens(first) == ledger_tokens(again) and len(ledger_tokens(again)) == 2
-    view = handlers.run_steps(session_id, 3, 5, *VIEW, progress=lambda *a, **k: None)
+    view = handlers.step_run(3, 5, TAB, progress=lambda *a, **k: None)
     assert len(ledger_tokens(view)) == 5
-    assert "5 generated tokens" in view[STATUS]
+    assert "5 generated tokens" in view["status"]
 
 
 def test_handlers_refuse_bad_input_without_change(handlers) -> None:
-    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
-    before = ledger_tokens(handlers.greedy(session_id, *VIEW))
-    bad_view = (10, "raw", 1.0, 0, 1.5, 0.0, 1.0, 1.0, ORDER)  # top-p 1.5
+    handlers.step_start(PROMPT, False, TAB)
+    before = ledger_tokens(handlers.step_greedy(TAB))
     for call, shown in [
-        (lambda: handlers.pick(session_id, 10**9, *VIEW), "1000000000"),
-        (lambda: handlers.force(session_id, "", *VIEW), "empty"),
-        (lambda: handlers.sample(session_id, 1, *bad_view), "1.5"),
-        (lambda: handlers.pick(session_id, 5, *bad_view), "1.5"),
-        (lambda: handlers.run_steps(session_id, 2.5, 1, *VIEW), "2.5"),
-        (lambda: handlers.undo("no-such-session", *VIEW), "Start"),
+        (lambda: handlers.step_pick(10**9, TAB), "1000000000"),
+        (lambda: handlers.step_force("", TAB), "empty"),
+        (lambda: handlers.step_settings(1.0, 0, 1.5, 0.0, 1.0, 1.0, ORDER, TAB), "1.5"),
+        (lambda: handlers.step_run(2.5, 1, TAB), "2.5"),
+        (lambda: handlers.step_pick_rank(0, TAB), "got 0"),
+        (lambda: handlers.step_undo(SimpleNamespace(session_hash="another-tab")), "Start"),
     ]:
         with pytest.raises(PlaygroundError) as info:
             call()
         assert shown in str(info.value)
-    assert ledger_tokens(handlers.refresh(session_id, *VIEW)) == before
-    skipped = handlers.refresh("", *VIEW)  # settings moved before Start: no error, nothing to show
-    assert len(skipped) == VIEW_OUTPUTS and all(v == pytest_gradio.skip() for v in skipped)
+    assert ledger_tokens(handlers.step_refresh(TAB)) == before
+    assert handlers.step_settings(*SETTINGS, SimpleNamespace(session_hash="new")) == {}  # before Start
 
 
 def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
-    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
-    view = handlers.refresh(session_id, 10, "top_k", 0.7, 3, 1.0, 0.0, 1.0, 1.0, ORDER)
-    figure, stage = view[FIGURE], view[STAGE]
+    handlers.step_start(PROMPT, False, TAB)
+    handlers.step_settings(0.7, 3, 1.0, 0.0, 1.0, 1.0, ORDER, TAB)
+    view = handlers.step_view(10, "top_k", TAB)
+    stage = view["stage"]
     assert stage["choices"] == ["raw", "temperature", "top_k"] and stage["value"] == "top_k"
-    colors = figure.to_dict()["data"][1]["marker"]["color"]
+    colors = view["chart"].to_dict()["data"][1]["marker"]["color"]
     assert colors[3:] == [REMOVED_COLOR] * 7 and REMOVED_COLOR not in colors[:3]
-    handlers.greedy(session_id, *VIEW)
-    handlers.greedy(session_id, *VIEW)
-    handlers.undo(session_id, *VIEW)
-    view = handlers.force(session_id, " Rome", *VIEW)
-    branches = view[-1]["choices"]
-    assert len(branches) == 2 and view[-1]["value"] == branches[1][1]
-    assert view[-2].count("<li>") == 3  # "Paris" then two branches under it
-    view = handlers.switch(session_id, branches[0][1], *VIEW)
-    assert view[-1]["value"] == branches[0][1]
+    handlers.step_greedy(TAB)
+    handlers.step_greedy(TAB)
+    handlers.step_undo(TAB)
+    view = handlers.step_force(" Rome", TAB)
+    branches = view["branch"]["choices"]
+    assert len(branches) == 2 and view["branch"]["value"] == branches[1][1]
+    assert view["tree"].count("<li>") == 3  # "Paris" then two branches under it
+    assert "'" not in branches[0][0]  # labels read plain, no Python quotes
+    view = handlers.step_switch(branches[0][1], TAB)
+    assert view["branch"]["value"] == branches[0][1]
     ids = embedded_lm.tokenizer(" Paris.", add_special_tokens=False).input_ids
-    opened = handlers.open_prefix(session_id, PROMPT, False, json.dumps(ids), *VIEW)
-    assert opened[0] == session_id and ledger_tokens(opened, 3) == ["␣Paris", "."]
-    assert [row[2] for row in opened[3 + LEDGER]] == ["force", "force"]
+    opened = handlers.step_open_prefix(PROMPT, False, json.dumps(ids), TAB)
+    assert opened["prompt"] == PROMPT and ledger_tokens(opened) == ["␣Paris", "."]
+    assert [row[2] for row in opened["ledger"]] == ["force", "force"]
 
 
-def test_export_writes_the_settings_on_screen_and_import_restores_them(handlers) -> None:
-    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
+def test_export_writes_the_settings_in_use_and_import_restores_them(handlers) -> None:
+    handlers.step_start(PROMPT, False, TAB)
     tuned = (0.7, 5, 0.9, 0.0, 1.0, 1.0, ORDER)
-    handlers.refresh(session_id, 10, "raw", *tuned)  # settings moved after Start
-    handlers.greedy(session_id, 10, "raw", *tuned)
-    path = handlers.export_file(session_id)
+    handlers.step_settings(*tuned, TAB)  # settings moved after Start
+    handlers.step_greedy(TAB)
+    path = handlers.step_export(TAB)
     with open(path, encoding="utf-8") as handle:
         exported = json.load(handle)["settings"]
     assert (exported["temperature"], exported["top_k"], exported["top_p"]) == (0.7, 5, 0.9)
-    handlers.probability(session_id, " Paris", 10, "raw", *SETTINGS)  # asking uses the screen's too
-    assert handlers.sessions.get(session_id).settings.temperature == 1.0
-    imported = handlers.import_file(session_id, path, *VIEW)  # widgets still show the defaults
-    assert len(imported) == 3 + VIEW_OUTPUTS + len(SETTINGS)
-    assert imported[-len(SETTINGS) :] == tuned
-    assert handlers.sessions.get(session_id).settings.top_k == 5
+    other_tab = SimpleNamespace(session_hash="fresh-tab")  # its widgets still show the defaults
+    imported = handlers.step_import(path, other_tab)
+    assert [imported[name] for name in SETTINGS_INPUTS] == list(tuned)
+    assert handlers.workspaces.get("fresh-tab").step.settings.top_k == 5
+    with pytest.raises(PlaygroundError, match="Choose a session"):
+        handlers.step_import(None, other_tab)
 
 
 def test_cumulative_plot_has_room_and_no_duplicate_title() -> None:
@@ -160,9 +166,9 @@ def test_render_helpers() -> None:
 def test_render_shows_token_cards(embedded_lm) -> None:
     session = StepSession(embedded_lm, PROMPT)
     session.force(" Paris\n")
-    views = render(session, read_settings(*SETTINGS), 10, "raw")
-    assert len(views) == VIEW_OUTPUTS
-    text = views[0]
+    views = render(session)
+    assert set(views) == set(VIEW_OUTPUTS)
+    text = views["text"]
     assert text.count("class='tok'") >= 2 + 5  # two tokens plus the legend's five swatches
     assert "log-prob" in text and "rank" in text and "Paris" in text
 
@@ -171,33 +177,33 @@ def test_render_shows_token_cards(embedded_lm) -> None:
 
 
 def test_tab_through_gradio_client(app_client, embedded_lm, tmp_path) -> None:
-    engine = StepSession(embedded_lm, PROMPT)
-    top = engine.candidates(3)
-    out = app_client.predict(PROMPT, False, *VIEW, api_name="/step_start")
-    assert out[0] == PROMPT and "Prompt:" in out[3]
-    out = app_client.predict(*VIEW, api_name="/step_pick_candidate_1")
-    assert [r[1] for r in out[4]["data"]] == [top[0].piece.visible]
-    out = app_client.predict(top[2].token_id, *VIEW, api_name="/step_pick")
-    assert [r[1] for r in out[4]["data"]] == [top[0].piece.visible, top[2].piece.visible]
-    out = app_client.predict(*VIEW, api_name="/step_undo")
-    assert len(out[4]["data"]) == 1
-    out = app_client.predict(" is a city", *VIEW, api_name="/step_force")
-    assert "city" in out[0] and len(out[4]["data"]) == 4
-    sampled = app_client.predict("42", *VIEW, api_name="/step_sample")
-    app_client.predict(*VIEW, api_name="/step_undo")
-    resampled = app_client.predict("42", *VIEW, api_name="/step_sample")
-    assert sampled[4]["data"] == resampled[4]["data"] and len(resampled[4]["data"]) == 5
+    top = StepSession(embedded_lm, PROMPT).candidates(3)
+    text_index = API_OUTPUTS.index("text")
+    out = app_client.predict(PROMPT, False, api_name="/step_start")
+    assert out[0] == PROMPT and "Prompt:" in out[API_OUTPUTS.index("status")]
+    out = app_client.predict(1, api_name="/step_pick_rank")
+    assert [r[1] for r in api_ledger(out)] == [top[0].piece.visible]
+    out = app_client.predict(top[2].token_id, api_name="/step_pick")
+    assert [r[1] for r in api_ledger(out)] == [top[0].piece.visible, top[2].piece.visible]
+    out = app_client.predict(api_name="/step_undo")
+    assert len(api_ledger(out)) == 1
+    out = app_client.predict(" is a city", api_name="/step_force")
+    assert "city" in out[text_index] and len(api_ledger(out)) == 4
+    sampled = app_client.predict("42", api_name="/step_sample")
+    app_client.predict(api_name="/step_undo")
+    resampled = app_client.predict("42", api_name="/step_sample")
+    assert api_ledger(sampled) == api_ledger(resampled) and len(api_ledger(resampled)) == 5
     with pytest.raises(Exception, match="outside the vocabulary"):
-        app_client.predict(10**9, *VIEW, api_name="/step_pick")
-    answer = app_client.predict(" London", *VIEW, api_name="/step_probability")
+        app_client.predict(10**9, api_name="/step_pick")
+    answer = app_client.predict(" London", api_name="/step_probability")
     assert "rank" in answer
     path = app_client.predict(api_name="/step_export")
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
     assert len(data["nodes"]) == 6 and data["prompt"] == PROMPT
-    imported = app_client.predict(handle_file(path), *VIEW, api_name="/step_import")
+    imported = app_client.predict(handle_file(path), api_name="/step_import")
     assert list(imported[-len(SETTINGS) :]) == list(SETTINGS)  # the settings widgets show the file's
-    replayed, original = imported[2 + 4]["data"], resampled[4]["data"]
+    replayed, original = api_ledger(imported), api_ledger(resampled)
     assert imported[0] == PROMPT and [r[:3] for r in replayed] == [r[:3] for r in original]
     assert [r[4] for r in replayed] == pytest.approx([r[4] for r in original], abs=1e-3)  # log-probs
 
@@ -210,12 +216,12 @@ def test_two_clients_never_mix(launched_app, embedded_lm) -> None:
 
     def play(prompt: str) -> None:
         client = Client(launched_app, verbose=False)
-        client.predict(prompt, False, *VIEW, api_name="/step_start")
+        client.predict(prompt, False, api_name="/step_start")
         for _ in range(3):
-            client.predict(*VIEW, api_name="/step_greedy")
-            client.predict(*VIEW, api_name="/step_pick_candidate_2")
-            client.predict(*VIEW, api_name="/step_undo")
-        results[prompt] = client.predict(*VIEW, api_name="/step_refresh")[4]["data"]
+            client.predict(api_name="/step_greedy")
+            client.predict(2, api_name="/step_pick_rank")
+            client.predict(api_name="/step_undo")
+        results[prompt] = api_ledger(client.predict(api_name="/step_refresh"))
 
     threads = [threading.Thread(target=play, args=(p,)) for p in prompts]
     for thread in threads:
@@ -225,36 +231,7 @@ def test_two_clients_never_mix(launched_app, embedded_lm) -> None:
     for prompt in prompts:
         alone = StepSession(embedded_lm, prompt)
         alone.greedy(3)
-        assert [r[1] for r in results[prompt]] == [e.piece.visible for e in alone.ledger]
-
-
-assert pytest_gradio  # gradio must import for these tests
-
-
-def test_connect_open_prefix_from_another_tab(embedded_lm) -> None:
-    """How the beam-search tab opens a prefix here: its own components, one call to wire them."""
-    from gradio_client import Client
-
-    from playground.ui.step_tab import build_step_tab
-
-    with pytest_gradio.Blocks() as demo:
-        with pytest_gradio.Tab("Beam"):
-            prompt = pytest_gradio.Textbox(PROMPT)
-            chat = pytest_gradio.Checkbox(False)
-            ids = pytest_gradio.Textbox("")
-            button = pytest_gradio.Button("open in step-by-step")
-        with pytest_gradio.Tab("Step"):
-            step = build_step_tab(embedded_lm)
-        step.connect_open_prefix(button.click, prompt, chat, ids)
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
-    try:
-        paris = embedded_lm.tokenizer(" Paris", add_special_tokens=False).input_ids
-        out = Client(url, verbose=False).predict(
-            PROMPT, False, json.dumps(paris), api_name="/step_open_prefix"
-        )
-        assert out[0] == PROMPT and [r[1] for r in out[2 + 4]["data"]] == ["␣Paris"]
-    finally:
-        demo.close()
+        assert [r[1] for r in results[prompt]] == [e.token.visible for e in alone.ledger]
 
 
 def test_text_shows_multibyte_characters_whole(tiny_lm) -> None:
@@ -268,12 +245,12 @@ def test_text_shows_multibyte_characters_whole(tiny_lm) -> None:
     assert stream.count("tabindex='0'") == len(session.ledger) and "tok-partial" in stream
 
 
-def rendered_counts(outputs: tuple) -> tuple[int, int, int, int]:
+def rendered_counts(view: dict) -> tuple[int, int, int, int]:
     """Tokens in the coloured text, the status line, the ledger and the log-prob chart."""
-    status = outputs[STATUS]
-    in_status = 0 if status.startswith("Prompt:") else int(status.split(" generated tokens")[0])
-    chart = outputs[LEDGER + 1].data[0].x
-    return outputs[TEXT].count("tabindex='0'"), in_status, len(outputs[LEDGER]), len(chart)
+    status = view["status"]
+    in_status = 0 if status.startswith("Prompt:") else int(status.split(" generated token")[0])
+    chart = view["curve"].data[0].x
+    return view["text"].count("tabindex='0'"), in_status, len(view["ledger"]), len(chart)
 
 
 def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:
@@ -285,17 +262,17 @@ def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:
         return chart(*args)
 
     monkeypatch.setattr(step_tab, "cumulative_logprob_figure", slow_chart)
-    handlers = StepHandlers(tiny_lm, SessionStore())
-    session_id = handlers.start("", PROMPT, False, *VIEW)[0]
-    handlers.force(session_id, " in the north of", *VIEW)
-    results: list[tuple] = []
+    handlers = StepHandlers(tiny_lm, Workspaces(tiny_lm))
+    handlers.step_start(PROMPT, False, TAB)
+    handlers.step_force(" in the north of", TAB)
+    results: list[dict] = []
     errors: list[BaseException] = []
 
     def clicks(token_id: int) -> None:
         try:
             for _ in range(12):
-                results.append(handlers.pick(session_id, token_id, *VIEW))
-                results.append(handlers.undo(session_id, *VIEW))
+                results.append(handlers.step_pick(token_id, TAB))
+                results.append(handlers.step_undo(TAB))
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -305,6 +282,9 @@ def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:
     for thread in threads:
         thread.join()
     assert not errors and len(results) == 48
-    for outputs in results:
-        counts = rendered_counts(outputs)
+    for view in results:
+        counts = rendered_counts(view)
         assert len(set(counts)) == 1, counts
+
+
+assert gr  # gradio must import for these tests

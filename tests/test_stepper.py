@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import itertools
 import json
 import math
@@ -11,10 +11,19 @@ import threading
 import pytest
 import torch
 
+from playground.engine import kv_store as kv_store_module
+from playground.engine.kv_store import CacheEntry, KVStore
+from playground.engine.prompts import encode_prompt
+from playground.engine.tokens import decode_ids, stream_pieces
 from playground.errors import PlaygroundError
-from playground.session_store import MIB, CacheEntry, KVStore, SessionStore
-from playground.stepper import StepSession, encode_prompt
-from playground.tokens import decode_ids, stream_pieces
+from playground.sessions import SessionStore
+from playground.step import (
+    StepSession,
+    session_from_dict,
+    session_from_json,
+    session_to_dict,
+    session_to_json,
+)
 from tests.conftest import make_tiny_llama
 
 PROMPT = "The capital of France is"
@@ -36,21 +45,29 @@ def snapshot(session: StepSession) -> tuple:
 
 
 def count_forwards(monkeypatch, session: StepSession) -> list[int]:
-    """Record the number of new tokens of every forward the session runs."""
+    """Record the number of new tokens of every forward the session's engine runs."""
     calls: list[int] = []
-    original = session._forward
+    engine = session.engine
+    original = engine._forward
 
     def counting(cache, new_ids, n_logits):
         calls.append(len(new_ids))
         return original(cache, new_ids, n_logits)
 
-    monkeypatch.setattr(session, "_forward", counting)
+    monkeypatch.setattr(engine, "_forward", counting)
     return calls
 
 
-@pytest.fixture
-def store() -> KVStore:
-    return KVStore(256 * MIB)
+def cache_entry(session: StepSession) -> CacheEntry:
+    """What the engine keeps for the session's sequence."""
+    return session.engine.kv_store.peek(session.key)
+
+
+def with_store(lm, max_bytes: int):
+    """The same model and lock behind its own KV store (to watch eviction)."""
+    twin = copy.copy(lm)
+    twin.kv_store = KVStore(max_bytes)
+    return twin
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +80,8 @@ def small_context_lm(embedded_lm):
 # --- the chain rule -----------------------------------------------------------------------
 
 
-def test_ledger_is_the_chain_rule_of_one_full_forward(embedded_lm, store) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_ledger_is_the_chain_rule_of_one_full_forward(embedded_lm) -> None:
+    session = StepSession(embedded_lm, PROMPT)
     session.pick(session.candidates(3)[2].token_id)  # a less likely token
     session.pick(session.candidates(1)[0].token_id)
     session.force(" and the river, which")
@@ -81,28 +98,29 @@ def test_ledger_is_the_chain_rule_of_one_full_forward(embedded_lm, store) -> Non
     for entry in ledger:
         assert entry.prob == pytest.approx(math.exp(entry.logprob))
         assert entry.perplexity == pytest.approx(math.exp(-entry.cum_logprob / entry.step))
-        assert entry.rank >= 1 and entry.entropy >= 0
-    assert [e.source for e in ledger][:3] == ["pick", "pick", "force"]
-    assert ledger[0].rank == 3 and ledger[-1].rank == 5
+        assert entry.token.rank >= 1 and entry.token.entropy >= 0
+    assert [e.token.source for e in ledger][:3] == ["pick", "pick", "force"]
+    assert ledger[0].token.rank == 3 and ledger[-1].token.rank == 5
 
 
-def test_ranks_and_entropy_match_the_full_distribution(embedded_lm, store) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_ranks_and_entropy_match_the_full_distribution(embedded_lm) -> None:
+    session = StepSession(embedded_lm, PROMPT)
     far = session.candidates(2000)[-1]  # rank ~2000: far outside any top-k shown
     entry = session.pick(far.token_id)
     ids = torch.tensor([session.prompt_ids])
     with torch.inference_mode():
         logits = embedded_lm.model(ids).logits[0, -1].float()
     logprobs = torch.log_softmax(logits, -1)
-    assert entry.rank == 1 + int((logits > logits[far.token_id]).sum()) == far.rank
-    assert entry.entropy == pytest.approx(float(-(logprobs.exp() * logprobs).sum()), abs=1e-4)
+    assert entry.token.rank == 1 + int((logits > logits[far.token_id]).sum()) == far.rank
+    assert entry.token.entropy == pytest.approx(float(-(logprobs.exp() * logprobs).sum()), abs=1e-4)
 
 
 # --- candidates, cache reuse -----------------------------------------------------------------
 
 
-def test_candidates_need_no_forward_and_a_pick_forwards_one_token(embedded_lm, store, monkeypatch) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_candidates_need_no_forward_and_a_pick_forwards_one_token(embedded_lm, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT)
+    session.next_logits()  # the prompt's forward
     calls = count_forwards(monkeypatch, session)
     first = session.candidates(10, {"temperature": 0.7, "top_p": 0.9})
     session.candidates(10)
@@ -110,12 +128,12 @@ def test_candidates_need_no_forward_and_a_pick_forwards_one_token(embedded_lm, s
     assert calls == []
     session.pick(first[0].token_id)
     assert calls == [1]
-    entry = store.get(session.key)
+    entry = cache_entry(session)
     assert entry.ids == session.ids and entry.cache.get_seq_length() == len(session.ids)
 
 
-def test_candidates_fields(embedded_lm, store) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_candidates_fields(embedded_lm) -> None:
+    session = StepSession(embedded_lm, PROMPT)
     cands = session.candidates(10, {"top_k": 3})
     assert [c.rank for c in cands] == list(range(1, 11))
     assert all(a.prob >= b.prob for a, b in itertools.pairwise(cands))
@@ -126,17 +144,17 @@ def test_candidates_fields(embedded_lm, store) -> None:
     assert all(c.logprob == pytest.approx(math.log(c.prob), abs=1e-5) for c in cands)
 
 
-def test_undo_then_the_same_pick_gives_the_same_candidates(embedded_lm, store, monkeypatch) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_undo_then_the_same_pick_gives_the_same_candidates(embedded_lm, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT)
     session.greedy(3)
     before = session.candidates(10)
     session.pick(before[1].token_id)
     after_pick = session.candidates(10)
     calls = count_forwards(monkeypatch, session)
     session.undo()
-    assert calls == []  # undo crops the cache and reuses the remembered logits
-    assert store.get(session.key).cache.get_seq_length() == len(session.ids)
     again = session.candidates(10)
+    assert calls == []  # undo crops the cache and reuses the remembered logits
+    assert cache_entry(session).cache.get_seq_length() == len(session.ids)
     assert [c.token_id for c in again] == [c.token_id for c in before]
     torch.testing.assert_close([c.prob for c in again], [c.prob for c in before], atol=1e-6, rtol=0)
     session.pick(before[1].token_id)
@@ -148,21 +166,21 @@ def test_undo_then_the_same_pick_gives_the_same_candidates(embedded_lm, store, m
 
 
 def test_undo_far_back_crops_and_recomputes_one_token(embedded_lm, monkeypatch) -> None:
-    store = KVStore(256 * MIB)
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
-    store.get(session.key).max_logits = 2  # remember only a couple of positions
+    monkeypatch.setattr(kv_store_module, "REMEMBERED_LOGITS", 2)  # remember only a couple of positions
+    session = StepSession(embedded_lm, PROMPT)
     session.greedy(6)
     reference = full_forward_logprobs(embedded_lm, session)
     calls = count_forwards(monkeypatch, session)
     session.undo(4)
+    session.next_logits()
     assert calls == [1]  # crop to the new tip minus one, forward that one token
-    assert store.get(session.key).cache.get_seq_length() == len(session.ids)
+    assert cache_entry(session).cache.get_seq_length() == len(session.ids)
     entry = session.pick(session.candidates(1)[0].token_id)  # the same greedy token again
     assert entry.logprob == pytest.approx(float(reference[2]), abs=1e-3)
 
 
-def test_branches_keep_old_continuations(embedded_lm, store, monkeypatch) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_branches_keep_old_continuations(embedded_lm, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT)
     session.greedy(4)
     old_text, old_tip, old_cands = session.text, session.tip, session.candidates(5)
     session.undo(3)
@@ -187,19 +205,20 @@ def test_branches_keep_old_continuations(embedded_lm, store, monkeypatch) -> Non
     assert len(session.nodes) == 8  # picking an existing token reuses its node
 
 
-def test_force_appends_several_tokens_in_one_forward(embedded_lm, store, monkeypatch) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_force_appends_several_tokens_in_one_forward(embedded_lm, monkeypatch) -> None:
+    session = StepSession(embedded_lm, PROMPT)
+    session.next_logits()  # the prompt's forward
     calls = count_forwards(monkeypatch, session)
     entries = session.force(" Lyon.\nIt")
     assert calls == [len(entries)] and len(entries) >= 4
     assert session.text == " Lyon.\nIt"
-    assert "↵" in [e.piece.visible for e in entries]
+    assert "↵" in [e.token.visible for e in entries]
     reference = full_forward_logprobs(embedded_lm, session)
     torch.testing.assert_close([e.logprob for e in entries], reference.double().tolist(), atol=1e-3, rtol=0)
 
 
-def test_probability_of_any_token_or_text(embedded_lm, store) -> None:
-    session = StepSession(embedded_lm, PROMPT, kv_store=store)
+def test_probability_of_any_token_or_text(embedded_lm) -> None:
+    session = StepSession(embedded_lm, PROMPT)
     top = session.candidates(1, {"top_k": 5})[0]
     single = session.probability_of(top.token_id, {"top_k": 5})
     assert single.tokens[0].prob == pytest.approx(top.prob) and single.tokens[0].rank == 1
@@ -211,11 +230,11 @@ def test_probability_of_any_token_or_text(embedded_lm, store) -> None:
     assert snapshot(session) == before  # looking does not change the session
     session.force(" Paris, the city")
     assert text.logprob == pytest.approx(sum(e.logprob for e in session.ledger), abs=1e-4)
-    assert [t.rank for t in text.tokens] == [e.rank for e in session.ledger]
+    assert [t.rank for t in text.tokens] == [e.token.rank for e in session.ledger]
 
 
-def test_chat_wraps_the_prompt_as_a_user_turn(embedded_lm, store) -> None:
-    session = StepSession(embedded_lm, "What is the capital of France?", chat=True, kv_store=store)
+def test_chat_wraps_the_prompt_as_a_user_turn(embedded_lm) -> None:
+    session = StepSession(embedded_lm, "What is the capital of France?", chat=True)
     text = embedded_lm.tokenizer.decode(session.prompt_ids)
     assert "<|im_start|>user\nWhat is the capital of France?<|im_end|>" in text
     assert text.endswith("<|im_start|>assistant\n")
@@ -226,30 +245,30 @@ def test_chat_wraps_the_prompt_as_a_user_turn(embedded_lm, store) -> None:
 # --- parity with generate ---------------------------------------------------------------------
 
 
-def test_seeded_sampling_and_greedy_match_generate(embedded_lm, store) -> None:
+def test_seeded_sampling_and_greedy_match_generate(embedded_lm) -> None:
     settings = {"temperature": 0.8, "top_k": 50, "top_p": 0.95, "repetition_penalty": 1.1}
-    session = StepSession(embedded_lm, "Once upon a time", kv_store=store)
+    session = StepSession(embedded_lm, "Once upon a time")
     session.sample_steps(6, settings, seed=1234)
     ids = torch.tensor([session.prompt_ids])
     torch.manual_seed(1234)
     with torch.inference_mode():
         out = embedded_lm.model.generate(ids, do_sample=True, max_new_tokens=6, **settings)
     assert session.token_ids == out[0, ids.shape[1] :].tolist()
-    greedy = StepSession(embedded_lm, "Once upon a time", kv_store=store)
+    greedy = StepSession(embedded_lm, "Once upon a time")
     greedy.greedy(6)
     with torch.inference_mode():
         out = embedded_lm.model.generate(ids, do_sample=False, max_new_tokens=6)
     assert greedy.token_ids == out[0, ids.shape[1] :].tolist()
-    assert all(e.sampled_prob is None for e in greedy.ledger)
-    assert all(0 < e.sampled_prob <= 1 for e in session.ledger)
+    assert all(e.token.sampled_prob is None for e in greedy.ledger)
+    assert all(0 < e.token.sampled_prob <= 1 for e in session.ledger)
 
 
 # --- bad input: clear message, session unchanged -------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [-1, 49152, 10**9, True, "12", 3.0, None])
-def test_bad_token_ids_are_refused(tiny_lm, store, bad) -> None:
-    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+def test_bad_token_ids_are_refused(tiny_lm, bad) -> None:
+    session = StepSession(tiny_lm, PROMPT)
     session.greedy(2)
     before = snapshot(session)
     with pytest.raises(PlaygroundError, match="outside the vocabulary") as info:
@@ -258,8 +277,8 @@ def test_bad_token_ids_are_refused(tiny_lm, store, bad) -> None:
     assert snapshot(session) == before
 
 
-def test_bad_requests_leave_the_session_unchanged(tiny_lm, store) -> None:
-    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+def test_bad_requests_leave_the_session_unchanged(tiny_lm) -> None:
+    session = StepSession(tiny_lm, PROMPT)
     session.greedy(2)
     before = snapshot(session)
     cases = [
@@ -279,12 +298,12 @@ def test_bad_requests_leave_the_session_unchanged(tiny_lm, store) -> None:
         assert snapshot(session) == before
 
 
-def test_context_limit_is_refused_without_change(small_context_lm, store) -> None:
+def test_context_limit_is_refused_without_change(small_context_lm) -> None:
     with pytest.raises(PlaygroundError, match="context limit of 12"):
         StepSession(
             small_context_lm, "one two three four five six seven eight nine ten eleven twelve thirteen"
         )
-    session = StepSession(small_context_lm, "one two three", kv_store=store)
+    session = StepSession(small_context_lm, "one two three")
     session.greedy(12 - len(session.prompt_ids) - 1)
     before = snapshot(session)
     for call in (lambda: session.greedy(2), lambda: session.force(" a b c"), lambda: session.sample_steps(5)):
@@ -296,16 +315,16 @@ def test_context_limit_is_refused_without_change(small_context_lm, store) -> Non
         session.pick(5)
 
 
-def test_a_failed_forward_changes_nothing(tiny_lm, store, monkeypatch) -> None:
-    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+def test_a_failed_forward_changes_nothing(tiny_lm, monkeypatch) -> None:
+    session = StepSession(tiny_lm, PROMPT)
     session.greedy(2)
     before = snapshot(session)
 
     def broken(*args, **kwargs):
         raise torch.OutOfMemoryError("simulated")
 
-    monkeypatch.setattr(session, "_forward", broken)
-    with pytest.raises(torch.OutOfMemoryError):
+    monkeypatch.setattr(session.engine, "_forward", broken)
+    with pytest.raises(PlaygroundError, match="Out of memory"):
         session.force(" hello there")
     assert snapshot(session) == before
     assert all(not child for child in [n.children for n in session.nodes[-1:]])
@@ -315,16 +334,10 @@ def test_a_failed_forward_changes_nothing(tiny_lm, store, monkeypatch) -> None:
 
 
 def test_evicted_sessions_rebuild_transparently(tiny_lm) -> None:
-    tiny_store = KVStore(1)  # every put evicts every other session
-    big_store = KVStore(256 * MIB)
-    a, b = (
-        StepSession(tiny_lm, "Alpha beta", kv_store=tiny_store),
-        StepSession(tiny_lm, "Gamma", kv_store=tiny_store),
-    )
-    ref_a, ref_b = (
-        StepSession(tiny_lm, "Alpha beta", kv_store=big_store),
-        StepSession(tiny_lm, "Gamma", kv_store=big_store),
-    )
+    evicting = with_store(tiny_lm, 1)  # every put evicts every other session
+    roomy = with_store(tiny_lm, 256 * 2**20)
+    a, b = StepSession(evicting, "Alpha beta"), StepSession(evicting, "Gamma")
+    ref_a, ref_b = StepSession(roomy, "Alpha beta"), StepSession(roomy, "Gamma")
     for session in (a, b, ref_a, ref_b):
         session.pick(100)
         session.force(" x y")
@@ -337,32 +350,32 @@ def test_evicted_sessions_rebuild_transparently(tiny_lm) -> None:
         torch.testing.assert_close(
             [e.logprob for e in session.ledger], [e.logprob for e in ref.ledger], atol=1e-4, rtol=0
         )
-    assert tiny_store.evictions > 0 and len(tiny_store.keys()) == 1
+    assert evicting.kv_store.evictions > 0 and len(evicting.kv_store.keys()) == 1
 
 
 def test_kv_store_bounds_bytes_lru() -> None:
     store = KVStore(3000)
     entries = {}
     for key in "abc":
-        entries[key] = CacheEntry(cache=None)
-        entries[key].remember_logits(0, torch.zeros(250))  # 1000 bytes each
+        entries[key] = CacheEntry()
+        entries[key].remember(1, torch.zeros(250))  # 1000 bytes each
         store.put(key, entries[key])
     assert store.keys() == ["a", "b", "c"] and store.total_bytes == 3000
-    store.get("a")  # a is now the most recently used
-    entries["d"] = CacheEntry(cache=None)
-    entries["d"].remember_logits(0, torch.zeros(250))
+    store.peek("a")  # a is now the most recently used
+    entries["d"] = CacheEntry()
+    entries["d"].remember(1, torch.zeros(250))
     store.put("d", entries["d"])
     assert store.keys() == ["c", "a", "d"] and store.evictions == 1
     with pytest.raises(PlaygroundError, match="0"):
         KVStore(0)
 
 
-def test_session_store_ids(tiny_lm, store) -> None:
-    sessions = SessionStore(max_sessions=2)
-    first = sessions.add(StepSession(tiny_lm, "a", kv_store=store))
-    second = sessions.add(StepSession(tiny_lm, "b", kv_store=store))
+def test_session_store_ids(tiny_lm) -> None:
+    sessions = SessionStore(max_sessions=2, hint="press Start first")
+    first = sessions.add(StepSession(tiny_lm, "a"))
+    second = sessions.add(StepSession(tiny_lm, "b"))
     assert first != second and sessions.get(first).prompt == "a"
-    sessions.add(StepSession(tiny_lm, "c", kv_store=store))
+    sessions.add(StepSession(tiny_lm, "c"))
     assert len(sessions) == 2
     with pytest.raises(PlaygroundError, match="Start"):
         sessions.get(second)  # the least recently used one was dropped
@@ -371,7 +384,7 @@ def test_session_store_ids(tiny_lm, store) -> None:
 
 
 def test_concurrent_clicks_never_mix_sessions(tiny_lm) -> None:
-    shared = KVStore(64 * 1024)  # small: sessions evict each other while threads run
+    shared = with_store(tiny_lm, 64 * 1024)  # small: sessions evict each other while threads run
     scripts = {
         "The cat": [("pick", 300), ("force", " sat on"), ("sample", 5), ("undo", 1), ("greedy", 3)],
         "A dog and": [("greedy", 2), ("pick", 1200), ("undo", 2), ("force", " ran"), ("sample", 9)],
@@ -387,10 +400,10 @@ def test_concurrent_clicks_never_mix_sessions(tiny_lm) -> None:
 
     expected = {}
     for prompt, script in scripts.items():
-        alone = StepSession(tiny_lm, prompt, kv_store=KVStore(256 * MIB))
+        alone = StepSession(with_store(tiny_lm, 256 * 2**20), prompt)
         play(alone, script)
         expected[prompt] = (alone.token_ids, [e.logprob for e in alone.ledger])
-    sessions = [StepSession(tiny_lm, p, kv_store=shared) for p in scripts for _ in range(2)]
+    sessions = [StepSession(shared, p) for p in scripts for _ in range(2)]
     threads = [threading.Thread(target=play, args=(s, scripts[s.prompt])) for s in sessions]
     for thread in threads:
         thread.start()
@@ -400,25 +413,25 @@ def test_concurrent_clicks_never_mix_sessions(tiny_lm) -> None:
         ids, logprobs = expected[session.prompt]
         assert session.token_ids == ids
         torch.testing.assert_close([e.logprob for e in session.ledger], logprobs, atol=1e-4, rtol=0)
-    assert shared.evictions > 0
+    assert shared.kv_store.evictions > 0
 
 
 # --- export / import --------------------------------------------------------------------------
 
 
-def test_export_import_replays_the_tree(tiny_lm, store) -> None:
-    session = StepSession(tiny_lm, PROMPT, kv_store=store, settings={"top_k": 20})
+def test_export_import_replays_the_tree(tiny_lm) -> None:
+    session = StepSession(tiny_lm, PROMPT, settings={"top_k": 20})
     session.greedy(3)
     session.undo(2)
     session.sample({"temperature": 1.2}, seed=5)
     session.force(" yes")
     session.switch_to(session.branches()[0].node_id)
     session.undo()
-    data = json.loads(session.to_json())
-    replayed = StepSession.from_json(tiny_lm, json.dumps(data), kv_store=store)
+    data = json.loads(session_to_json(session))
+    replayed = session_from_json(tiny_lm, json.dumps(data))
     assert replayed.token_ids == session.token_ids and replayed.prompt_ids == session.prompt_ids
-    assert [(n.parent, n.token_id, n.source) for n in replayed.nodes] == [
-        (n.parent, n.token_id, n.source) for n in session.nodes
+    assert [(n.parent, n.token_id, n.token and n.token.source) for n in replayed.nodes] == [
+        (n.parent, n.token_id, n.token and n.token.source) for n in session.nodes
     ]
     assert replayed.settings == session.settings and replayed.settings.top_k == 20
     torch.testing.assert_close(
@@ -428,11 +441,11 @@ def test_export_import_replays_the_tree(tiny_lm, store) -> None:
     assert [c.token_id for c in replayed.candidates(5)] == [c.token_id for c in session.candidates(5)]
 
 
-def test_use_settings_is_what_export_writes(tiny_lm, store) -> None:
-    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+def test_use_settings_is_what_export_writes(tiny_lm) -> None:
+    session = StepSession(tiny_lm, PROMPT)
     chosen = session.use_settings({"temperature": 0.7, "top_k": 5, "top_p": 0.9})
     assert session.settings == chosen and chosen.top_k == 5
-    assert json.loads(session.to_json())["settings"] == chosen.to_dict()
+    assert json.loads(session_to_json(session))["settings"] == chosen.to_dict()
     with pytest.raises(PlaygroundError, match="-1"):
         session.use_settings({"top_k": -1})
     assert session.settings == chosen  # a bad value changes nothing
@@ -452,15 +465,15 @@ def test_use_settings_is_what_export_writes(tiny_lm, store) -> None:
         (lambda d: d.update(nodes="none"), "nodes"),
     ],
 )
-def test_import_rejects_bad_files(tiny_lm, store, change, message) -> None:
-    session = StepSession(tiny_lm, PROMPT, kv_store=store)
+def test_import_rejects_bad_files(tiny_lm, change, message) -> None:
+    session = StepSession(tiny_lm, PROMPT)
     session.greedy(2)
-    data = session.to_dict()
+    data = session_to_dict(session)
     change(data)
     with pytest.raises(PlaygroundError, match=message):
-        StepSession.from_dict(tiny_lm, data, kv_store=store)
+        session_from_dict(tiny_lm, data)
     with pytest.raises(PlaygroundError, match="JSON"):
-        StepSession.from_json(tiny_lm, "{not json", kv_store=store)
+        session_from_json(tiny_lm, "{not json")
 
 
 class NoBosTokenizer:
@@ -476,12 +489,12 @@ class NoBosTokenizer:
 
 
 def test_encode_prompt_refuses_empty_prompt_without_bos(tiny_lm) -> None:
-    assert encode_prompt(tiny_lm, "", False) == [tiny_lm.tokenizer.bos_token_id]
-    no_bos = dataclasses.replace(tiny_lm, tokenizer=NoBosTokenizer(tiny_lm.tokenizer))
+    assert encode_prompt(tiny_lm.tokenizer, "", False) == [tiny_lm.tokenizer.bos_token_id]
+    no_bos = NoBosTokenizer(tiny_lm.tokenizer)
     with pytest.raises(PlaygroundError, match="empty"):
         encode_prompt(no_bos, "", False)
     with pytest.raises(PlaygroundError, match="chat template"):
-        encode_prompt(dataclasses.replace(tiny_lm, tokenizer=NoBosTokenizer(tiny_lm.tokenizer)), "hi", True)
+        encode_prompt(no_bos, "hi", True)
 
 
 # --- non-ASCII text: decode whole sequences, never join single-token decodes ------------------
@@ -493,7 +506,7 @@ def test_multibyte_text_round_trips(tiny_lm) -> None:
     tokenizer = tiny_lm.tokenizer
     ids = tokenizer(MULTIBYTE, add_special_tokens=False).input_ids
     assert "\ufffd" in "".join(tokenizer.decode([i]) for i in ids)  # joining pieces corrupts it
-    session = StepSession(tiny_lm, PROMPT, kv_store=KVStore(64 * MIB))
+    session = StepSession(tiny_lm, PROMPT)
     session.force(MULTIBYTE)
     assert session.token_ids == ids and session.text == MULTIBYTE
     assert [b.text for b in session.branches()] == [MULTIBYTE]

@@ -38,7 +38,7 @@ from playground.beam.tree import (
 from playground.engine.base import DecodePlan, Engine
 from playground.engine.control import Control, check
 from playground.engine.prompts import encode_prompt as encode_prompt_ids
-from playground.engine.records import TokenRecord
+from playground.engine.records import TokenRecord, raw_logprobs
 from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import decode_ids, token_piece
 from playground.errors import PlaygroundError
@@ -82,7 +82,13 @@ def beam_search(
     """
     started = time.perf_counter()
     settings = check_settings(
-        num_beams, max_new_tokens, length_penalty, early_stopping, num_return_sequences, chat, candidates_per_beam
+        num_beams,
+        max_new_tokens,
+        length_penalty,
+        early_stopping,
+        num_return_sequences,
+        chat,
+        candidates_per_beam,
     )
     prompt_text, prompt_ids = encode_prompt(engine, prompt, chat)
     check_fits(engine, len(prompt_ids), settings)
@@ -113,8 +119,14 @@ def check_settings(
     _check_int("Beams", num_beams, 1, MAX_BEAMS)
     _check_int("Steps (max new tokens)", max_new_tokens, 1, MAX_NEW_TOKENS)
     low, high = LENGTH_PENALTY_RANGE
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, int | float) or not low <= length_penalty <= high:
-        raise PlaygroundError(f"Length penalty must be a number from {low} to {high}, got {length_penalty!r}.")
+    if (
+        isinstance(length_penalty, bool)
+        or not isinstance(length_penalty, int | float)
+        or not low <= length_penalty <= high
+    ):
+        raise PlaygroundError(
+            f"Length penalty must be a number from {low} to {high}, got {length_penalty!r}."
+        )
     if not (isinstance(early_stopping, bool) or early_stopping == "never"):
         raise PlaygroundError(f"Early stopping must be False, True or 'never', got {early_stopping!r}.")
     returned = num_beams if num_return_sequences is None else num_return_sequences
@@ -258,7 +270,9 @@ class _Search:
         self.eos = torch.tensor(self.eos_ids, dtype=torch.long, device=device)
         self.top_num_beam_mask = torch.arange(self.beams_to_keep, device=device) < n  # (K,)
         prompt = torch.tensor(self.prompt_ids, dtype=torch.long, device=device)
-        self.running_sequences = torch.full((1, n, self.max_length), self.fill, dtype=torch.long, device=device)
+        self.running_sequences = torch.full(
+            (1, n, self.max_length), self.fill, dtype=torch.long, device=device
+        )
         self.running_sequences[:, :, : self.prompt_len] = prompt
         self.sequences = self.running_sequences.clone()
         self.running_scores = torch.zeros((1, n), dtype=torch.float, device=device)
@@ -287,19 +301,24 @@ class _Search:
         """One beam search step on (N, V) logits; returns True when the search is over."""
         n, cur = self.settings.num_beams, self.cur_len
         flat_running = self.running_sequences[0, :, :cur]  # (N, cur)
-        raw = torch.nn.functional.log_softmax(logits, dim=-1)  # (N, V)
+        # (N, V); logits, or a remote engine's top-k log-probs with -inf elsewhere (taken as they are)
+        raw = raw_logprobs(logits, complete=bool(torch.isfinite(logits).all()))
         log_probs = self.processors(flat_running, raw)  # (N, V)
         accumulated = log_probs.unsqueeze(0) + self.running_scores[:, :, None]  # (1, N, V)
         vocab = accumulated.shape[-1]
         topk_log_probs, topk_indices = torch.topk(accumulated.reshape(1, -1), k=self.beams_to_keep)  # (1, K)
         src_beam, token = topk_indices // vocab, topk_indices % vocab  # (1, K)
-        topk_sequences = torch.take_along_dim(self.running_sequences, src_beam[:, :, None], dim=1)  # (1, K, L)
+        topk_sequences = torch.take_along_dim(
+            self.running_sequences, src_beam[:, :, None], dim=1
+        )  # (1, K, L)
         topk_sequences[:, :, cur] = token
         hits = self._hits_stopping_criteria(token)  # (1, K)
         next_idx = self._next_running(topk_log_probs, topk_sequences, hits)  # (1, N)
         merged = self._update_finished(topk_sequences, topk_log_probs, hits)  # (1, N)
         self.beam_idx = torch.take_along_dim(src_beam, next_idx, dim=1)[0]  # (N,) cache rows to keep
-        self._record(raw, log_probs, accumulated[0], topk_log_probs, src_beam, token, hits, next_idx, merged, seconds)
+        self._record(
+            raw, log_probs, accumulated[0], topk_log_probs, src_beam, token, hits, next_idx, merged, seconds
+        )
         self.cur_len += 1
         if self.progress is not None:
             self.progress(self.cur_len - self.prompt_len, self.settings.max_new_tokens)
@@ -455,15 +474,39 @@ class _TreeBuilder:
     def nodes(self) -> list[BeamNode]:
         return self.tree.nodes
 
-    def _new_node(self, step: int, parent: int, token: int, facts: tuple[float, float, float, int, float], seconds: float) -> int:
+    def _new_node(
+        self,
+        step: int,
+        parent: int,
+        token: int,
+        facts: tuple[float, float, float, int, float],
+        seconds: float,
+    ) -> int:
         logprob, cum, raw, rank, entropy = facts
         piece = token_piece(self.tokenizer, token)
         record = TokenRecord(
-            token, piece.text, piece.visible, piece.special, raw, math.exp(logprob), rank, entropy, seconds=seconds, source="beam"
+            token,
+            piece.text,
+            piece.visible,
+            piece.special,
+            raw,
+            math.exp(logprob),
+            rank,
+            entropy,
+            seconds=seconds,
+            source="beam",
         )
         score = cum / (step**self.settings.length_penalty)
         return self.tree.add(
-            parent, record, reuse=False, step=step, logprob=logprob, cum_logprob=cum, score=score, fate=PRUNED, note="outranked"
+            parent,
+            record,
+            reuse=False,
+            step=step,
+            logprob=logprob,
+            cum_logprob=cum,
+            score=score,
+            fate=PRUNED,
+            note="outranked",
         )
 
     def add_step(self, step: int, rec: _StepRecord) -> None:
@@ -552,8 +595,9 @@ def _link_greedy(tree: BeamTree, greedy: list[GreedyToken]) -> list[GreedyToken]
     for token in greedy:
         match = None
         if node_id is not None:
-            match = next((c for c in tree.children(node_id) if tree.nodes[c].token_id == token.token.id), None)
+            match = next(
+                (c for c in tree.children(node_id) if tree.nodes[c].token_id == token.token.id), None
+            )
         token.node_id = match
         node_id = match
     return greedy
-

@@ -151,11 +151,18 @@ class BeamTree:
 
 
 def _greedy_dict(token: GreedyToken) -> dict[str, Any]:
-    return {"step": token.step, "token": token.token.to_dict(), "cum_logprob": token.cum_logprob, "node_id": token.node_id}
+    return {
+        "step": token.step,
+        "token": token.token.to_dict(),
+        "cum_logprob": token.cum_logprob,
+        "node_id": token.node_id,
+    }
 
 
 def _greedy_from(data: dict[str, Any]) -> GreedyToken:
-    return GreedyToken(data["step"], TokenRecord.from_dict(data["token"]), data["cum_logprob"], data["node_id"])
+    return GreedyToken(
+        data["step"], TokenRecord.from_dict(data["token"]), data["cum_logprob"], data["node_id"]
+    )
 
 
 def describe_node(node: BeamNode) -> str:

@@ -37,6 +37,11 @@ class Capabilities:
     # speculative drafting and verifying, padded batches; a remote server hides these
     probes: bool = False
     reasons: dict[str, str] = field(default_factory=dict)
+    # One line per view on where the numbers come from, for engines that differ from the in-process
+    # one (empty for it). Keys: "engine" (which server, how tested), "distribution" (top-N only: the
+    # tail is unknown and how the sampling stages were applied), "chat" (which numbers the server
+    # computed), "score" (how given tokens are scored), "beam" (how the search runs).
+    notes: dict[str, str] = field(default_factory=dict)
 
     def why_not(self, capability: str) -> str:
         return self.reasons.get(capability, f"this engine does not support {capability.replace('_', ' ')}")
@@ -119,7 +124,9 @@ class Engine(Protocol):
         """Forget key's sequence and free its cache."""
         ...
 
-    def beam_start(self, ids: Sequence[int], num_beams: int, control: Control | None = None) -> tuple[Any, torch.Tensor]:
+    def beam_start(
+        self, ids: Sequence[int], num_beams: int, control: Control | None = None
+    ) -> tuple[Any, torch.Tensor]:
         """num_beams copies of ids in one batch; returns (batch, scores (num_beams, vocab))."""
         ...
 

@@ -33,7 +33,9 @@ def encode_continuation(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False).input_ids)
 
 
-def encode_conversation(tokenizer: Any, messages: Sequence[Message], system_prompt: str | None = None) -> list[int]:
+def encode_conversation(
+    tokenizer: Any, messages: Sequence[Message], system_prompt: str | None = None
+) -> list[int]:
     """A conversation through the chat template, ready for the assistant's answer.
 
     system_prompt None or blank: the template's own default (the model's own system prompt, if it

@@ -39,7 +39,9 @@ class TokenRecord:
     visible: str  # the same with whitespace (␣ ↵), partial bytes (<0xNN>) and specials made visible
     special: bool
     logprob: float  # raw log-softmax (temperature 1): the model's own; NaN when the engine did not say
-    sampled_prob: float | None  # probability under the processed distribution it was drawn from; None if not drawn
+    sampled_prob: (
+        float | None
+    )  # probability under the processed distribution it was drawn from; None if not drawn
     rank: int | None  # 1 = the model's most likely token; None when outside what the engine returned
     entropy: float | None  # nats, of the raw distribution (of the returned top-N on a partial engine)
     top: list[Alternative] = field(default_factory=list)  # best raw alternatives, best first
@@ -85,19 +87,46 @@ def describe_rows(
     top: int = TOP_ALTERNATIVES,
     source: str = "sample",
     seconds: Sequence[float] | None = None,
+    rank_limit: int | None = None,
 ) -> list[TokenRecord]:
     """Records for token_ids[i] chosen after rows[i] (n, vocab) raw scores; processed (n, vocab)
     are the scores after the sampling chain they were drawn from (None: not drawn). token_ids
-    may be a device tensor (a token just chosen on the GPU): it is read back in the same copy."""
+    may be a device tensor (a token just chosen on the GPU): it is read back in the same copy.
+    rank_limit: rows hold the engine's top `rank_limit` (plus the chosen token's own log-prob), so
+    a rank beyond it is unknown (None)."""
     n = len(token_ids)
     if n == 0:
         return []
     packed = _pack(rows[:n], token_ids, processed, complete, top).tolist()  # one host copy
     times = list(seconds) if seconds is not None else [0.0] * n
     return [
-        _record(tokenizer, row, top, processed is not None, source, s)
+        _record(tokenizer, row, top, processed is not None, source, s, rank_limit)
         for row, s in zip(packed, times, strict=True)
     ]
+
+
+def describe_top(
+    tokenizer: Any,
+    top_ids: Sequence[int],
+    top_logprobs: Sequence[float],
+    token_id: int,
+    logprob: float,
+    *,
+    sampled_prob: float | None = None,
+    top: int = TOP_ALTERNATIVES,
+    source: str = "sample",
+    rank_limit: int | None = None,
+) -> TokenRecord:
+    """describe_rows for one token when only an engine's top-N is known (best first) plus the
+    token's own log-prob: the same record, computed on the N values instead of a vocabulary-wide
+    row (a streamed token costs microseconds, not a pass over the vocabulary)."""
+    finite = [lp for lp in top_logprobs if math.isfinite(lp)]
+    if token_id not in top_ids and math.isfinite(logprob):
+        finite.append(logprob)
+    entropy = -sum(math.exp(lp) * lp for lp in finite)
+    rank = 1 + sum(lp > logprob for lp in top_logprobs)
+    row = [token_id, logprob, rank, entropy, sampled_prob, *top_ids[:top], *top_logprobs[:top]]
+    return _record(tokenizer, row, top, sampled_prob is not None, source, 0.0, rank_limit)
 
 
 def _pack(
@@ -127,11 +156,18 @@ def _pack(
 
 
 def _record(
-    tokenizer: Any, row: list[float], top: int, drawn: bool, source: str, seconds: float
+    tokenizer: Any,
+    row: list[float],
+    top: int,
+    drawn: bool,
+    source: str,
+    seconds: float,
+    rank_limit: int | None = None,
 ) -> TokenRecord:
     token_id, logprob, rank, entropy, sampled = int(row[0]), *row[1:5]
     k = (len(row) - 5) // 2
     known = math.isfinite(logprob)
+    rank_known = known and (rank_limit is None or rank <= rank_limit)
     alternatives = [
         Alternative(int(i), token_piece(tokenizer, int(i)).visible, math.exp(lp))
         for i, lp in zip(row[5 : 5 + k], row[5 + k :], strict=True)
@@ -145,7 +181,7 @@ def _record(
         special=piece.special,
         logprob=logprob if known else math.nan,
         sampled_prob=sampled if drawn else None,
-        rank=int(rank) if known else None,
+        rank=int(rank) if rank_known else None,
         entropy=entropy,
         top=alternatives[:top],
         seconds=seconds,

@@ -261,7 +261,9 @@ def final_scores(logits: torch.Tensor, input_ids: torch.Tensor, settings: Sampli
     return scores
 
 
-def choose(scores: torch.Tensor, settings: SamplingSettings, generator: torch.Generator | None) -> torch.Tensor:
+def choose(
+    scores: torch.Tensor, settings: SamplingSettings, generator: torch.Generator | None
+) -> torch.Tensor:
     """Greedy argmax or one multinomial draw from softmax(scores) (1, vocab), as generate does;
     the chosen id stays on the device as a (1,) tensor (no host copy).
 

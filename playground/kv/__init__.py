@@ -37,6 +37,7 @@ from playground.kv.dtypes import GB, GIB, KV_DTYPES, KVDtype, resolve_kv_dtype
 from playground.kv.fit import FitResult, estimate_parameters, fit_on_gpu, weights_bytes
 from playground.kv.geometry import MODES, KVGeometry, LayerSpec, kv_geometry
 from playground.kv.measure import Measurement, measure_vs_predicted
+from playground.kv.server import ServerKVComparison, cache_dtype, compare_server_kv
 
 __all__ = [
     "GB",
@@ -52,7 +53,10 @@ __all__ = [
     "LayerBytes",
     "LayerSpec",
     "Measurement",
+    "ServerKVComparison",
     "as_config_dict",
+    "cache_dtype",
+    "compare_server_kv",
     "curve_lengths",
     "estimate_parameters",
     "fit_on_gpu",

@@ -135,7 +135,6 @@ def _group_formula(key: tuple[str, int, int, int, int], count: int, total: int, 
     )
 
 
-
 # --- helpers for the UI and notebooks -----------------------------------------------------------------
 
 

@@ -108,7 +108,6 @@ def build_config_object(raw: dict[str, Any]) -> Any:
         raise PlaygroundError(f"transformers rejects this {raw.get('model_type')!r} config: {first}") from exc
 
 
-
 CONFIG_NAME = "config.json"  # the only file name the loader opens
 MAX_CONFIG_BYTES = 4 * 2**20  # larger than any published config.json; refuse bigger files unread
 _MODEL_MARKERS = ("model_type", "architectures", *(k for keys in KEY_ALIASES.values() for k in keys))

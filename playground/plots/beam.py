@@ -78,7 +78,15 @@ def _node_point(node: BeamNode) -> _Point:
     )
     label = "prompt" if node.fate == ROOT else node.label
     return _Point(
-        node.id, -1 if node.parent is None else node.parent, node.step, label, node.logprob, node.cum_logprob, node.score, node.fate, detail
+        node.id,
+        -1 if node.parent is None else node.parent,
+        node.step,
+        label,
+        node.logprob,
+        node.cum_logprob,
+        node.score,
+        node.fate,
+        detail,
     )
 
 

@@ -131,7 +131,8 @@ def _check_export(data: Any) -> dict[str, Any]:
 
 def _is_conversation(value: Any) -> bool:
     return isinstance(value, list) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in value
     )
 
 

@@ -97,7 +97,9 @@ class StepSession:
         """A session already at the end of a path whose records are known (a beam node, a chat
         answer's token): the numbers move over, nothing is recomputed. cache_from: an engine
         sequence covering these ids (a chat answer's), copied instead of reading the prompt again."""
-        session = cls(engine, prompt, chat, settings=settings, conversation=conversation, system_prompt=system_prompt)
+        session = cls(
+            engine, prompt, chat, settings=settings, conversation=conversation, system_prompt=system_prompt
+        )
         session._check_room(len(records))
         session.path += session.tree.extend(ROOT, records)
         if cache_from is not None:
@@ -188,7 +190,9 @@ class StepSession:
         with self._lock:
             token_ids = self._tokens_for(token_or_text)
             self._check_room(len(token_ids) - 1)
-            rows = self.engine.sync(self.key, self.ids + token_ids[:-1], last=len(token_ids))
+            # Through the last queried token too: an engine returning only a top-N then knows every
+            # queried token's log-prob, however unlikely (one more row, dropped).
+            rows = self.engine.sync(self.key, self.ids + token_ids, last=len(token_ids) + 1)[:-1]
             final = sampling_stages(rows[0], self.ids, settings)[-1]
             records = self._describe(rows, token_ids, "force")
             records[0].sampled_prob = float(final.probs[token_ids[0]])
@@ -334,10 +338,21 @@ class StepSession:
             return ids
         return [check_token_id(token_or_text, self.engine.vocab_size)]
 
-    def _describe(self, rows: torch.Tensor, token_ids: list[int], source: str, seconds: float = 0.0) -> list[TokenRecord]:
+    def _describe(
+        self, rows: torch.Tensor, token_ids: list[int], source: str, seconds: float = 0.0
+    ) -> list[TokenRecord]:
         per_token = [seconds / len(token_ids)] * len(token_ids)
-        complete = self.engine.capabilities.full_vocab
-        return describe_rows(self.engine.tokenizer, rows, token_ids, complete=complete, source=source, seconds=per_token)
+        capabilities = self.engine.capabilities
+        complete, limit = capabilities.full_vocab, None if capabilities.full_vocab else capabilities.top_n
+        return describe_rows(
+            self.engine.tokenizer,
+            rows,
+            token_ids,
+            complete=complete,
+            source=source,
+            seconds=per_token,
+            rank_limit=limit,
+        )
 
     def _append(self, token_ids: list[int], source: str, sampled: float | None = None) -> None:
         """Extend the path by token_ids: one forward over them; on failure nothing changes."""

@@ -19,12 +19,36 @@ from playground.engine.tokens import token_piece
 from playground.errors import PlaygroundError
 from playground.settings import Settings
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
+from playground.ui.links import link_of
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
 
 FORK_HINT = "hover or click a token: its alternatives fork the answer there"
+# A token card's buttons are plain HTML: the token view turns their clicks into Gradio events
+# with the position (and token) as event data: "select" forks, "click" opens Step by step.
+TOKEN_CARD_CLICKS = """
+element.addEventListener('click', (event) => {
+  const fork = event.target.closest('.tok-alt');
+  const open = event.target.closest('.tok-open');
+  if (!fork && !open) return;
+  event.preventDefault();
+  document.activeElement?.blur?.();
+  if (fork) trigger('select', {position: Number(fork.dataset.pos), token: Number(fork.dataset.token)});
+  else trigger('click', {position: Number(open.dataset.pos)});
+});
+"""
 # What every answering handler may set.
 ANSWER_OUTPUTS = ["message", "history", "token_view", "status", "branch"]
+CONTROLS = [
+    "system_prompt",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "max_new_tokens",
+    "seed",
+]
 
 
 @dataclass(frozen=True)
@@ -88,7 +112,7 @@ class ChatHandlers:
     def __init__(self, engine: Engine, settings: Settings, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
         self.settings = settings
-        self.workspaces = workspaces or Workspaces(engine)
+        self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
 
     def chat(
         self,
@@ -158,18 +182,74 @@ class ChatHandlers:
         if step is None:
             raise PlaygroundError("No step-by-step session yet: start one in the Step by step tab.")
         if not step.chat:
-            raise PlaygroundError("This step session is a raw prompt: tick 'chat' there to continue it as a chat.")
+            raise PlaygroundError(
+                "This step session is a raw prompt: tick 'chat' there to continue it as a chat."
+            )
         messages = step.conversation or [{"role": "user", "content": step.prompt}]
         system = step.system_prompt if step.conversation is not None else system_prompt
         sampling = SamplingInputs(temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
         records = step.records
-        chat_request = replace(sampling.request(messages, system or ""), answer_prefix=[r.id for r in records])
+        chat_request = replace(
+            sampling.request(messages, system or ""), answer_prefix=[r.id for r in records]
+        )
         self.engine.fork(step.key, ws.chat.key)  # the step's cache covers the prompt and the path
         stream = ws.chat.answer(chat_request, self.settings.max_new_tokens_limit, known=records)
         yield from self._stream(list(messages), ws.chat, stream, bool(show_template), clear_box=False)
 
+    def fork_clicked(
+        self, history: list, show_template: bool, event: gr.EventData, request: gr.Request = None
+    ) -> Iterator[dict[str, Any]]:
+        """An alternative clicked in a token's card (event data: position, token)."""
+        data = getattr(event, "_data", None) or {}
+        yield from self.chat_fork(history, data.get("position"), data.get("token"), show_template, request)
+
+    def chat_from_link(
+        self,
+        system_prompt: str,
+        temperature: float,
+        top_k: float,
+        top_p: float,
+        min_p: float,
+        repetition_penalty: float,
+        max_new_tokens: float,
+        seed: str | float | None,
+        show_template: bool,
+        request: gr.Request = None,
+    ) -> Iterator[dict[str, Any]]:
+        """A shared link to a chat answer: its settings on the controls, then the same answer
+        (greedy, or seeded: the link carries the seed)."""
+        link = link_of(request)
+        if link is None or link.tab != "chat":
+            yield {}
+            return
+        shown = dict(zip(CONTROLS, (system_prompt, temperature, top_k, top_p, min_p, repetition_penalty,
+                                    max_new_tokens, seed), strict=True))  # fmt: skip
+        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
+        yield values
+        if link.values.get("message"):
+            yield from self.chat(
+                link.values["message"], [], *(values[name] for name in CONTROLS), show_template, request
+            )
+
+    def link_values(self, request: gr.Request = None) -> dict[str, Any]:
+        """What a link to the answer on screen carries: its question, settings and seed."""
+        session = self._workspace(request).chat
+        update = session.updates.get(session.tip)
+        if session.request is None or update is None:
+            return {}
+        chat, s = session.request, session.request.settings
+        sampling = (s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, chat.max_new_tokens)
+        values = dict(zip(CONTROLS[1:-1], sampling, strict=True))
+        return {"message": chat.messages[-1]["content"], "system_prompt": chat.system_prompt, **values,
+                "seed": update.seed}  # fmt: skip
+
     def chat_fork(
-        self, history: list, fork_position: float, fork_token: float, show_template: bool, request: gr.Request = None
+        self,
+        history: list,
+        fork_position: float,
+        fork_token: float,
+        show_template: bool,
+        request: gr.Request = None,
     ) -> Iterator[dict[str, Any]]:
         """Cut the last answer before its token at fork_position (0-based), put the token id
         fork_token there and continue with the same settings; the old continuation stays a branch.
@@ -180,7 +260,9 @@ class ChatHandlers:
         stream = session.fork(pos, token, self.settings.max_new_tokens_limit)
         yield from self._stream(shown, session, stream, bool(show_template), clear_box=False)
 
-    def chat_branch(self, history: list, branch: Any, show_template: bool, request: gr.Request = None) -> dict[str, Any]:
+    def chat_branch(
+        self, history: list, branch: Any, show_template: bool, request: gr.Request = None
+    ) -> dict[str, Any]:
         """Show another branch of the last answer (its records are kept: no model work)."""
         if branch is None or branch == "":
             return {}
@@ -189,10 +271,20 @@ class ChatHandlers:
         view, stats = render_answer(self.engine, update, bool(show_template))
         shown = _without_last_answer(history)
         answer = {"role": "assistant", "content": with_footer(update.text, answer_stats(update))}
-        return {"history": [*shown, answer], "token_view": view, "status": stats, "branch": self._branches(session)}
+        return {
+            "history": [*shown, answer],
+            "token_view": view,
+            "status": stats,
+            "branch": self._branches(session),
+        }
 
     def _stream(
-        self, shown: list, session: ChatSession, stream: Iterator[ChatUpdate], show_template: bool, clear_box: bool
+        self,
+        shown: list,
+        session: ChatSession,
+        stream: Iterator[ChatUpdate],
+        show_template: bool,
+        clear_box: bool,
     ) -> Iterator[dict[str, Any]]:
         first: dict[str, Any] = {"status": "Waiting for the model…", "token_view": ""}
         if clear_box:
@@ -204,7 +296,11 @@ class ChatHandlers:
                 continue
             view, stats = render_answer(self.engine, update, show_template)
             answer = with_footer(update.text, answer_stats(update)) if update.finished else update.text
-            values = {"history": [*shown, {"role": "assistant", "content": answer}], "token_view": view, "status": stats}
+            values = {
+                "history": [*shown, {"role": "assistant", "content": answer}],
+                "token_view": view,
+                "status": stats,
+            }
             if update.finished:
                 values["branch"] = self._branches(session)
             yield values
@@ -215,7 +311,13 @@ class ChatHandlers:
         while history and message_role(history[-1]) != "user":
             history.pop()
         last_user = normalize_history(history[-1:])[0]["content"] if history else ""
-        return {"message": last_user, "history": history[:-1], "token_view": "", "status": "", "branch": _no_branches()}
+        return {
+            "message": last_user,
+            "history": history[:-1],
+            "token_view": "",
+            "status": "",
+            "branch": _no_branches(),
+        }
 
     def chat_clear(self) -> dict[str, Any]:
         return {"message": "", "history": [], "token_view": "", "status": "", "branch": _no_branches()}
@@ -223,8 +325,10 @@ class ChatHandlers:
     def chat_stopped(self, history: list, status: str) -> dict[str, Any]:
         """After Stop: say so under the cut-off answer and in the statistics."""
         history = list(history or [])
-        if not status or "stopped:" in status or status.startswith(("Waiting", "Reading")):
-            return {"history": history, "status": "Stopped before the first token." if status else status}
+        if status.startswith(("Waiting", "Reading")):
+            return {"history": history, "status": "Stopped before the first token."}
+        if not status or "stopped:" in status:
+            return {"history": history, "status": status}
         first_line, _, notes = status.partition("\n\n")
         first_line += " · stopped: by you"
         last = normalize_history(history[-1:])
@@ -244,7 +348,9 @@ class ChatHandlers:
         return self.workspaces.get(getattr(request, "session_hash", None))
 
     def _branches(self, session: ChatSession) -> Any:
-        choices = [(f"#{b.node_id} · {b.length} tokens · …{b.text[-50:]}", b.node_id) for b in session.branches()]
+        choices = [
+            (f"#{b.node_id} · {b.length} tokens · …{b.text[-50:]}", b.node_id) for b in session.branches()
+        ]
         current = next((b.node_id for b in session.branches() if b.current), None)
         return gr.Dropdown(choices=choices, value=current, visible=len(choices) > 1)
 
@@ -263,7 +369,9 @@ def _no_branches() -> Any:
 # --- layout ------------------------------------------------------------------------------------------
 
 
-def build_chat_tab(engine: Engine, settings: Settings, workspaces: Workspaces) -> tuple[dict[str, Any], ChatHandlers]:
+def build_chat_tab(
+    engine: Engine, settings: Settings, workspaces: Workspaces
+) -> tuple[dict[str, Any], ChatHandlers]:
     """The Chat tab (call inside a gr.Tab); returns its components by name and its handlers."""
     w: dict[str, Any] = {}
     with gr.Row():
@@ -283,18 +391,21 @@ def build_chat_tab(engine: Engine, settings: Settings, workspaces: Workspaces) -
                 for name in ("Stop", "Retry", "Undo", "Clear"):
                     w[name.lower()] = gr.Button(name, size="sm", elem_id=f"chat-{name.lower()}")
             w["status"] = gr.Markdown(elem_classes=["chat-stats"], elem_id="chat-status")
-            w["token_view"] = gr.HTML(elem_id="chat-tokens")
+            w["token_view"] = gr.HTML(elem_id="chat-tokens", js_on_load=TOKEN_CARD_CLICKS)
             w["branch"] = gr.Dropdown(
-                [], label="Answer branches", info="Every fork of this answer is kept: switch back", visible=False
+                [],
+                label="Answer branches",
+                info="Every fork of this answer is kept: switch back",
+                visible=False,
+                elem_id="chat-branch",
             )
-            # A token card's buttons are not Gradio components: static/app.js fills these hidden
-            # inputs and clicks the hidden button (a fork, or "Step by step from here").
+            # The same actions as a token card's buttons, for the HTTP API.
             hidden = {"visible": "hidden"}
-            w["fork_position"] = gr.Number(label="fork position", precision=0, elem_id="chat-fork-position", **hidden)
-            w["fork_token"] = gr.Number(label="fork token", precision=0, elem_id="chat-fork-token", **hidden)
-            w["fork"] = gr.Button("Fork", elem_id="chat-fork-button", **hidden)
-            w["open_position"] = gr.Number(label="open position", precision=0, elem_id="chat-open-position", **hidden)
-            w["open_step"] = gr.Button("Step by step from here", elem_id="chat-open-step-button", **hidden)
+            w["fork_position"] = gr.Number(label="fork position", precision=0, **hidden)
+            w["fork_token"] = gr.Number(label="fork token", precision=0, **hidden)
+            w["fork"] = gr.Button("Fork", **hidden)
+            w["open_position"] = gr.Number(label="open position", precision=0, **hidden)
+            w["open_step"] = gr.Button("Step by step from here", **hidden)
         with gr.Column(scale=1):
             w.update(_build_controls(engine, settings))
     handlers = ChatHandlers(engine, settings, workspaces)
@@ -308,10 +419,18 @@ def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
     send = connect([w["send"].click, w["message"].submit], h.chat, w, ANSWER_OUTPUTS, api_name="chat", **once)
     retry = connect(w["retry"].click, h.chat_retry, w, ANSWER_OUTPUTS, api_name="chat_retry", **once)
     fork = connect(w["fork"].click, h.chat_fork, w, ANSWER_OUTPUTS, api_name="chat_fork", **once)
-    w["answer_events"] = [send, retry, fork]
+    clicked = connect(w["token_view"].select, h.fork_clicked, w, ANSWER_OUTPUTS, api_name=None, **once)
+    w["answer_events"] = [send, retry, fork, clicked]
     connect(w["stop"].click, h.chat_stopped, w, ["history", "status"], api_name="chat_stop", model=False,
             cancels=w["answer_events"])  # fmt: skip
-    connect(w["branch"].input, h.chat_branch, w, ["history", "token_view", "status", "branch"], api_name="chat_branch", model=False)
+    connect(
+        w["branch"].input,
+        h.chat_branch,
+        w,
+        ["history", "token_view", "status", "branch"],
+        api_name="chat_branch",
+        model=False,
+    )
     connect(w["show_template"].change, h.show_answer, w, ["token_view"], api_name=None, model=False)
     connect(w["undo"].click, h.chat_undo, w, ANSWER_OUTPUTS, api_name="chat_undo", model=False)
     connect(w["clear"].click, h.chat_clear, w, ANSWER_OUTPUTS, api_name="chat_clear", model=False)
@@ -326,7 +445,9 @@ def _build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
         label="System prompt",
         lines=2,
         placeholder="(the model's own default)",
-        info="Instructions the model sees before the conversation; empty = the model's default" + template_note,
+        elem_classes=["stage-hide"],
+        info="Instructions the model sees before the conversation; empty = the model's default"
+        + template_note,
     )
     with gr.Accordion("Sampling", open=True):
         w["temperature"] = UncheckedSlider(
@@ -334,29 +455,48 @@ def _build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
             info="Divides the logits: <1 sharper, >1 flatter; 0 = greedy (always the top token)",
         )  # fmt: skip
         w["top_k"] = UncheckedSlider(
-            0, 200, value=50, step=1, label="Top-k", info="Keep only the k most likely tokens; 0 = off"
+            0,
+            200,
+            value=50,
+            step=1,
+            label="Top-k",
+            info="Keep only the k most likely tokens; 0 = off",
+            elem_classes=["stage-hide"],
         )
         w["top_p"] = UncheckedSlider(
             0.01, 1, value=0.95, step=0.01, label="Top-p",
             info="Keep the most likely tokens until their probabilities sum to p; 1 = off",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
         w["min_p"] = UncheckedSlider(
             0, 1, value=0.0, step=0.01, label="Min-p",
             info="Drop tokens less likely than min-p × the top token's probability; 0 = off",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
         w["repetition_penalty"] = UncheckedSlider(
             0.5, 2, value=1.0, step=0.05, label="Repetition penalty",
             info="Divides the score of tokens already in the text; >1 discourages repeats",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
         limit = settings.max_new_tokens_limit
         w["max_new_tokens"] = UncheckedSlider(
-            1, limit, value=min(256, limit), step=1, label="Max new tokens", info="Longest answer, in tokens"
+            1,
+            limit,
+            value=min(256, limit),
+            step=1,
+            label="Max new tokens",
+            info="Longest answer, in tokens",
+            elem_classes=["stage-hide"],
         )
         w["seed"] = gr.Textbox(
             "", label="Seed", placeholder="random",
             info="Same seed + same settings = same answer; empty = a new random seed each time",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
     w["show_template"] = gr.Checkbox(
-        False, label="Show templated token stream", info="The exact tokens the model sees, special tokens included"
+        False,
+        label="Show templated token stream",
+        info="The exact tokens the model sees, special tokens included",
+        elem_classes=["stage-hide"],
     )
     return w

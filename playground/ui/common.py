@@ -130,7 +130,7 @@ class UncheckedSlider(gr.Slider):
 # --- named wiring ------------------------------------------------------------------------------------
 
 Widgets = Mapping[str, Any]  # a tab's components by name
-_INJECTED = {"self", "request", "progress"}  # parameters Gradio fills itself
+_INJECTED = {"self", "request", "progress", "event"}  # parameters Gradio fills itself
 
 
 def input_names(fn: Callable) -> list[str]:
@@ -143,7 +143,9 @@ def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
     output is set by name and an output a handler does not name is left as it is."""
 
     def convert(values: Any) -> Any:
-        return {widgets[name]: value for name, value in values.items()} if isinstance(values, dict) else values
+        return (
+            {widgets[name]: value for name, value in values.items()} if isinstance(values, dict) else values
+        )
 
     if inspect.isgeneratorfunction(fn):
 

@@ -920,7 +920,7 @@ def build_hood_tab(
             f"These views need a model running in this process: {engine.capabilities.why_not('probes')}"
         )
     with gr.Tabs(elem_id="hood-views") as w["hood_views"]:
-        with gr.Tab("KV cache on vs off", id="hood-kv"):
+        with gr.Tab("Cache on vs off", id="hood-kv"):
             _kv_view(w)
         with gr.Tab("Prefill vs decode", id="hood-pd"):
             _pd_view(w)

@@ -12,11 +12,12 @@ from typing import Any
 import gradio as gr
 
 from playground import kv as kvm
-from playground.errors import PlaygroundError
 from playground.engine.base import Engine
+from playground.errors import PlaygroundError
 from playground.kv.presets import COMPARISON_MODELS, PRESETS
 from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
 from playground.ui.common import as_number, as_whole, connect
+from playground.ui.links import link_of
 
 LOADED = "Loaded model"
 GPU_CHOICES = [
@@ -35,18 +36,27 @@ WEIGHTS_INFO = "Weights take parameters × bytes per parameter next to the cache
 MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
 
 
-def preset_choices() -> list[str]:
-    return [LOADED, *PRESETS]
+def preset_choices(lm: Engine | None = None) -> list[str]:
+    """The presets, after the loaded model when its config is known here (a served one may not be)."""
+    return [LOADED, *PRESETS] if lm is None or loaded_config(lm) else list(PRESETS)
+
+
+def default_preset(lm: Engine) -> str:
+    return preset_choices(lm)[0]
 
 
 def loaded_config(lm: Engine) -> dict[str, Any]:
-    """The loaded model's full config as a plain config.json dict."""
-    return json.loads(lm.config.to_json_string(use_diff=False))
+    """The loaded model's full config as a plain config.json dict ({} when a serving engine's model
+    config is not available here)."""
+    config = getattr(lm, "config", None)
+    return json.loads(config.to_json_string(use_diff=False)) if config is not None else {}
 
 
 def model_dtype_name(lm: Engine) -> str:
-    """The loaded model's dtype as the calculator names it: torch.float32 -> "float32"."""
-    return str(lm.dtype).removeprefix("torch.")
+    """The loaded model's dtype as the calculator names it: torch.float32 -> "float32" (a serving
+    engine's weights format is not known here: bfloat16, how most checkpoints are published)."""
+    dtype = getattr(lm, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else "bfloat16"
 
 
 def weights_dtype_default(lm: Engine, preset: str) -> tuple[str, str]:
@@ -73,14 +83,15 @@ def preset_config_text(lm: Engine, name: str) -> str:
 
 
 def parameter_count(
-    lm: Engine, preset: str, config: dict[str, Any], params_b: float | None
+    lm: Engine, preset: str, config: dict[str, Any], params_b: float | str | None
 ) -> tuple[int, str]:
     """Weights' parameter count and where it came from: typed in, the loaded model, a preset, or estimated."""
-    if params_b:
-        if params_b < 0:
+    if params_b is not None and str(params_b).strip():  # blank: counted or estimated below
+        billions = as_number(params_b, "Parameters (billions)")
+        if billions <= 0:
             raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
-        return int(params_b * 1e9), "as entered"
-    if preset == LOADED and config == loaded_config(lm):
+        return int(billions * 1e9), "as entered"
+    if preset == LOADED and config == loaded_config(lm) and getattr(lm, "num_parameters", None):
         return lm.num_parameters, "counted on the loaded model"
     if preset in PRESETS and config == PRESETS[preset].config:
         return PRESETS[preset].num_parameters, f"published count of {preset}"
@@ -99,7 +110,8 @@ def summary_markdown(b: kvm.KVBreakdown, params: int, source: str, wdtype: str, 
         f"mode *{b.geometry.mode}* · per token and sequence: {per_token:,.0f} B",
         f"**Weights:** {params / 1e9:,.3f} B parameters ({source}) in {wdtype} "
         f"= {kvm.format_bytes(fit.weights_bytes)}",
-        f"**On a {g / kvm.GB:,.0f} GB GPU** ({g / kvm.GIB:,.1f} GiB): {verdict}. Overhead reserve "
+        f"**On {article(g / kvm.GB)} {g / kvm.GB:,.0f} GB GPU** ({g / kvm.GIB:,.1f} GiB): {verdict}. "
+        "Overhead reserve "
         f"{kvm.format_bytes(fit.overhead_bytes)} ({fit.overhead_bytes / g:.0%} of the GPU, for activations, "
         f"CUDA context, fragmentation) leaves {kvm.format_bytes(max(fit.free_for_kv, 0))} for the KV cache.",
         f"- longest context at batch {b.batch_size}: **{_max_len_text(fit)}**",
@@ -108,6 +120,13 @@ def summary_markdown(b: kvm.KVBreakdown, params: int, source: str, wdtype: str, 
     if fit.free_for_kv < 0:
         lines.append("- ⚠️ the weights and the reserve alone exceed the GPU's memory.")
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
+
+
+def article(number: float) -> str:
+    """'an' before a number read with a vowel sound (8, 11, 18, 80-89, 800...), else 'a'."""
+    digits = f"{number:.0f}"
+    eleven_or_eighteen = len(digits) % 3 == 2 and digits[:2] in ("11", "18")  # 11, 18 000, 11 000 000...
+    return "an" if digits.startswith("8") or eleven_or_eighteen else "a"
 
 
 def _max_len_text(fit: kvm.FitResult) -> str:
@@ -131,7 +150,10 @@ def formula_markdown(b: kvm.KVBreakdown) -> str:
 
 
 def layer_rows(b: kvm.KVBreakdown) -> list[list[Any]]:
-    return [[x.index, x.kind, x.kv_heads, x.k_dim, x.v_dim, x.tokens, x.bytes] for x in b.layers]
+    """One row per layer; token counts and bytes with thousands separators."""
+    return [
+        [x.index, x.kind, x.kv_heads, x.k_dim, x.v_dim, f"{x.tokens:,}", f"{x.bytes:,}"] for x in b.layers
+    ]
 
 
 def curve_figure(config: dict[str, Any], label: str, seq_len: int, batch: int, dtype: str, mode: str) -> Any:
@@ -174,7 +196,9 @@ def calculate(
 ) -> dict[str, Any]:
     """Everything the calculator shows for one set of inputs: summary, formula, layers, two figures."""
     config = kvm.as_config_dict(config_text or "")
-    b = kvm.kv_cache_breakdown(config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode)
+    b = kvm.kv_cache_breakdown(
+        config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode
+    )
     params, source = parameter_count(lm, preset, config, params_b)
     weights = kvm.weights_bytes(params, weights_dtype)
     gpu = int(_positive(gpu_gb, "GPU memory") * kvm.GB)
@@ -217,7 +241,45 @@ class KVHandlers:
             )  # fmt: skip
         except PlaygroundError as exc:
             gr.Warning(str(exc))
-            return dict(zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True))
+            return dict(
+                zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True)
+            )
+
+    def kv_from_link(
+        self,
+        preset: str,
+        config_text: str,
+        seq_len: float,
+        batch: float,
+        kv_dtype: str,
+        mode: str,
+        gpu_gb: float,
+        weights_dtype: str,
+        params_b: float | None,
+        overhead_pct: float,
+        request: gr.Request = None,
+    ) -> dict[str, Any]:
+        """A shared link to a calculation: its model and sizes on the controls, and the result."""
+        link = link_of(request)
+        if link is None or link.tab != "kv":
+            return {}
+        inputs = (
+            preset,
+            config_text,
+            seq_len,
+            batch,
+            kv_dtype,
+            mode,
+            gpu_gb,
+            weights_dtype,
+            params_b,
+            overhead_pct,
+        )
+        shown = dict(zip(CALCULATOR_INPUTS, inputs, strict=True))
+        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
+        if "preset" in link.values:
+            values["config_text"] = preset_config_text(self.engine, values["preset"])
+        return {**values, **self.kv_calculate(*(values[name] for name in CALCULATOR_INPUTS))}
 
     def kv_preset_config(self, preset: str) -> str:
         """The config.json text of a preset (or of the loaded model)."""
@@ -237,10 +299,15 @@ class KVHandlers:
 
 
 def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
-    """Build a real cache with the loaded model and put its bytes next to the prediction."""
+    """Build a real cache with the loaded model and put its bytes next to the prediction (a serving
+    engine: its own KV figures next to the prediction for them)."""
+    if not lm.capabilities.cache_bytes:
+        return server_kv_text(lm), []
     n = _whole(prompt_len, "Prompt length")
     if n > lm.context_length:
-        raise PlaygroundError(f"Prompt length {n:,} exceeds the model's context of {lm.context_length:,} tokens.")
+        raise PlaygroundError(
+            f"Prompt length {n:,} exceeds the model's context of {lm.context_length:,} tokens."
+        )
     m = kvm.measure_vs_predicted(lm, n, 1)
     rows = [
         [p.index, p.kind, p.bytes, measured, p.bytes == measured]
@@ -251,13 +318,43 @@ def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
         f"### Measured {m.measured_bytes:,} bytes · predicted {m.predicted.total_bytes:,} bytes: "
         f"{verdict}\n\n"
         f"A forward pass of {lm.name} (loaded in {model_dtype_name(lm)}) over {n:,} synthetic tokens "
-        f"(batch 1) filled the engine's KV cache, whose keys and values are {m.dtype}, the model's own dtype; "
+        f"(batch 1) filled the engine's KV cache, whose keys and values are {m.dtype}, the model's own "
+        "dtype; "
         f"measured = Σ numel × element_size over them ({len(m.measured_layers)} layers). "
         f"Predicted = `kv_cache_bytes(config, {n}, 1, {m.dtype!r}, 'transformers')` = "
         f"{kvm.format_bytes(m.predicted.total_bytes)}, in that same dtype: the KV dtype chosen above "
         "does not apply to this real cache."
     )
     return text, rows
+
+
+def server_kv_text(lm: Any) -> str:
+    """A serving engine's own KV capacity and usage, next to the calculator's bytes for that many
+    tokens of the served config (wording to be settled by the UI rework)."""
+    figures = lm.kv_figures() if hasattr(lm, "kv_figures") else None
+    if figures is None:
+        return f"**{lm.capabilities.why_not('cache_bytes')}**, and {lm.kind} does not report KV figures here."
+    config = getattr(lm, "config", None)
+    used = "usage not reported"
+    if figures.used_tokens is not None:
+        used = f"{figures.used_tokens:,} tokens in use"
+    if figures.usage is not None:
+        used += f" ({figures.usage:.1%})"
+    text = f"### {lm.kind}'s own KV cache: {figures.capacity_tokens:,} tokens · {used}\n\n"
+    text += f"From {figures.source}"
+    if figures.block_size and figures.num_blocks:
+        text += f": {figures.num_blocks:,} blocks × {figures.block_size} tokens"
+    if config is None:
+        return text + ". The served model's config is not available here, so there is no prediction."
+    c = kvm.compare_server_kv(figures, config)
+    reported = ""
+    if c.reported_bytes:
+        reported = f"; the engine reports {kvm.format_bytes(c.reported_bytes)} per GPU"
+    return text + (
+        f".\n\nPredicted by the calculator for the served config ({c.dtype_note}): {c.bytes_per_token:,} B "
+        f"per token, so {c.capacity_tokens:,} tokens take **{kvm.format_bytes(c.predicted_bytes)}**"
+        f"{reported}."
+    )
 
 
 def _whole(value: float | None, label: str) -> int:
@@ -283,15 +380,16 @@ def _positive(value: float | str | None, label: str) -> float:
 
 # --- layout ------------------------------------------------------------------------------------------
 
-CALCULATOR_INPUTS = ["preset", "config_text", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb", "weights_dtype",
-                     "params_b", "overhead_pct"]  # fmt: skip
+CALCULATOR_INPUTS = ["preset", "config_text", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb",
+                     "weights_dtype", "params_b", "overhead_pct"]  # fmt: skip
 
 
-def build_kv_tab(lm: Engine) -> dict[str, Any]:
-    """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name."""
+def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
+    """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name and handlers."""
     gr.Markdown(
         "How much memory does the KV cache take? Pick a model or paste its `config.json`; every number "
-        "below is exact and shows where it came from. GiB = 2^30 bytes, GB = 10^9 bytes."
+        "below is exact and shows where it came from. GiB = 2^30 bytes, GB = 10^9 bytes.",
+        elem_classes=["stage-hide"],
     )
     w: dict[str, Any] = {}
     with gr.Row():
@@ -306,23 +404,31 @@ def build_kv_tab(lm: Engine) -> dict[str, Any]:
             with gr.Row():
                 w["curves"] = gr.Plot(first["curves"], label="KV bytes vs context")
                 w["bars"] = gr.Plot(first["bars"], label="Weights + KV vs GPU")
-            w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula")
-            w["layers"] = gr.Dataframe(first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False)
+            w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula", elem_classes=["stage-hide"])
+            w["layers"] = gr.Dataframe(
+                first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False,
+                elem_classes=["stage-hide"],
+            )  # fmt: skip
     _measure_section(lm, w)
-    _wire(KVHandlers(lm), w)
-    return w
+    handlers = KVHandlers(lm)
+    _wire(handlers, w)
+    return w, handlers
 
 
 def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
     w["preset"] = gr.Dropdown(
-        preset_choices(),
-        value=LOADED,
+        preset_choices(lm),
+        value=default_preset(lm),
         label="Model",
         info="A preset fills the config.json below; edit it or paste your own, then Calculate.",
     )
-    with gr.Accordion("config.json: view, edit, paste or load", open=False):
+    with gr.Accordion("config.json: view, edit, paste or load", open=False, elem_classes=["stage-hide"]):
         w["config_text"] = gr.Code(
-            value=preset_config_text(lm, LOADED), language="json", label="config.json", lines=12, max_lines=24
+            value=preset_config_text(lm, default_preset(lm)),
+            language="json",
+            label="config.json",
+            lines=12,
+            max_lines=24,
         )
         with gr.Row():
             w["config_path"] = gr.Textbox(
@@ -359,10 +465,10 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
         GPU_CHOICES, value=80, label="GPU memory (GB = 10^9 B)", allow_custom_value=True,
         info="Memory of one GPU as vendors print it; type any other size in GB.",
     )  # fmt: skip
-    wdtype, winfo = weights_dtype_default(lm, LOADED)
+    wdtype, winfo = weights_dtype_default(lm, default_preset(lm))
     w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
-    w["params_b"] = gr.Number(
-        None, label="Parameters (billions, optional)", minimum=0,
+    w["params_b"] = gr.Textbox(
+        "", label="Parameters (billions, optional)", placeholder="blank: automatic",
         info="Blank: the loaded model's count, a preset's published count, or an estimate.",
     )  # fmt: skip
     w["overhead_pct"] = gr.Slider(
@@ -375,20 +481,41 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
     """One calculator event for every trigger; none of it needs the model queue. A chosen preset first
     fills the config and resets the weights dtype, then calculates. Only "measure" runs the model."""
     quick = {"model": False}
-    triggers = [w["run"].click, w["seq_len"].submit, w["batch"].submit, w["params_b"].submit, w["overhead_pct"].release]
+    triggers = [
+        w["run"].click,
+        w["seq_len"].submit,
+        w["batch"].submit,
+        w["params_b"].submit,
+        w["overhead_pct"].release,
+    ]
     triggers += [w[name].change for name in ("kv_dtype", "mode", "gpu_gb", "weights_dtype")]
     connect(triggers, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name="kv_calculate", **quick)
     # .select fires on every choice, re-choosing the same preset too (.change would not)
-    chosen = connect(w["preset"].select, h.kv_preset_config, w, ["config_text"], api_name="kv_preset_config", **quick)
+    chosen = connect(
+        w["preset"].select, h.kv_preset_config, w, ["config_text"], api_name="kv_preset_config", **quick
+    )
     dtype = connect(chosen.success, h.kv_weights_dtype, w, ["weights_dtype"], api_name=None, **quick)
-    loaded = connect(w["load"].click, h.kv_load_config, w, ["config_text"], api_name="kv_load_config", **quick)
+    loaded = connect(
+        w["load"].click, h.kv_load_config, w, ["config_text"], api_name="kv_load_config", **quick
+    )
     for event in (dtype, loaded):
         connect(event.success, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name=None, **quick)
-    connect(w["measure"].click, h.kv_measure, w, ["measured", "measure_table"], api_name="kv_measure", status="measured")
+    connect(
+        w["measure"].click,
+        h.kv_measure,
+        w,
+        ["measured", "measure_table"],
+        api_name="kv_measure",
+        status="measured",
+    )
 
 
 def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
-    with gr.Accordion("Measured vs predicted: build a real cache with the loaded model", open=True):
+    with gr.Accordion(
+        "Measured vs predicted: build a real cache with the loaded model",
+        open=True,
+        elem_classes=["stage-hide"],
+    ):
         gr.Markdown(
             f"Runs **{lm.name}** once over synthetic tokens with `use_cache=True`, sums the bytes of the "
             "cache's key and value tensors, and compares them with the *transformers*-mode prediction. "
@@ -402,4 +529,6 @@ def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
             )  # fmt: skip
             w["measure"] = gr.Button("Build a real cache and compare", variant="secondary")
         w["measured"] = gr.Markdown()
-        w["measure_table"] = gr.Dataframe(headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False)
+        w["measure_table"] = gr.Dataframe(
+            headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False
+        )

@@ -24,13 +24,36 @@ from playground.plots.step import cumulative_logprob_figure, distribution_figure
 from playground.step import StepSession, TextProbability, session_from_json, session_to_json
 from playground.tree import ROOT
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
+from playground.ui.links import link_of
 from playground.ui.token_html import legend_html, percent, record_rows, token_span
 from playground.workspace import Workspace, Workspaces
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
 CANDIDATE_BUTTONS = [f"cand_{i}" for i in range(1, N_BUTTONS + 1)]
-VIEW_OUTPUTS = ["prompt", "chat", "text", "status", *CANDIDATE_BUTTONS, "chart", "stage", "ledger", "curve", "tree", "branch"]
+VIEW_OUTPUTS = [
+    "prompt",
+    "chat",
+    "text",
+    "status",
+    *CANDIDATE_BUTTONS,
+    "chart",
+    "stage",
+    "ledger",
+    "curve",
+    "tree",
+    "branch",
+]
 SETTINGS_INPUTS = ["temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty", "order"]
+# How each stage reads on screen (the engine names them like transformers' processors).
+STAGE_LABELS = {
+    "raw": "raw (the model)",
+    "repetition_penalty": "repetition penalty",
+    "temperature": "temperature",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "min_p": "min-p",
+    "typical_p": "typical-p",
+}
 LEDGER_COLUMNS = ["step", "token", "how", "prob", "log-prob", "rank", "entropy", "cum log-prob", "perplexity"]
 LEDGER_COLUMNS.append("after sampling")
 DEFAULT_PROMPT = "The capital of France is"
@@ -39,11 +62,21 @@ DEFAULT_PROMPT = "The capital of France is"
 # --- rendering (pure: session -> component values) ---------------------------------------
 
 
+def stage_choice(name: str) -> tuple[str, str]:
+    """(label on screen, stage name) for the stage selector."""
+    return STAGE_LABELS.get(name, name.replace("_", " ")), name
+
+
 def read_settings(
     temperature: Any, top_k: Any, top_p: Any, min_p: Any, typical_p: Any, repetition_penalty: Any, order: Any
 ) -> SamplingSettings:
     """The settings widgets' values as validated SamplingSettings (errors name the bad value)."""
-    values = {"temperature": as_number(temperature, "temperature"), "top_k": top_k, "top_p": top_p, "min_p": min_p}
+    values = {
+        "temperature": as_number(temperature, "temperature"),
+        "top_k": top_k,
+        "top_p": top_p,
+        "min_p": min_p,
+    }
     values |= {"typical_p": typical_p, "repetition_penalty": repetition_penalty}
     if isinstance(top_k, float) and top_k.is_integer():
         values["top_k"] = int(top_k)
@@ -72,7 +105,10 @@ def text_html(session: StepSession) -> str:
     pieces = stream_pieces(tokenizer, session.ids, len(session.prompt_ids))
     for entry, text in zip(session.ledger, pieces, strict=True):
         token = entry.token
-        rows = [*record_rows(token), ("entropy", f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown")]
+        rows = [
+            *record_rows(token),
+            ("entropy", f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown"),
+        ]
         span = token_span(text, token.prob, rows, token.special, extra_classes="" if text else "tok-partial")
         spans.append(span)
     return f"{legend_html()}<div class='token-stream step-text'>{''.join(spans)}</div>"
@@ -85,7 +121,8 @@ def status_markdown(session: StepSession) -> str:
         return f"Prompt: {len(session.prompt_ids):,} tokens · context {used:,}/{limit:,}"
     last = ledger[-1]
     count = f"{len(ledger)} generated token{'s' * (len(ledger) != 1)}"
-    return f"{count} · log P = {last.cum_logprob:.3f} · perplexity {last.perplexity:.2f} · context {used:,}/{limit:,}"
+    totals = f"log P = {last.cum_logprob:.3f} · perplexity {last.perplexity:.2f}"
+    return f"{count} · {totals} · context {used:,}/{limit:,}"
 
 
 def candidate_buttons(session: StepSession, settings: SamplingSettings) -> dict[str, Any]:
@@ -99,7 +136,9 @@ def candidate_buttons(session: StepSession, settings: SamplingSettings) -> dict[
         cand = cands[i - 1]
         after = f"{cand.sampled_prob:.1%} after sampling" if cand.kept else "removed by sampling"
         key = f"[{i}] " if i <= 9 else ""
-        updates[name] = gr.update(value=f"{key}{cand.piece.visible}   {cand.prob:.1%} · {after}", visible=True)
+        updates[name] = gr.update(
+            value=f"{key}{cand.piece.visible}   {cand.prob:.1%} · {after}", visible=True
+        )
     return updates
 
 
@@ -116,9 +155,9 @@ def distribution_view(session: StepSession, settings: SamplingSettings, k: int, 
         [c.prob for c in cands],
         [float(stage.probs[t]) for t in ids],
         [bool(stage.probs[t] == 0) for t in ids],
-        stage.name,
+        stage_choice(stage.name)[0],
     )
-    return figure, gr.update(choices=names, value=stage.name)
+    return figure, gr.update(choices=[stage_choice(name) for name in names], value=stage.name)
 
 
 def ledger_rows(session: StepSession) -> list[list[Any]]:
@@ -127,7 +166,12 @@ def ledger_rows(session: StepSession) -> list[list[Any]]:
         t = e.token
         sampled = None if t.sampled_prob is None else round(t.sampled_prob, 6)
         rows.append([e.step, t.visible, t.source, round(t.prob, 6), round(t.logprob, 4), t.rank])
-        rows[-1] += [None if t.entropy is None else round(t.entropy, 3), round(e.cum_logprob, 4), round(e.perplexity, 3), sampled]
+        rows[-1] += [
+            None if t.entropy is None else round(t.entropy, 3),
+            round(e.cum_logprob, 4),
+            round(e.perplexity, 3),
+            sampled,
+        ]
     return rows
 
 
@@ -203,16 +247,22 @@ def parse_token_ids(value: Any) -> list[int]:
     if isinstance(value, str):
         text = value.strip()
         try:
-            value = json.loads(text) if text.startswith("[") else [int(p) for p in text.replace(",", " ").split()]
+            value = (
+                json.loads(text) if text.startswith("[") else [int(p) for p in text.replace(",", " ").split()]
+            )
         except ValueError as exc:
             raise PlaygroundError(f"Token ids must be integers, got {value!r}") from exc
-    if not isinstance(value, Sequence) or not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+    if not isinstance(value, Sequence) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in value
+    ):
         raise PlaygroundError(f"Token ids must be a list of integers, got {value!r}")
     return list(value)
 
 
 def _as_token_id(value: Any) -> Any:
-    """Integral numbers become ints; anything else goes to the session, which names it."""
+    """Integral numbers and digit strings become ints; anything else goes to the session, which names it."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
@@ -224,16 +274,49 @@ class StepHandlers:
 
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
-        self.workspaces = workspaces or Workspaces(engine)
+        self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
 
     # sessions
 
     def step_start(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
         """Start a session on `prompt` (chat: wrapped in the chat template as a user turn)."""
         ws = self._workspace(request)
-        return self._install(ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws)))
+        return self._install(
+            ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
+        )
 
-    def step_open_prefix(self, prompt: str, chat: bool, token_ids: Any, request: gr.Request = None) -> dict[str, Any]:
+    def step_from_link(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
+        """Page load: the session a shared link describes (prompt, settings, path, view), or the
+        default prompt started, so the tab opens ready."""
+        link = link_of(request)
+        if link is None or link.tab != "step":
+            return self.step_start(prompt, chat, request)
+        ws, values = self._workspace(request), link.values
+        settings = {
+            **settings_values(ws.step_settings),
+            **{k: v for k, v in values.items() if k in SETTINGS_INPUTS},
+        }
+        ws.step_settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
+        ws.step_view = (values.get("candidates", ws.step_view[0]), values.get("stage", ws.step_view[1]))
+        session = StepSession(
+            self.engine, values.get("prompt", prompt), values.get("chat", chat), settings=ws.step_settings
+        )
+        session.append_tokens(values.get("path", []))
+        view = self._install(ws, session)
+        return {**view, **settings_values(ws.step_settings), "candidates": ws.step_view[0]}
+
+    def link_values(self, request: gr.Request = None) -> dict[str, Any]:
+        """What a link to this session carries: prompt, settings, the path's token ids, the view."""
+        ws = self._workspace(request)
+        if ws.step is None:
+            return {}
+        session = ws.step
+        view = {"path": session.token_ids, "candidates": ws.step_view[0], "stage": ws.step_view[1]}
+        return {"prompt": session.prompt, "chat": session.chat, **settings_values(session.settings), **view}
+
+    def step_open_prefix(
+        self, prompt: str, chat: bool, token_ids: Any, request: gr.Request = None
+    ) -> dict[str, Any]:
         """Start a session on `prompt` with given token ids already appended (one forward)."""
         ws = self._workspace(request)
         session = StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
@@ -269,6 +352,11 @@ class StepHandlers:
             conversation=messages, system_prompt=chat.request.system_prompt, cache_from=chat.key,
         )  # fmt: skip
         return self._install(ws, session)
+
+    def open_clicked(self, event: gr.EventData, request: gr.Request = None) -> dict[str, Any]:
+        """ "Step by step from here" clicked in a chat token's card (event data: position)."""
+        data = getattr(event, "_data", None) or {}
+        return self.step_open_chat_token(data.get("position"), request)
 
     def step_import(self, import_file: str | None, request: gr.Request = None) -> dict[str, Any]:
         """Replay an exported session; the settings widgets show the file's settings."""
@@ -319,18 +407,23 @@ class StepHandlers:
 
     # actions
 
-    def step_pick(self, token_id: float, request: gr.Request = None) -> dict[str, Any]:
+    def step_pick(self, token_id: str | int, request: gr.Request = None) -> dict[str, Any]:
+        """Append the token with this id (typed, or an int through the API)."""
+        if token_id is None or not str(token_id).strip():
+            raise PlaygroundError("Type a token id to pick (or click a candidate).")
         token = _as_token_id(token_id)
         return self._act(self._workspace(request), lambda s: s.pick(token))
 
     def step_pick_rank(self, rank: float, request: gr.Request = None) -> dict[str, Any]:
         """Pick the rank-th most likely candidate (what the candidate buttons and keys 1-9 do)."""
         n = as_whole(rank, "rank")
+        if n < 1:
+            raise PlaygroundError(f"Rank must be 1 or more (1 = the most likely token), got {n}.")
 
         def pick(session: StepSession) -> None:
-            cands = session.candidates(max(n, 1))
-            if not 1 <= n <= len(cands):
-                raise PlaygroundError(f"There is no candidate {n}: ranks go from 1 to {len(cands)}.")
+            cands = session.candidates(n)
+            if len(cands) < n:
+                raise PlaygroundError(f"There is no candidate {n}: the engine returned {len(cands)}.")
             session.pick(cands[n - 1].token_id)
 
         return self._act(self._workspace(request), pick)
@@ -345,7 +438,11 @@ class StepHandlers:
         return self._act(self._workspace(request), lambda s: s.sample(None, parse_seed(seed)))
 
     def step_run(
-        self, steps: float, seed: str | float | None, request: gr.Request = None, progress: Any = gr.Progress()  # noqa: B008
+        self,
+        steps: float,
+        seed: str | float | None,
+        request: gr.Request = None,
+        progress: Any = gr.Progress(),  # noqa: B008
     ) -> dict[str, Any]:
         """Sample `steps` tokens in a row (one seeded RNG)."""
         n = as_whole(steps, "number of steps")
@@ -402,23 +499,59 @@ class StepHandlers:
 
 # name, label, minimum, maximum, default, step, one-line lesson
 SLIDERS = [
-    ("temperature", "temperature", 0, 2, 1.0, 0.05, "Divides the logits: <1 sharpens, >1 flattens, 0 = top token"),
+    (
+        "temperature",
+        "temperature",
+        0,
+        2,
+        1.0,
+        0.05,
+        "Divides the logits: <1 sharpens, >1 flattens, 0 = top token",
+    ),
     ("top_k", "top-k", 0, 200, 0, 1, "Keep only the k most likely tokens (0 = off)"),
-    ("top_p", "top-p", 0.01, 1, 1.0, 0.01, "Keep the fewest top tokens whose probabilities reach p (1 = off)"),
+    (
+        "top_p",
+        "top-p",
+        0.01,
+        1,
+        1.0,
+        0.01,
+        "Keep the fewest top tokens whose probabilities reach p (1 = off)",
+    ),
     ("min_p", "min-p", 0, 1, 0.0, 0.01, "Drop tokens less likely than min-p × the top token (0 = off)"),
-    ("typical_p", "typical-p", 0.01, 1, 1.0, 0.01, "Keep tokens whose surprise is near the average (1 = off)"),
-    ("repetition_penalty", "repetition penalty", 0.5, 2, 1.0, 0.05, ">1 makes tokens already in the text less likely (1 = off)"),
+    (
+        "typical_p",
+        "typical-p",
+        0.01,
+        1,
+        1.0,
+        0.01,
+        "Keep tokens whose surprise is near the average (1 = off)",
+    ),
+    (
+        "repetition_penalty",
+        "repetition penalty",
+        0.5,
+        2,
+        1.0,
+        0.05,
+        ">1 makes tokens already in the text less likely (1 = off)",
+    ),
 ]
 
 
 def _settings_widgets(w: dict[str, Any]) -> None:
     """Sampling settings, each with a one-line lesson."""
-    with gr.Accordion("Sampling settings (used by 'sample', shown as stages)", open=False):
+    with gr.Accordion(
+        "Sampling settings (used by 'sample', shown as stages)", open=False, elem_classes=["stage-hide"]
+    ):
         with gr.Row():
             for name, label, lo, hi, default, step, info in SLIDERS:
-                w[name] = UncheckedSlider(lo, hi, value=default, step=step, label=label, info=info, min_width=180)
+                w[name] = UncheckedSlider(
+                    lo, hi, value=default, step=step, label=label, info=info, min_width=180
+                )
         w["order"] = gr.Dropdown(
-            list(DEFAULT_ORDER),
+            [stage_choice(name) for name in DEFAULT_ORDER],
             value=list(DEFAULT_ORDER),
             multiselect=True,
             label="stage order",
@@ -429,63 +562,83 @@ def _settings_widgets(w: dict[str, Any]) -> None:
 def _action_rows(w: dict[str, Any]) -> None:
     """Undo / greedy / sample / run N, force text, probability of any text."""
     with gr.Row():
-        w["undo"] = gr.Button("↶ Undo", size="sm", elem_id="step-undo")
-        w["greedy"] = gr.Button("Greedy step", size="sm", elem_id="step-greedy")
-        w["sample"] = gr.Button("Sample step", size="sm", variant="primary", elem_id="step-sample")
-        w["steps"] = gr.Number(8, precision=0, minimum=1, maximum=512, label="N", min_width=80)
-        w["run"] = gr.Button("Run N steps", size="sm")
-        w["continue_chat"] = gr.Button("Continue as chat", size="sm", elem_id="step-continue-chat")
-    with gr.Row():
-        w["force_text"] = gr.Textbox(label="force text", scale=3, info="Append any text, even unlikely tokens")
+        w["undo"] = gr.Button("↶ Undo", size="sm", min_width=90, elem_id="step-undo")
+        w["greedy"] = gr.Button("Greedy step", size="sm", min_width=100, elem_id="step-greedy")
+        w["sample"] = gr.Button(
+            "Sample step", size="sm", min_width=100, variant="primary", elem_id="step-sample"
+        )
+        w["steps"] = gr.Number(
+            8, precision=0, minimum=1, maximum=512, label="N", min_width=80, elem_classes=["stage-hide"]
+        )
+        w["run"] = gr.Button("Run N steps", size="sm", elem_classes=["stage-hide"])
+        w["continue_chat"] = gr.Button(
+            "Continue as chat", size="sm", min_width=120, elem_id="step-continue-chat"
+        )
+    with gr.Row(elem_classes=["stage-hide"]):
+        w["force_text"] = gr.Textbox(
+            label="force text", scale=3, info="Append any text, even unlikely tokens"
+        )
         w["force"] = gr.Button("Force", size="sm")
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         info = "Any text, or #id for a token id: its probability and rank here"
         w["query"] = gr.Textbox(label="probability of…", scale=3, info=info)
         w["ask"] = gr.Button("Ask", size="sm")
-    w["answer"] = gr.Markdown()
+    w["answer"] = gr.Markdown(elem_classes=["stage-hide"])
 
 
 def _candidate_column(w: dict[str, Any]) -> None:
-    gr.Markdown("**Next token** (click, or press 1–9)")
+    gr.Markdown("**Next token** (click, or press 1–9; ? for every key)")
     for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
         w[name] = gr.Button(visible=False, size="sm", elem_id=f"step-cand-{i}", elem_classes=["step-cand"])
-    with gr.Row():
-        w["token_id"] = gr.Number(label="token id", precision=0, min_width=100, value=None)
+    with gr.Row(elem_classes=["stage-hide"]):
+        w["token_id"] = gr.Textbox(
+            label="token id", placeholder="e.g. 7042", min_width=100, elem_id="step-token-id"
+        )
         w["pick"] = gr.Button("Pick", size="sm")
 
 
 def _main_views(w: dict[str, Any]) -> None:
+    """The text, the actions and the distribution chart on the left, the candidates on the right."""
     with gr.Row():
         with gr.Column(scale=3):
             w["text"] = gr.HTML(elem_id="step-text")
             w["status"] = gr.Markdown("Type a prompt and press **Start**.", elem_id="step-status")
             _action_rows(w)
+            w["chart"] = gr.Plot(label="raw vs after sampling", elem_id="step-chart")
         with gr.Column(scale=2, elem_id="step-candidates"):
             _candidate_column(w)
-    with gr.Row():
-        with gr.Column():
             info = "Each stage reshapes or cuts the distribution; grey bars were removed"
-            w["stage"] = gr.Radio(["raw"], value="raw", label="distribution after stage", info=info)
-            w["chart"] = gr.Plot(label="raw vs after sampling")
+            w["stage"] = gr.Radio(
+                [stage_choice("raw")], value="raw", label="distribution after stage", info=info
+            )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["curve"] = gr.Plot(label="cumulative log-prob (chain rule)")
     label = "ledger: log P(text) = the sum of the steps' log-probs"
-    w["ledger"] = gr.Dataframe(headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True)
-    with gr.Row():
+    w["ledger"] = gr.Dataframe(
+        headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True, elem_classes=["stage-hide"]
+    )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["tree"] = gr.HTML(label="branch tree")
         with gr.Column():
-            w["branch"] = gr.Dropdown([], label="branches", info="Every continuation you undid is kept: switch back")
+            w["branch"] = gr.Dropdown(
+                [], label="branches", info="Every continuation you undid is kept: switch back"
+            )
             w["switch"] = gr.Button("Switch to branch", size="sm")
 
 
 def _header(w: dict[str, Any]) -> None:
     with gr.Row():
-        w["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="prompt", scale=4, lines=2)
+        w["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="prompt", scale=4, lines=2, elem_id="step-prompt")
         with gr.Column(scale=1, min_width=160):
-            w["chat"] = gr.Checkbox(False, label="chat", info="Wrap the prompt in the chat template as a user turn")
+            w["chat"] = gr.Checkbox(
+                False, label="chat", info="Wrap the prompt in the chat template as a user turn"
+            )
             w["start"] = gr.Button("Start", variant="primary")
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         w["candidates"] = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
-        w["seed"] = gr.Textbox("", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1)
+        w["seed"] = gr.Textbox(
+            "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
+        )
 
 
 def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
@@ -500,9 +653,18 @@ def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
     connect(w["run"].click, h.step_run, w, views, api_name="step_run", **on)
     connect([w["force"].click, w["force_text"].submit], h.step_force, w, views, api_name="step_force", **on)
     connect(w["switch"].click, h.step_switch, w, views, api_name="step_switch", **on)
-    connect([w["ask"].click, w["query"].submit], h.step_probability, w, ["answer"], api_name="step_probability", **on)
+    connect(
+        [w["ask"].click, w["query"].submit],
+        h.step_probability,
+        w,
+        ["answer"],
+        api_name="step_probability",
+        **on,
+    )
     connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export")
-    connect(w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on)
+    connect(
+        w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on
+    )
     settings = [w[name].change for name in SETTINGS_INPUTS]
     connect(settings, h.step_settings, w, views, api_name="step_settings", trigger_mode="always_last", **on)
     view_triggers = [w["stage"].input, w["candidates"].release, w["candidates"].input]
@@ -533,7 +695,9 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
     with gr.Row():
         w["export"] = gr.Button("Export session (JSON)", size="sm")
         w["export_file"] = gr.File(label="exported session", interactive=False)
-        w["import_file"] = gr.File(label="import a session to replay it", file_types=[".json"], type="filepath")
+        w["import_file"] = gr.File(
+            label="import a session to replay it", file_types=[".json"], type="filepath"
+        )
     hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
     w["refresh"] = gr.Button("Refresh", **hidden)
     w["rank"] = gr.Number(label="rank", precision=0, **hidden)

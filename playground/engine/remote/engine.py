@@ -1,0 +1,573 @@
+"""`RemoteEngine`: the engine interface over a serving engine's HTTP API (one adapter per engine).
+
+The server keeps the KV cache (its prefix cache makes a request whose ids share a prefix with an
+earlier one cheap); this side keeps, per sequence key, the ids and the distributions already
+fetched, so an undo, a branch switch or a fork costs no request, and a pick costs one.
+
+Scores rows follow the engine convention (base.py): the log-probs of the engine's top-N at their
+ids and -inf elsewhere, plus the given token's own log-prob where a row precedes a given token;
+`capabilities.full_vocab` when N covers the whole vocabulary. Sampling stages then run here, on
+those rows; chat decoding runs on the server (its native streaming), with the raw top-N reported
+for every token.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from playground.engine.base import Capabilities, DecodePlan, Progress
+from playground.engine.control import Control, check, report
+from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
+from playground.engine.records import TokenRecord, describe_rows, describe_top
+from playground.engine.remote.adapter import (
+    Adapter,
+    Position,
+    ServerInfo,
+    ServerKV,
+    ServerTimings,
+    StreamProgress,
+    StreamToken,
+)
+from playground.engine.sampling import SamplingSettings, choose, final_scores, seeded_generator
+from playground.engine.tokens import check_token_id
+from playground.errors import PlaygroundError
+
+MAX_SEQUENCES = 4096  # sequence keys remembered (least recently used forgotten)
+MAX_POSITION_BYTES = 256 * 2**20  # memory for remembered distributions, all keys together
+MAX_PARKED = 1024  # rows kept per sequence for paths left (undo, other branches)
+MAX_SCORED_ONE_BY_ONE = 64  # given tokens scored one request each (engines without prompt scoring)
+
+
+@dataclass
+class _Row:
+    """A remembered distribution, compact: top ids and log-probs as tensors, other known tokens."""
+
+    ids: torch.Tensor  # (n,) int64
+    logprobs: torch.Tensor  # (n,) float32
+    extra: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, position: Position) -> _Row:
+        return cls(
+            torch.tensor(position.top_ids, dtype=torch.long),
+            torch.tensor(position.top_logprobs, dtype=torch.float32),
+            dict(position.extra),
+        )
+
+    @property
+    def n(self) -> int:
+        return int(self.ids.numel())
+
+    @property
+    def nbytes(self) -> int:
+        return 12 * self.n + 64 * len(self.extra) + 200
+
+    def knows(self, token_id: int) -> bool:
+        return token_id in self.extra or bool((self.ids == token_id).any())
+
+
+@dataclass
+class _Sequence:
+    ids: list[int] = field(default_factory=list)
+    rows: dict[int, _Row] = field(default_factory=dict)  # length m -> distribution after ids[:m]
+    # Rows of paths left (an undo, another branch), by their prefix: going back costs no request.
+    parked: OrderedDict[tuple[int, ...], _Row] = field(default_factory=OrderedDict)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(row.nbytes for row in self.rows.values()) + sum(row.nbytes for row in self.parked.values())
+
+    def unpark(self, m: int) -> _Row | None:
+        """The remembered row after ids[:m] (moved back from the parked ones when it is there)."""
+        if m not in self.rows and self.parked:
+            row = self.parked.pop(tuple(self.ids[:m]), None)
+            if row is not None:
+                self.rows[m] = row
+        return self.rows.get(m)
+
+
+@dataclass
+class RemoteBeams:
+    """The beams' token ids (the server's prefix cache holds their KV)."""
+
+    sequences: list[list[int]]
+    k: int  # candidates asked for per beam and step
+
+
+class RemoteEngine:
+    """A model served by llama.cpp, vLLM or SGLang (see playground.engine.remote.connect)."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        tokenizer: Any,
+        info: ServerInfo,
+        *,
+        url: str,
+        top_n: int,
+        config: Any = None,
+        generation_config: Any = None,
+        connect_seconds: float = 0.0,
+        tokenizer_source: str = "",
+        raw_when_sampling: bool = True,
+    ) -> None:
+        self.adapter, self.tokenizer, self.info = adapter, tokenizer, info
+        self.kind = adapter.kind
+        self.url, self.config, self.generation_config = url, config, generation_config
+        self.name = info.model
+        self.top_n = int(top_n)
+        self.tokenizer_source = tokenizer_source
+        self.raw_when_sampling = raw_when_sampling
+        self.load_seconds, self.source = connect_seconds, url
+        self.dtype = None  # the server's own weights format; not known here
+        self.num_parameters = None
+        self.last_timings: ServerTimings | None = None  # the server's timings of the latest stream
+        self._eos = eos_token_ids(generation_config, config, tokenizer)
+        self._sequences: OrderedDict[str, _Sequence] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, info.parallel), thread_name_prefix=f"{self.kind}-beams"
+        )
+
+    # --- what the model is --------------------------------------------------------------
+
+    @property
+    def context_length(self) -> int:
+        if self.info.context_length:
+            return int(self.info.context_length)
+        text = self.config.get_text_config() if self.config is not None else None
+        limit = getattr(text, "max_position_embeddings", None)
+        return int(limit or min(getattr(self.tokenizer, "model_max_length", 2048), 2**20))
+
+    @property
+    def vocab_size(self) -> int:
+        sizes = [len(self.tokenizer), self.info.vocab_size or 0]
+        text = self.config.get_text_config() if self.config is not None else None
+        sizes.append(int(getattr(text, "vocab_size", 0) or 0))
+        return max(sizes)
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        return self._eos
+
+    @property
+    def pad_token_id(self) -> int:
+        return pad_fill_id(self.generation_config, self._eos)
+
+    @property
+    def has_chat_template(self) -> bool:
+        return has_chat_template(self.tokenizer)
+
+    @property
+    def full_vocab(self) -> bool:
+        return self.top_n >= self.vocab_size
+
+    @property
+    def capabilities(self) -> Capabilities:
+        from playground.engine.remote.notes import capability_notes, capability_reasons
+
+        return Capabilities(
+            full_vocab=self.full_vocab,
+            top_n=min(self.top_n, self.vocab_size),
+            attentions=False,
+            hidden_states=False,
+            cache_bytes=False,
+            score=self.adapter.has_score,
+            batched=False,
+            reasons=capability_reasons(self),
+            notes=capability_notes(self),
+        )
+
+    def describe(self) -> str:
+        tested = "" if self.adapter.tested_live else " · not yet tested against a live server"
+        return f"{self.name} · served by {self.kind} at {self.url} · top {self.top_n:,} per position{tested}"
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.adapter.http.close()
+
+    # --- sequences --------------------------------------------------------------------------
+
+    def prefill(
+        self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
+    ) -> torch.Tensor:
+        if key is None:
+            return self._rows_for(_Sequence(), list(ids), last, control)
+        self.release(key)
+        return self.sync(key, ids, last=last, control=control)
+
+    def extend(
+        self, key: str, new_ids: Sequence[int], *, last: int = 1, control: Control | None = None
+    ) -> torch.Tensor:
+        seq = self._peek(key)
+        if seq is None:
+            raise PlaygroundError(
+                f"No sequence {key!r} in the engine (never started, or forgotten): use sync."
+            )
+        return self.sync(key, seq.ids + list(new_ids), last=last, control=control)
+
+    def sync(
+        self, key: str, ids: Sequence[int], *, last: int = 1, control: Control | None = None
+    ) -> torch.Tensor:
+        seq = self._take(key)
+        try:
+            return self._rows_for(seq, list(ids), last, control)
+        finally:
+            self._put(key, seq)
+
+    def crop(self, key: str, length: int) -> None:
+        seq = self._take(key)
+        _cut(seq, min(int(length), len(seq.ids)))
+        self._put(key, seq)
+
+    def fork(self, key: str, new_key: str) -> None:
+        seq = self._peek(key) or _Sequence()
+        self._put(new_key, _Sequence(list(seq.ids), dict(seq.rows), OrderedDict(seq.parked)))
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            self._sequences.pop(key, None)
+
+    def sequence_ids(self, key: str) -> list[int]:
+        seq = self._peek(key)
+        return list(seq.ids) if seq is not None else []
+
+    def _peek(self, key: str) -> _Sequence | None:
+        with self._lock:
+            return self._sequences.get(key)
+
+    def _take(self, key: str) -> _Sequence:
+        with self._lock:
+            return self._sequences.pop(key, None) or _Sequence()
+
+    def _put(self, key: str, seq: _Sequence) -> None:
+        """Store key's sequence; forget least recently used ones beyond the count and memory bounds."""
+        with self._lock:
+            self._sequences[key] = seq
+            self._sequences.move_to_end(key)
+            total = sum(s.nbytes for s in self._sequences.values())
+            while len(self._sequences) > 1 and (
+                len(self._sequences) > MAX_SEQUENCES or total > MAX_POSITION_BYTES
+            ):
+                _, dropped = self._sequences.popitem(last=False)
+                total -= dropped.nbytes
+
+    # --- distributions ----------------------------------------------------------------------
+
+    def _rows_for(self, seq: _Sequence, ids: list[int], last: int, control: Control | None) -> torch.Tensor:
+        """Make seq cover ids; rows (last, vocab) after each of its last `last` ids, each with the
+        engine's full top-N (remembered, or fetched)."""
+        self._check_ids(ids, last)
+        lengths = range(len(ids) - last + 1, len(ids) + 1)
+        self._ensure(seq, ids, lengths, True, control)
+        return torch.stack([self._row_tensor(seq.rows[m], ids[m] if m < len(ids) else None) for m in lengths])
+
+    def _ensure(
+        self, seq: _Sequence, ids: list[int], lengths: Sequence[int], full: bool, control: Control | None
+    ) -> None:
+        """seq becomes ids; the distributions after ids[:m] for m in lengths are fetched unless
+        remembered (full: with the engine's whole top-N; else knowing the next given token will do)."""
+        _cut(seq, _common_prefix(seq.ids, ids))
+        seq.ids = list(ids)
+        missing = [m for m in lengths if not self._usable(seq.unpark(m), ids, m, full)]
+        if missing:
+            self._fetch(seq, ids, missing, control)
+
+    def _usable(self, row: _Row | None, ids: list[int], m: int, full: bool) -> bool:
+        if row is None:
+            return False
+        if full and row.n < min(self.top_n, self.vocab_size):
+            return False
+        return m == len(ids) or row.knows(ids[m])
+
+    def _fetch(self, seq: _Sequence, ids: list[int], missing: list[int], control: Control | None) -> None:
+        """The missing distributions: one prompt-scoring request where the engine has it, else one
+        one-token request per position (each a prefix-cache hit on the server)."""
+        if self.adapter.has_score and (len(missing) > 1 or missing[0] < len(ids)):
+            check(control)
+            start = min(missing)
+            for m, position in enumerate(self.adapter.score(ids, start, self.top_n), start=max(start, 1)):
+                seq.rows[m] = _Row.of(position)
+            return
+        given = [m for m in missing if m < len(ids)]
+        if len(given) > MAX_SCORED_ONE_BY_ONE:
+            raise PlaygroundError(
+                f"{self.adapter.label} has no prompt scoring: scoring {len(given)} given tokens would take "
+                f"{len(given)} requests (at most {MAX_SCORED_ONE_BY_ONE} at once). Give a shorter text."
+            )
+        for m in missing:
+            check(control)
+            force = ids[m] if m < len(ids) else None
+            seq.rows[m] = _Row.of(self._query(ids[:m], self.top_n, force, control))
+
+    def _query(self, prefix: Sequence[int], n: int, force: int | None, control: Control | None) -> Position:
+        """One position; on llama.cpp a long prefix streams its prompt progress (and Stop works)."""
+        progress_query = getattr(self.adapter, "progress_query", None)
+        if force is not None or progress_query is None or control is None:
+            return self.adapter.next_token(prefix, n, force)
+        with closing(progress_query(prefix, n)) as events:
+            for event in events:
+                if isinstance(event, StreamProgress):
+                    report(control, "prefill", event.done, event.total)
+                    check(control)
+                else:
+                    return event
+        raise PlaygroundError(f"{self.adapter.label} ended the request without a distribution.")
+
+    def _row_tensor(self, row: _Row, given: int | None) -> torch.Tensor:
+        """(vocab,) float32: the top-N log-probs at their ids, the given token's own, -inf elsewhere."""
+        out = torch.full((self.vocab_size,), float("-inf"), dtype=torch.float32)
+        out[row.ids] = row.logprobs
+        if given is not None and given in row.extra:
+            out[given] = row.extra[given]
+        return out
+
+    def _check_ids(self, ids: Sequence[int], last: int) -> None:
+        if not ids:
+            raise PlaygroundError("No tokens to run: the sequence is empty.")
+        if len(ids) > self.context_length:
+            raise PlaygroundError(
+                f"{len(ids)} tokens is more than the served model's context of {self.context_length} tokens."
+            )
+        for token in ids:
+            check_token_id(token, self.vocab_size)
+        if not 1 <= last <= len(ids):
+            raise PlaygroundError(f"Scores asked for the last {last} of {len(ids)} tokens.")
+
+    # --- scoring ----------------------------------------------------------------------------
+
+    def score(self, ids: Sequence[int], start: int, control: Control | None = None) -> torch.Tensor:
+        """Rows (len(ids) - start, vocab) before each of ids[start:] (see _fetch for how)."""
+        ids = list(ids)
+        if not 1 <= start < len(ids):
+            raise PlaygroundError(
+                f"Scoring starts at token {start} of {len(ids)}: it needs 1 <= start < length."
+            )
+        seq = _Sequence()
+        self._rows_for(seq, ids, len(ids) - start + 1, control)
+        return torch.stack([self._row_tensor(seq.rows[m], ids[m]) for m in range(start, len(ids))])
+
+    def generation_processors(
+        self, prompt_ids: Sequence[int], **generate_kwargs: Any
+    ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """None: a remote search runs on the server's raw distribution (its generation config's
+        processors are not applied; the "beam" note says so)."""
+        return lambda input_ids, scores: scores
+
+    # --- beams ------------------------------------------------------------------------------
+
+    def beam_start(
+        self, ids: Sequence[int], num_beams: int, control: Control | None = None
+    ) -> tuple[RemoteBeams, torch.Tensor]:
+        """num_beams copies of ids; every beam's top-k (k = the search's contenders per step, at
+        least 20 for the tree's candidates) so the global top-k over beams is exact."""
+        self._check_ids(list(ids), 1)
+        k = self._beam_k(int(num_beams))
+        row = self._row_tensor(_Row.of(self._query(list(ids), k, None, control)), None)
+        return RemoteBeams([list(ids)] * int(num_beams), k), row.expand(int(num_beams), -1).clone()
+
+    def beam_step(self, batch: RemoteBeams, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+        """Rows reordered (row i <- reorder[i]) and extended by token_ids (N,); each distinct
+        sequence is one request, sent `info.parallel` at a time."""
+        order, tokens = reorder.tolist(), token_ids.tolist()
+        batch.sequences = [batch.sequences[r] + [int(t)] for r, t in zip(order, tokens, strict=True)]
+        if len(batch.sequences[0]) > self.context_length:
+            raise PlaygroundError(
+                f"Beams reached the served model's context of {self.context_length} tokens."
+            )
+        distinct = list(dict.fromkeys(tuple(s) for s in batch.sequences))
+        found = dict(
+            zip(
+                distinct, self._pool.map(lambda s: self.adapter.next_token(s, batch.k), distinct), strict=True
+            )
+        )
+        return torch.stack([self._row_tensor(_Row.of(found[tuple(s)]), None) for s in batch.sequences])
+
+    def _beam_k(self, num_beams: int) -> int:
+        per_beam = max(2, 1 + len(self._eos))  # contenders per beam, as the search counts them
+        needed = per_beam * num_beams
+        k = min(max(needed, 20), self.top_n, self.vocab_size)
+        if k < needed:
+            raise PlaygroundError(
+                f"{self.adapter.label} returns at most {self.top_n} candidates per position, and beam search "
+                f"with {num_beams} beams needs {needed}: use at most {self.top_n // per_beam} beams "
+                "(vLLM: raise --max-logprobs)."
+            )
+        return k
+
+    # --- chat ---------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        prompt_ids: Sequence[int],
+        plan: DecodePlan,
+        *,
+        answer_prefix: Sequence[int] = (),
+        key: str | None = None,
+        control: Control | None = None,
+    ) -> Iterator[Progress | TokenRecord]:
+        """See Engine.stream: the given prefix's records (from remembered or fetched rows), then the
+        server generates (its native streaming) and every token comes with its raw top alternatives."""
+        prompt, prefix = list(prompt_ids), list(answer_prefix)
+        read = [*prompt, *prefix]
+        seq = self._take(key) if key else _Sequence()
+        try:
+            self._check_ids(read, 1)
+            self._ensure(seq, read, range(len(prompt), len(read)), False, control)
+            for m in range(len(prompt), len(read)):
+                row = seq.rows[m]
+                yield self._describe(
+                    self._row_tensor(row, read[m]).unsqueeze(0), [read[m]], None, plan.top, "given", row.n
+                )[0]
+            yield from self._decode(seq, plan, control)
+        finally:
+            if key:
+                self._put(key, seq)
+
+    def _decode(
+        self, seq: _Sequence, plan: DecodePlan, control: Control | None
+    ) -> Iterator[Progress | TokenRecord]:
+        settings, source = plan.settings, "greedy" if plan.settings.greedy else "sample"
+        problem = self.client_side_reason(settings)
+        events = (
+            self._sample_here(seq.ids, plan)
+            if problem
+            else self.adapter.stream(
+                list(seq.ids), settings, plan.max_new_tokens, plan.top, plan.seed, self._eos
+            )
+        )
+        started, made = time.perf_counter(), 0
+        with closing(events):
+            for event in events:
+                if isinstance(event, StreamProgress):
+                    report(control, "prefill", event.done, event.total)
+                    yield Progress("prefill", event.done, event.total)
+                elif isinstance(event, ServerTimings):
+                    self.last_timings = event
+                elif isinstance(event, tuple):  # sampled here: (token, its processed scores)
+                    yield self._remember(seq, event[0], event[1], plan, source, started)
+                    made, started = made + 1, time.perf_counter()
+                else:
+                    yield self._remember(seq, event, None, plan, source, started)
+                    made, started = made + 1, time.perf_counter()
+                if made and (seq.ids[-1] in self._eos or made >= plan.max_new_tokens):
+                    self._drain_timings(events)
+                    return
+                check(control)
+
+    def _drain_timings(self, events: Iterator[Any]) -> None:
+        """After the last token: the server's own timings if they come next (nothing more is shown)."""
+        for event in events:
+            if isinstance(event, ServerTimings):
+                self.last_timings = event
+            else:
+                return
+
+    def _remember(
+        self,
+        seq: _Sequence,
+        token: StreamToken,
+        processed: torch.Tensor | None,
+        plan: DecodePlan,
+        source: str,
+        since: float,
+    ) -> TokenRecord:
+        """The token's record; its distribution is kept under the sequence (a later fork reuses it)."""
+        row = _Row.of(token.position)
+        seq.rows[len(seq.ids)] = row
+        if processed is not None:  # sampled here, from these processed scores
+            scores = self._row_tensor(row, token.id).unsqueeze(0)
+            record = self._describe(scores, [token.id], processed, plan.top, source, row.n)[0]
+        else:
+            record = self._describe_streamed(token, plan, source)
+        record.seconds = time.perf_counter() - since
+        seq.ids.append(token.id)
+        return record
+
+    def _describe_streamed(self, token: StreamToken, plan: DecodePlan, source: str) -> TokenRecord:
+        """A server-sampled token's record from its top-N alone (no vocabulary-wide tensors per token).
+        After sampling: 1 for plain greedy (the server took the raw argmax), else not known here."""
+        p, settings = token.position, plan.settings
+        plain_greedy = settings.greedy and settings.repetition_penalty == 1 and p.top_ids[:1] == [token.id]
+        return describe_top(
+            self.tokenizer, p.top_ids, p.top_logprobs, token.id, p.logprob(token.id),
+            sampled_prob=1.0 if plain_greedy else None, top=plan.top, source=source,
+            rank_limit=None if p.n >= self.vocab_size else p.n,
+        )  # fmt: skip
+
+    def _describe(
+        self,
+        rows: torch.Tensor,
+        ids: list[int],
+        processed: torch.Tensor | None,
+        top: int,
+        source: str,
+        n: int,
+    ) -> list[TokenRecord]:
+        """Records from log-prob rows holding a top-n (ranks beyond n unknown unless n is everything)."""
+        limit = None if n >= self.vocab_size else n
+        return describe_rows(
+            self.tokenizer,
+            rows,
+            ids,
+            processed=processed,
+            complete=False,
+            top=top,
+            source=source,
+            rank_limit=limit,
+        )
+
+    def client_side_reason(self, settings: SamplingSettings) -> str | None:
+        """Why chat must sample on this side for these settings (None: the server samples)."""
+        problem = self.adapter.stream_problem(settings)
+        if problem is None and not self.raw_when_sampling and not settings.greedy:
+            active = settings.temperature != 1 or settings.top_k or settings.top_p < 1 or settings.min_p > 0
+            if active or settings.repetition_penalty != 1:
+                problem = f"{self.adapter.label} reports log-probs after its sampling stages, not raw ones"
+        return problem
+
+    def _sample_here(self, ids: list[int], plan: DecodePlan) -> Iterator[tuple[StreamToken, torch.Tensor]]:
+        """Decode one request per token: the server's top-N, our sampling chain, our seeded RNG."""
+        context, generator = list(ids), seeded_generator(plan.seed, torch.device("cpu"))
+        for _ in range(plan.max_new_tokens):
+            position = self.adapter.next_token(context, self.top_n)
+            scores = final_scores(
+                self._row_tensor(_Row.of(position), None), torch.tensor(context), plan.settings
+            )
+            token = int(choose(scores, plan.settings, generator))
+            yield StreamToken(token, position), scores
+            context.append(token)
+            if token in self._eos:
+                return
+
+    # --- the server's own figures -----------------------------------------------------------
+
+    def kv_figures(self) -> ServerKV | None:
+        """The server's KV capacity and usage (vLLM, SGLang; None where the engine does not say)."""
+        return self.adapter.kv_figures()
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _cut(seq: _Sequence, length: int) -> None:
+    """Keep the first `length` ids; the distributions after longer prefixes are parked (by prefix)."""
+    for m in sorted(m for m in seq.rows if m > length):
+        seq.parked[tuple(seq.ids[:m])] = seq.rows.pop(m)
+    while len(seq.parked) > MAX_PARKED:
+        seq.parked.popitem(last=False)
+    del seq.ids[length:]
