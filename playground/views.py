@@ -18,12 +18,12 @@ def probes_needing(lm: Any, *needs: str) -> Probes:
     for need in ("probes", *needs):
         if not getattr(capabilities, need, False):
             reason = capabilities.reasons.get(need) or (
-                f"this view runs and times the model's own forward passes, which the {lm.kind} engine does "
-                "not expose: start the app with an in-process model (without --engine) to use it"
+                f"This view runs and times the model's own forward passes, which the {lm.kind} engine does "
+                "not expose: start the app with an in-process model (without --engine) to use it."
                 if need == "probes"
                 else capabilities.why_not(need)
             )
-            raise PlaygroundError(reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else "."))
+            raise PlaygroundError(reason)
     return probes_for(lm)
 
 

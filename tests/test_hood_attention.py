@@ -91,3 +91,13 @@ def test_an_engine_without_attentions_says_why(tiny_lm):
 
     with pytest.raises(PlaygroundError, match="llama-server has none"):
         attention_maps(NoAttention(), [1, 2, 3])
+
+
+def test_a_remote_engine_is_told_to_run_the_model_in_process(tiny_lm):
+    class Remote:
+        kind = "llama.cpp"
+        capabilities = dataclasses.replace(tiny_lm.capabilities, probes=False)
+
+    message = r"llama\.cpp engine does not expose: start the app .*without --engine"
+    with pytest.raises(PlaygroundError, match=message):
+        attention_maps(Remote(), [1, 2, 3])
