@@ -24,7 +24,6 @@ import copy
 import inspect
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -372,19 +371,19 @@ class ProbeBatch:
 
 # --- helpers -------------------------------------------------------------------------------------
 
-_probes: weakref.WeakKeyDictionary[Any, Probes] = weakref.WeakKeyDictionary()
 _probes_lock = threading.Lock()
 
 
 def probes_for(engine: Any) -> Probes:
-    """The engine's Probes (made once per engine, so its twins are built once)."""
+    """The engine's Probes, made once and kept on the engine (so its twins are built once and go
+    with the engine)."""
     if not hasattr(engine, "model") or not hasattr(engine, "lock"):
-        reason = getattr(getattr(engine, "capabilities", None), "why_not", lambda _: None)("probes")
-        raise PlaygroundError(reason or f"The {getattr(engine, 'kind', '?')} engine cannot run these views.")
+        raise PlaygroundError(f"The {getattr(engine, 'kind', '?')} engine cannot run these views.")
     with _probes_lock:
-        if engine not in _probes:
-            _probes[engine] = Probes(engine)
-        return _probes[engine]
+        probes = getattr(engine, "_probes", None)
+        if probes is None:
+            probes = engine._probes = Probes(engine)
+        return probes
 
 
 def shared_weights_copy(model: Any) -> Any:
