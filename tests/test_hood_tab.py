@@ -166,3 +166,18 @@ def test_stop_cancels_the_running_request_within_a_step(tiny_lm):
         next(run)
     assert not handlers._controls  # a finished run forgets its control
     handlers.stop("kv", request("nobody"))  # nothing running: harmless
+
+
+def test_draft_model_option_and_a_tokenizer_mismatch_at_start_up(tmp_path, tiny_lm, monkeypatch):
+    import app
+
+    assert app.parse_args(["--draft-model", "some/model"]).draft_model == "some/model"
+    monkeypatch.setenv("PLAYGROUND_DRAFT_MODEL", "other/model")
+    assert app.parse_args([]).draft_model == "other/model"
+    assert app.create_draft(load_settings(draft_model=None), tiny_lm) is None
+    stranger = make_tiny_llama(other_tokenizer(), vocab_size=5)
+    stranger.model.save_pretrained(tmp_path)
+    stranger.tokenizer.save_pretrained(tmp_path)
+    settings = load_settings(draft_model=str(tmp_path), device="cpu")
+    with pytest.raises(PlaygroundError, match="has a different tokenizer"):
+        app.create_draft(settings, tiny_lm)
