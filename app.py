@@ -7,6 +7,7 @@ Options (each also settable as an environment variable):
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
   --share   PLAYGROUND_SHARE   create a public Gradio share link (default off)
+  --replay  PLAYGROUND_REPLAY  serve recorded traces (a .json file or a folder) with no model loaded
   --no-compile  PLAYGROUND_COMPILE=0  decode eagerly (no static KV cache / CUDA graphs on a GPU)
   --decode  PLAYGROUND_DECODE  auto (static + CUDA graphs on CUDA, eager elsewhere), static or eager
   --engine  PLAYGROUND_ENGINE  use a serving engine instead of loading the model here: llama.cpp, vllm, sglang
@@ -59,6 +60,10 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         help="allow code shipped with a Hub model to run (off by default)",
     )
     parser.add_argument(
+        "--replay", default=defaults.replay, metavar="FILE_OR_DIR",
+        help="serve recorded traces (a .json file or a folder of them) with no model loaded",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-compile", dest="compile", action="store_false", default=defaults.compile,
         help="decode eagerly: no static KV cache or CUDA graphs on a GPU",
     )  # fmt: skip
@@ -90,7 +95,13 @@ def _engine_args(parser: argparse.ArgumentParser, defaults: Settings) -> None:
 
 
 def create_demo(settings: Settings) -> Any:
-    """Load the model (or connect to the serving engine) and build the Gradio app."""
+    """Load the model (or connect to the serving engine) and build the Gradio app; with --replay,
+    the recorded traces' app, with no model at all."""
+    if settings.replay:
+        from playground.traces import load_traces
+        from playground.ui.replay import build_replay_demo
+
+        return build_replay_demo(load_traces(settings.replay))
     from playground.ui.app import build_demo
 
     engine = create_engine(settings)

@@ -40,6 +40,8 @@ class Settings:
     kv_store_mib: int = 512
     # How many requests may use the model at once (queue beyond that).
     model_concurrency: int = 2
+    # Recorded traces to serve instead of a model (a .json file or a folder of them): --replay.
+    replay: str | None = None
     # A serving engine to use instead of loading the model here: "llama.cpp", "vllm" or "sglang".
     engine: str | None = None
     # That engine's base URL, e.g. http://127.0.0.1:8080 (llama-server) or http://gpu-box:8000 (vLLM).

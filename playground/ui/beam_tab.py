@@ -26,6 +26,7 @@ from playground.engine.base import Engine
 from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
 from playground.plots.beam import beam_tree_figure, early_stopping_word, figure_config
+from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect
 from playground.ui.links import link_of
 from playground.workspace import Workspace, Workspaces
@@ -228,6 +229,16 @@ class BeamHandlers:
         ws.beam_node = int(node)
         return text
 
+    def beam_trace(self, request: gr.Request = None) -> str:
+        """Save the search on screen as a recorded trace (the whole tree, every number)."""
+        tree = self._workspace(request).beam
+        if tree is None:
+            raise PlaygroundError("Run a search first: there is no tree to save yet.")
+        s = tree.settings
+        title = f"Beam search: {tree.prompt[:50]} · {s.num_beams} beams × {tree.steps_run} steps"
+        trace = new_trace("beam", title, self.engine, tree.to_dict())
+        return str(save_trace(trace, Path(tempfile.mkdtemp(prefix="trace-"))))
+
     def beam_export(self, request: gr.Request = None) -> str:
         return export_json(self._workspace(request).beam)
 
@@ -329,11 +340,22 @@ def _results() -> dict[str, Any]:
         c["open"] = gr.Button("Open in Step by step", scale=1)
     with gr.Row(elem_classes=["stage-hide"]):
         c["export"] = gr.Button("Export tree (JSON)", size="sm")
+        c["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         c["export_file"] = gr.File(label="tree JSON", interactive=False)
     return c
 
 
 RUN_OUTPUTS = ["plot", "status", "table", "node", "prefix_text", "export_file"]
+
+
+def render_beam_trace(data: dict[str, Any], pruned: Any = 2, show_greedy: bool = True) -> dict[str, Any]:
+    """A recorded search's views (the tree holds every number)."""
+    tree = BeamTree.from_dict(data)
+    return {
+        "plot": plot_value(tree, pruned, show_greedy, "png"),
+        "status": status_markdown(tree),
+        "table": hypothesis_rows(tree),
+    }
 
 
 def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
@@ -347,6 +369,7 @@ def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     connect(w["node"].input, h.beam_select_node, w, ["prefix_text"], api_name="beam_select_node", model=False)
     connect(w["clicked"].change, h.beam_click_node, w, ["node", "prefix_text"], api_name=None, model=False)
     connect(w["export"].click, h.beam_export, w, ["export_file"], api_name="beam_export", model=False)
+    connect(w["save_trace"].click, h.beam_trace, w, ["export_file"], api_name="beam_trace", model=False)
 
 
 def build_beam_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, Any], BeamHandlers]:

@@ -6,8 +6,10 @@ browser tab's chat lives in its Workspace (engine side), keyed by Gradio's sessi
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -18,6 +20,7 @@ from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import token_piece
 from playground.errors import PlaygroundError
 from playground.settings import Settings
+from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
 from playground.ui.links import link_of
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
@@ -243,6 +246,22 @@ class ChatHandlers:
         return {"message": chat.messages[-1]["content"], "system_prompt": chat.system_prompt, **values,
                 "seed": update.seed}  # fmt: skip
 
+    def chat_trace(self, request: gr.Request = None) -> str:
+        """Save the answer on screen as a recorded trace (JSON): every token's numbers, the settings."""
+        session = self._workspace(request).chat
+        update = session.updates.get(session.tip)
+        if session.request is None or update is None:
+            raise PlaygroundError("No answer to save yet: send a message first.")
+        chat = session.request
+        data = {
+            "messages": chat.messages,
+            "system_prompt": chat.system_prompt,
+            "settings": chat.settings.to_dict(),
+            "update": update.to_dict(),
+        }
+        trace = new_trace("chat", f"Chat: {chat.messages[-1]['content'][:70]}", self.engine, data)
+        return str(save_trace(trace, Path(tempfile.mkdtemp(prefix="trace-"))))
+
     def chat_fork(
         self,
         history: list,
@@ -355,6 +374,14 @@ class ChatHandlers:
         return gr.Dropdown(choices=choices, value=current, visible=len(choices) > 1)
 
 
+def render_chat_trace(data: dict[str, Any]) -> dict[str, Any]:
+    """A recorded chat answer's views (no model: its records hold every number)."""
+    update = ChatUpdate.from_dict(data["update"])
+    answer = {"role": "assistant", "content": with_footer(update.text, answer_stats(update))}
+    view = legend_html() + answer_tokens_html(update.tokens, forkable=False)
+    return {"history": [*data["messages"], answer], "token_view": view, "status": answer_stats(update)}
+
+
 def _without_last_answer(history: list) -> list:
     history = list(history or [])
     if history and message_role(history[-1]) == "assistant":
@@ -392,6 +419,9 @@ def build_chat_tab(
                     w[name.lower()] = gr.Button(name, size="sm", elem_id=f"chat-{name.lower()}")
             w["status"] = gr.Markdown(elem_classes=["chat-stats"], elem_id="chat-status")
             w["token_view"] = gr.HTML(elem_id="chat-tokens", js_on_load=TOKEN_CARD_CLICKS)
+            with gr.Row(elem_classes=["stage-hide"]):
+                w["save_trace"] = gr.Button("Save trace (JSON)", size="sm", min_width=120, scale=0)
+                w["trace_file"] = gr.File(label="recorded trace", interactive=False, height=60, scale=1)
             w["branch"] = gr.Dropdown(
                 [],
                 label="Answer branches",
@@ -433,6 +463,7 @@ def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
     )
     connect(w["show_template"].change, h.show_answer, w, ["token_view"], api_name=None, model=False)
     connect(w["undo"].click, h.chat_undo, w, ANSWER_OUTPUTS, api_name="chat_undo", model=False)
+    connect(w["save_trace"].click, h.chat_trace, w, ["trace_file"], api_name="chat_trace", model=False)
     connect(w["clear"].click, h.chat_clear, w, ANSWER_OUTPUTS, api_name="chat_clear", model=False)
 
 

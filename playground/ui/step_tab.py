@@ -18,10 +18,11 @@ import gradio as gr
 
 from playground.engine.base import Engine
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings, validate_settings
-from playground.engine.tokens import decode_ids, stream_pieces
 from playground.errors import PlaygroundError
 from playground.plots.step import cumulative_logprob_figure, distribution_figure
-from playground.step import StepSession, TextProbability, session_from_json, session_to_json
+from playground.step import StepSession, TextProbability, session_from_json, session_to_dict, session_to_json
+from playground.step.snapshot import StepSnapshot, take_snapshot
+from playground.traces import new_trace, save_trace
 from playground.tree import ROOT
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
 from playground.ui.links import link_of
@@ -93,142 +94,130 @@ def settings_values(settings: SamplingSettings) -> dict[str, Any]:
     return dict(zip(SETTINGS_INPUTS, values, strict=True))
 
 
-def text_html(session: StepSession) -> str:
+def text_html(snap: StepSnapshot) -> str:
     """Prompt (dimmed) then the generated tokens coloured by probability, with hover cards.
 
     The span texts are the whole sequence decoded incrementally (`stream_pieces`), so the text
     reads exactly as decoded; a token that only begins a character gets an empty
     'tok-partial' span (its bytes are in its card) and the token that completes it the character."""
-    tokenizer = session.engine.tokenizer
-    prompt = html.escape(decode_ids(tokenizer, session.prompt_ids)).replace("\n", "<br>")
+    prompt = html.escape(snap.prompt_text).replace("\n", "<br>")
     spans = [f"<span class='tok-prompt'>{prompt}</span>"]
-    pieces = stream_pieces(tokenizer, session.ids, len(session.prompt_ids))
-    for entry, text in zip(session.ledger, pieces, strict=True):
-        token = entry.token
-        rows = [
-            *record_rows(token),
-            ("entropy", f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown"),
-        ]
+    for token, text in zip(snap.records, snap.pieces, strict=True):
+        entropy = f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown"
+        rows = [*record_rows(token), ("entropy", entropy)]
         span = token_span(text, token.prob, rows, token.special, extra_classes="" if text else "tok-partial")
         spans.append(span)
     return f"{legend_html()}<div class='token-stream step-text'>{''.join(spans)}</div>"
 
 
-def status_markdown(session: StepSession) -> str:
-    ledger = session.ledger
-    used, limit = len(session.ids), session.engine.context_length
-    if not ledger:
-        return f"Prompt: {len(session.prompt_ids):,} tokens · context {used:,}/{limit:,}"
-    last = ledger[-1]
-    count = f"{len(ledger)} generated token{'s' * (len(ledger) != 1)}"
-    totals = f"log P = {last.cum_logprob:.3f} · perplexity {last.perplexity:.2f}"
+def status_markdown(snap: StepSnapshot) -> str:
+    used, limit = snap.prompt_tokens + len(snap.records), snap.context_limit
+    if not snap.records:
+        return f"Prompt: {snap.prompt_tokens:,} tokens · context {used:,}/{limit:,}"
+    steps = len(snap.records)
+    count = f"{steps} generated token{'s' * (steps != 1)}"
+    totals = f"log P = {snap.cum_logprobs[-1]:.3f} · perplexity {snap.perplexity(steps):.2f}"
     return f"{count} · {totals} · context {used:,}/{limit:,}"
 
 
-def candidate_buttons(session: StepSession, settings: SamplingSettings) -> dict[str, Any]:
+def candidate_buttons(snap: StepSnapshot) -> dict[str, Any]:
     """Button updates for the top candidates."""
-    cands = session.candidates(N_BUTTONS, settings)
     updates: dict[str, Any] = {}
     for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
-        if i > len(cands):
+        if i > len(snap.candidates):
             updates[name] = gr.update(visible=False)
             continue
-        cand = cands[i - 1]
-        after = f"{cand.sampled_prob:.1%} after sampling" if cand.kept else "removed by sampling"
+        cand = snap.candidates[i - 1]
+        sampled = cand.sampled_prob
+        after = f"{sampled:.1%} after sampling" if sampled > 0 else "removed by sampling"
         key = f"[{i}] " if i <= 9 else ""
-        updates[name] = gr.update(
-            value=f"{key}{cand.piece.visible}   {cand.prob:.1%} · {after}", visible=True
-        )
+        updates[name] = gr.update(value=f"{key}{cand.visible}   {cand.prob:.1%} · {after}", visible=True)
     return updates
 
 
-def distribution_view(session: StepSession, settings: SamplingSettings, k: int, stage_name: str) -> tuple:
+def distribution_view(snap: StepSnapshot, k: int, stage_name: str) -> tuple:
     """The bar chart after the chosen stage, and the stage selector's choices."""
-    stages = session.stages(settings)
-    names = [s.name for s in stages]
-    stage = stages[names.index(stage_name)] if stage_name in names else stages[-1]
-    cands = session.candidates(k, settings)
-    ids = [c.token_id for c in cands]
-    labels = [f"{c.rank}. {c.piece.visible}" for c in cands]
+    stage = stage_name if stage_name in snap.stages else snap.stages[-1]
+    cands = snap.candidates[:k]
     figure = distribution_figure(
-        labels,
+        [f"{c.rank}. {c.visible}" for c in cands],
         [c.prob for c in cands],
-        [float(stage.probs[t]) for t in ids],
-        [bool(stage.probs[t] == 0) for t in ids],
-        stage_choice(stage.name)[0],
+        [c.stage_probs[stage] for c in cands],
+        [c.stage_probs[stage] == 0 for c in cands],
+        stage_choice(stage)[0],
     )
-    return figure, gr.update(choices=[stage_choice(name) for name in names], value=stage.name)
+    return figure, gr.update(choices=[stage_choice(name) for name in snap.stages], value=stage)
 
 
-def ledger_rows(session: StepSession) -> list[list[Any]]:
+def ledger_rows(snap: StepSnapshot) -> list[list[Any]]:
     rows = []
-    for e in session.ledger:
-        t = e.token
+    for step, (t, cum) in enumerate(zip(snap.records, snap.cum_logprobs, strict=True), start=1):
         sampled = None if t.sampled_prob is None else round(t.sampled_prob, 6)
-        rows.append([e.step, t.visible, t.source, round(t.prob, 6), round(t.logprob, 4), t.rank])
-        rows[-1] += [
-            None if t.entropy is None else round(t.entropy, 3),
-            round(e.cum_logprob, 4),
-            round(e.perplexity, 3),
-            sampled,
-        ]
+        entropy = None if t.entropy is None else round(t.entropy, 3)
+        rows.append([step, t.visible, t.source, round(t.prob, 6), round(t.logprob, 4), t.rank, entropy,
+                     round(cum, 4), round(snap.perplexity(step), 3), sampled])  # fmt: skip
     return rows
 
 
-def tree_html(session: StepSession) -> str:
+def tree_html(snap: StepSnapshot) -> str:
     """The branch tree: chains of single tokens as one segment, branch points as nested lists."""
-    if not session.tree.nodes[ROOT].children:
+    children: dict[int, list[int]] = {}
+    labels: dict[int, str] = {}
+    for node, parent, visible in snap.tree:
+        children.setdefault(parent, []).append(node)
+        labels[node] = visible
+    if not children.get(ROOT):
         return "<div class='step-tree'><i>No tokens yet.</i></div>"
-    on_path = set(session.path)
-    return f"<div class='step-tree'>{_subtree(session, ROOT, on_path)}</div>"
+    return f"<div class='step-tree'>{_subtree(children, labels, ROOT, set(snap.path))}</div>"
 
 
-def _subtree(session: StepSession, node_id: int, on_path: set[int]) -> str:
+def _subtree(children: dict[int, list[int]], labels: dict[int, str], node_id: int, on_path: set[int]) -> str:
     items = []
-    nodes = session.tree.nodes
-    for child in nodes[node_id].children:
-        chain = _chain(session, child)
-        text = "".join(nodes[n].token.visible for n in chain)  # type: ignore[union-attr]
+    for child in children.get(node_id, []):
+        chain = [child]
+        while len(children.get(chain[-1], [])) == 1:
+            chain.append(children[chain[-1]][0])
+        text = "".join(labels[n] for n in chain)
         current = "step-current" if chain[-1] in on_path or chain[0] in on_path else ""
         label = f"<span class='{current}'>{html.escape(text)}</span> <small>#{chain[-1]}</small>"
-        items.append(f"<li>{label}{_subtree(session, chain[-1], on_path)}</li>")
+        items.append(f"<li>{label}{_subtree(children, labels, chain[-1], on_path)}</li>")
     return f"<ul>{''.join(items)}</ul>" if items else ""
 
 
-def _chain(session: StepSession, start: int) -> list[int]:
-    nodes = session.tree.nodes
-    chain = [start]
-    while len(nodes[chain[-1]].children) == 1:
-        chain.append(nodes[chain[-1]].children[0])
-    return chain
-
-
-def branch_choices(session: StepSession) -> Any:
-    branches = session.branches()
-    choices = [(f"#{b.node_id} · {b.length} tokens · …{b.text[-40:]}", b.node_id) for b in branches]
-    current = next((b.node_id for b in branches if b.current), None)
+def branch_choices(snap: StepSnapshot) -> Any:
+    choices = [(f"#{b.node_id} · {b.length} tokens · …{b.text[-40:]}", b.node_id) for b in snap.branches]
+    current = next((b.node_id for b in snap.branches if b.current), None)
     return gr.update(choices=choices, value=current)
 
 
-def render(session: StepSession, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
-    """Every view of the tab, by component name."""
-    settings = session.settings
-    figure, stage_update = distribution_view(session, settings, k, stage_name)
-    ledger = session.ledger
-    curve = cumulative_logprob_figure([e.logprob for e in ledger], [e.token.visible for e in ledger])
+def render_snapshot(snap: StepSnapshot, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
+    """Every view of the tab, by component name, from plain data (live or recorded)."""
+    figure, stage_update = distribution_view(snap, k, stage_name)
+    curve = cumulative_logprob_figure([r.logprob for r in snap.records], [r.visible for r in snap.records])
     return {
-        "prompt": session.prompt,
-        "chat": session.chat,
-        "text": text_html(session),
-        "status": status_markdown(session),
-        **candidate_buttons(session, settings),
+        "prompt": snap.prompt,
+        "chat": snap.chat,
+        "text": text_html(snap),
+        "status": status_markdown(snap) + "".join(f"\n\n> {note}" for note in snap.notes),
+        **candidate_buttons(snap),
         "chart": figure,
         "stage": stage_update,
-        "ledger": ledger_rows(session),
+        "ledger": ledger_rows(snap),
         "curve": curve,
-        "tree": tree_html(session),
-        "branch": branch_choices(session),
+        "tree": tree_html(snap),
+        "branch": branch_choices(snap),
     }
+
+
+def render_step_trace(data: dict[str, Any], stage_name: str | None = None) -> dict[str, Any]:
+    """A recorded session's views (the snapshot holds every number, every stage included)."""
+    k, stage = data.get("view") or (10, "raw")
+    return render_snapshot(StepSnapshot.from_dict(data["snapshot"]), int(k), stage_name or stage)
+
+
+def render(session: StepSession, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
+    """Every view of the tab for a live session."""
+    return render_snapshot(take_snapshot(session, max(k, N_BUTTONS)), k, stage_name)
 
 
 def probability_markdown(result: TextProbability) -> str:
@@ -367,6 +356,20 @@ class StepHandlers:
         session = session_from_json(self.engine, text)
         ws.step_settings = session.settings
         return {**self._install(ws, session), **settings_values(session.settings)}
+
+    def step_trace(self, request: gr.Request = None) -> str:
+        """Save the session as a recorded trace: what the tab shows, and the session to import again."""
+        ws = self._workspace(request)
+        session = self._session(ws)
+        data = {
+            "snapshot": take_snapshot(session).to_dict(),
+            "session": session_to_dict(session),
+            "view": ws.step_view,
+        }
+        title = f"Step by step: {session.prompt[:50]}… {len(session.token_ids)} tokens"
+        return str(
+            save_trace(new_trace("step", title, self.engine, data), Path(tempfile.mkdtemp(prefix="trace-")))
+        )
 
     def step_export(self, request: gr.Request = None) -> str:
         session = self._session(self._workspace(request))
@@ -662,6 +665,7 @@ def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
         **on,
     )
     connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export")
+    connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace")
     connect(
         w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on
     )
@@ -694,6 +698,7 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
     _main_views(w)
     with gr.Row():
         w["export"] = gr.Button("Export session (JSON)", size="sm")
+        w["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         w["export_file"] = gr.File(label="exported session", interactive=False)
         w["import_file"] = gr.File(
             label="import a session to replay it", file_types=[".json"], type="filepath"
