@@ -131,3 +131,16 @@ def test_fits_1280_wide_and_figures_have_no_white_background(page):
         "[...document.querySelectorAll('#hood-views .js-plotly-plot')].map(p => p._fullLayout.paper_bgcolor)"
     )
     assert backgrounds and all(b == "rgba(0, 0, 0, 0)" for b in backgrounds)
+
+
+def test_the_step_tab_opens_the_logit_lens_at_its_step_and_the_run_saves_as_a_trace(page):
+    page.get_by_role("tab", name="Step by step").click()
+    page.wait_for_function("document.querySelector('#step-text .tok')", timeout=RUN_TIMEOUT)
+    page.locator("#step-open-lens").click()
+    page.wait_for_function(
+        "document.querySelector('#hood-lens-status')?.innerText.startsWith('From the Step tab')",
+        timeout=RUN_TIMEOUT,
+    )
+    assert page.locator("#hood-lens-tracks .js-plotly-plot").is_visible()
+    page.locator("#hood-lens-save").click()
+    page.get_by_text(".json").first.wait_for(timeout=RUN_TIMEOUT)  # the trace, offered for download

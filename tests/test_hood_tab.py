@@ -174,6 +174,7 @@ def test_draft_model_option_and_a_tokenizer_mismatch_at_start_up(tmp_path, tiny_
     assert app.parse_args(["--draft-model", "some/model"]).draft_model == "some/model"
     monkeypatch.setenv("PLAYGROUND_DRAFT_MODEL", "other/model")
     assert app.parse_args([]).draft_model == "other/model"
+    monkeypatch.delenv("PLAYGROUND_DRAFT_MODEL")
     assert app.create_draft(load_settings(draft_model=None), tiny_lm) is None
     stranger = make_tiny_llama(other_tokenizer(), vocab_size=5)
     stranger.model.save_pretrained(tmp_path)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import html
 import statistics
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -29,7 +31,9 @@ from playground.engine.tokens import decode_ids, token_piece
 from playground.errors import PlaygroundError
 from playground.plots import hood as plots
 from playground.settings import Settings
+from playground.traces import new_trace, save_trace
 from playground.ui.common import as_number, as_whole, connect, parse_seed
+from playground.ui.hood_record import VIEW_TITLES, record_views
 from playground.views import whole_in_range
 from playground.workspace import Workspaces
 
@@ -99,6 +103,7 @@ ATTN_OUTPUTS = [
     "attn_position",
 ]
 LENS_OUTPUTS = ["lens_status", "lens_summary", "lens_tracks", "lens_top", "lens_candidates", "lens_ids"]
+LENS_FROM_STEP_OUTPUTS = [*LENS_OUTPUTS, "lens_text", "hood_views"]
 SPEC_OUTPUTS = ["spec_status", "spec_summary", "spec_rounds", "spec_accept", "spec_speed", "spec_checks"]
 BATCH_OUTPUTS = ["batch_status", "batch_summary", "batch_throughput", "batch_latency", "batch_table"]
 PD_COLUMNS = [
@@ -113,6 +118,7 @@ PD_COLUMNS = [
 ]
 CHECK_COLUMNS = ["round", "drafted", "p (model)", "q (draft)", "test", "result"]
 BATCH_COLUMNS = ["#", "prompt", "answer (batch)", "equal to solo", "solo done at (s)", "batch done at (s)"]
+TABLE_HEADERS = {"pd_table": PD_COLUMNS, "spec_checks": CHECK_COLUMNS, "batch_table": BATCH_COLUMNS}
 GREEN, RED, BLUE = "rgba(44,160,44,0.30)", "rgba(214,39,40,0.30)", "rgba(42,125,225,0.30)"
 MAX_SPEC_TOKENS = 256
 
@@ -450,6 +456,31 @@ class HoodHandlers:
         self._attention: OrderedDict[tuple[str, tuple[int, ...]], AttentionView] = OrderedDict()
         self._lock = threading.Lock()
         self._controls: dict[tuple[str, str], Control] = {}  # (browser tab, view) -> its running request
+        self.plot_labels: dict[str, str] = {}  # figure name -> its label on screen (for traces)
+
+    def _remember(
+        self, request: gr.Request | None, view: str, views: dict[str, Any], fresh: bool = False
+    ) -> dict[str, Any]:
+        """Keep what a view shows now in the tab's workspace (its trace is saved from it); fresh: a
+        new run replaces the last one, else (another head, another tracked token) it updates it."""
+        ws = self.workspaces.get(getattr(request, "session_hash", None))
+        with ws.lock:
+            shown = {} if fresh else ws.hood_runs.get(view, {})
+            ws.hood_runs[view] = {**shown, **views}
+        return views
+
+    def hood_trace(self, view: str, request: gr.Request | None = None) -> str:
+        """Save what the view shows as a recorded trace (JSON) and offer it for download."""
+        ws = self.workspaces.get(getattr(request, "session_hash", None))
+        with ws.lock:
+            shown = dict(ws.hood_runs.get(view, {}))
+        if not shown:
+            raise PlaygroundError("Run this view first: there is nothing to save yet.")
+        data = {"view": view, "outputs": record_views(shown, self.plot_labels, TABLE_HEADERS)}
+        status = str(shown.get(f"{view}_status", "")).removeprefix("Done: ")
+        title = f"{VIEW_TITLES[view]}: {status}"[:100]
+        folder = Path(tempfile.mkdtemp(prefix="trace-"))
+        return str(save_trace(new_trace("hood", title, self.engine, data), folder))
 
     @contextmanager
     def _running(self, request: gr.Request | None, view: str) -> Iterator[Control]:
@@ -482,7 +513,7 @@ class HoodHandlers:
         with self._running(request, "kv") as control:
             for result in cost.iter_kv_on_off(self.engine, ids, tokens, control):
                 yield kv_views(self.engine, result, final=False)
-        yield kv_views(self.engine, result, final=True)
+        yield self._remember(request, "kv", kv_views(self.engine, result, final=True), fresh=True)
 
     def hood_prefill(
         self, pd_lengths: list[Any], pd_decode: float, request: gr.Request = None
@@ -493,7 +524,7 @@ class HoodHandlers:
         with self._running(request, "pd") as control:
             for result in cost.iter_prefill_vs_decode(self.engine, lengths, decode, control):
                 yield pd_views(result, final=False)
-        yield pd_views(result, final=True)
+        yield self._remember(request, "pd", pd_views(result, final=True), fresh=True)
 
     def hood_attention(
         self, attn_text: str, attn_layer: float, attn_head: float, request: gr.Request = None
@@ -501,7 +532,8 @@ class HoodHandlers:
         """Read the text with eager attention; show the grid, one head's triangle and one query's row."""
         view = self._attention_view(attn_text, request)
         position = len(view.ids) - 1  # a new text starts at its last token: the widest row
-        return attention_views(view, as_whole(attn_layer, "layer"), as_whole(attn_head, "head"), position)
+        views = attention_views(view, as_whole(attn_layer, "layer"), as_whole(attn_head, "head"), position)
+        return self._remember(request, "attn", views, fresh=True)
 
     def hood_attention_focus(
         self,
@@ -513,12 +545,9 @@ class HoodHandlers:
     ) -> dict[str, Any]:
         """Another layer, head or query position of the same text (its weights are kept)."""
         view = self._attention_view(attn_text, request)
-        return attention_views(
-            view,
-            as_whole(attn_layer, "layer"),
-            as_whole(attn_head, "head"),
-            as_whole(attn_position, "position"),
-        )
+        layer, head = as_whole(attn_layer, "layer"), as_whole(attn_head, "head")
+        views = attention_views(view, layer, head, as_whole(attn_position, "position"))
+        return self._remember(request, "attn", views)
 
     def hood_attention_cell(
         self, attn_cell: str, attn_text: str, attn_position: float, request: gr.Request = None
@@ -529,25 +558,32 @@ class HoodHandlers:
         except ValueError:
             raise PlaygroundError(f"Not a grid cell: {attn_cell!r} (expected 'layer,head').") from None
         view = self._attention_view(attn_text, request)
-        return attention_views(view, layer, head, as_whole(attn_position, "position"), grid=False)
+        views = attention_views(view, layer, head, as_whole(attn_position, "position"), grid=False)
+        return self._remember(request, "attn", views)
 
-    def hood_lens(self, lens_text: str, lens_chat: bool, lens_candidates: list[Any]) -> dict[str, Any]:
+    def hood_lens(
+        self, lens_text: str, lens_chat: bool, lens_candidates: list[Any], request: gr.Request = None
+    ) -> dict[str, Any]:
         """The logit lens for the token after the text (chat: wrapped as a user turn, answer next)."""
         ids = encode_prompt(self.engine.tokenizer, lens_text or "", bool(lens_chat))
-        return lens_views(self.engine, lens.lens_view(self.engine, ids, _ids(lens_candidates)))
+        views = lens_views(self.engine, lens.lens_view(self.engine, ids, _ids(lens_candidates)))
+        return self._remember(request, "lens", views, fresh=True)
 
-    def hood_lens_candidates(self, lens_ids: list[int], lens_candidates: list[Any]) -> dict[str, Any]:
+    def hood_lens_candidates(
+        self, lens_ids: list[int], lens_candidates: list[Any], request: gr.Request = None
+    ) -> dict[str, Any]:
         """Track the chosen candidate tokens too (the prefix of the last run)."""
         if not lens_ids:
             raise PlaygroundError("Run the lens first: there is no prefix yet.")
-        return lens_views(self.engine, lens.lens_view(self.engine, lens_ids, _ids(lens_candidates)))
+        views = lens_views(self.engine, lens.lens_view(self.engine, lens_ids, _ids(lens_candidates)))
+        return self._remember(request, "lens", views)
 
     def hood_lens_pick(
-        self, lens_pick: str, lens_ids: list[int], lens_candidates: list[Any]
+        self, lens_pick: str, lens_ids: list[int], lens_candidates: list[Any], request: gr.Request = None
     ) -> dict[str, Any]:
         """A click on a token of the top-tokens chart ("id:stamp") adds it to the tracked tokens."""
         token = as_whole(str(lens_pick).split(":")[0], "token id")
-        return self.hood_lens_candidates(lens_ids, [*_ids(lens_candidates), token])
+        return self.hood_lens_candidates(lens_ids, [*_ids(lens_candidates), token], request)
 
     def lens_for_step(self, request: gr.Request = None) -> dict[str, Any]:
         """The logit lens at the Step tab's current step (its prompt and the tokens picked so far)."""
@@ -558,6 +594,7 @@ class HoodHandlers:
             ids = list(session.ids)
         views = lens_views(self.engine, lens.lens_view(self.engine, ids))
         views["lens_status"] = f"From the Step tab: {views['lens_status']}"
+        self._remember(request, "lens", views, fresh=True)
         return {
             **views,
             "lens_text": decode_ids(self.engine.tokenizer, ids),
@@ -595,7 +632,7 @@ class HoodHandlers:
             )
             for result in steps:
                 yield spec_views(self.engine, result, final=False)
-        yield spec_views(self.engine, result, final=True)
+        yield self._remember(request, "spec", spec_views(self.engine, result, final=True), fresh=True)
 
     def hood_batching(
         self,
@@ -615,7 +652,9 @@ class HoodHandlers:
         with self._running(request, "batch") as control:
             for result in batching.iter_batching(self.engine, prompts, tokens, control=control):
                 yield batch_views(self.engine, result, lines[:n], final=False)
-        yield batch_views(self.engine, result, lines[:n], final=True)
+        yield self._remember(
+            request, "batch", batch_views(self.engine, result, lines[:n], final=True), fresh=True
+        )
 
     def _attention_view(self, text: str, request: gr.Request | None) -> AttentionView:
         """This tab's attention for the text: kept for the last few (tab, text) pairs, so moving a
@@ -687,6 +726,8 @@ def _run_row(w: dict[str, Any], name: str, label: str) -> None:
     with gr.Row():
         w[f"{name}_run"] = gr.Button(label, variant="primary", scale=2, elem_id=f"hood-{name}-run")
         w[f"{name}_stop"] = gr.Button("Stop", scale=1, elem_id=f"hood-{name}-stop")
+        w[f"{name}_save"] = gr.Button("Save trace (JSON)", scale=1, elem_id=f"hood-{name}-save")
+    w[f"{name}_trace_file"] = gr.File(label="recorded trace", interactive=False, visible=False)
     w[f"{name}_status"] = gr.Markdown("", elem_id=f"hood-{name}-status")
     w[f"{name}_summary"] = gr.Markdown("", elem_id=f"hood-{name}-summary")
 
@@ -782,7 +823,6 @@ def _lens_view(w: dict[str, Any]) -> None:
     )
     w["lens_pick"] = gr.Textbox(visible="hidden", elem_id="hood-lens-pick", label="clicked token")
     w["lens_ids"] = gr.State([])
-    w["lens_from_step"] = gr.Button("Lens at the Step tab's current step", visible="hidden")
 
 
 def _spec_view(w: dict[str, Any], layers: int, has_draft: bool) -> None:
@@ -864,6 +904,14 @@ def _stop_handler(h: HoodHandlers, view: str) -> Any:
     return stop
 
 
+def _trace_handler(h: HoodHandlers, view: str) -> Any:
+    def save(request: gr.Request) -> dict[str, Any]:
+        return {f"{view}_trace_file": gr.File(h.hood_trace(view, request), visible=True)}
+
+    save.__name__ = f"hood_trace_{view}"
+    return save
+
+
 def _wire(h: HoodHandlers, w: dict[str, Any]) -> None:
     """Run buttons (streaming into each view's status line), Stop buttons, clicks and sliders."""
     runs = [
@@ -880,6 +928,10 @@ def _wire(h: HoodHandlers, w: dict[str, Any]) -> None:
         )
         stop = _stop_handler(h, name)
         w[f"{name}_stop"].click(stop, None, None, cancels=[event], api_visibility="private", queue=False)
+        connect(
+            w[f"{name}_save"].click, _trace_handler(h, name), w, [f"{name}_trace_file"],
+            api_name=f"hood_{name}_trace", status=f"{name}_status", model=False,
+        )  # fmt: skip
     on = {"status": "attn_status", "trigger_mode": "always_last"}
     focus = [w["attn_layer"].release, w["attn_head"].release, w["attn_position"].release]
     connect(focus, h.hood_attention_focus, w, ATTN_FOCUS_OUTPUTS, api_name="hood_attention_focus", **on)
@@ -894,15 +946,6 @@ def _wire(h: HoodHandlers, w: dict[str, Any]) -> None:
         **on,
     )
     connect(w["lens_pick"].change, h.hood_lens_pick, w, LENS_OUTPUTS, api_name=None, **on)
-    step_outputs = [*LENS_OUTPUTS, "lens_text", "hood_views"]
-    connect(
-        w["lens_from_step"].click,
-        h.lens_for_step,
-        w,
-        step_outputs,
-        api_name="hood_lens_step",
-        status="lens_status",
-    )
     connect(w["spec_preset"].input, _spec_preset, w, ["spec_prompt"], api_name=None, model=False)
 
 
@@ -932,5 +975,6 @@ def build_hood_tab(
             _spec_view(w, layers, draft is not None)
         with gr.Tab("Batching", id="hood-batch"):
             _batch_view(w)
+    h.plot_labels = {name: str(c.label or "") for name, c in w.items() if isinstance(c, gr.Plot)}
     _wire(h, w)
     return w, h
