@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 from transformers import DynamicCache
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, median_seconds
 from playground.cost import kv_on_off, preset_ids
