@@ -14,6 +14,7 @@ import threading
 from playground.beam import BeamTree
 from playground.chat import ChatSession
 from playground.engine.base import Engine
+from playground.engine.control import Control
 from playground.engine.sampling import SamplingSettings
 from playground.sessions import SessionStore
 from playground.step import StepSession
@@ -31,6 +32,7 @@ class Workspace:
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
         self.hood_runs: dict[str, dict] = {}  # Under the hood: what each view shows now, by view
+        self.running: dict[str, Control] = {}  # view -> the control of its running request
         self.lock = threading.RLock()  # one change at a time per tab
 
     def use_step(self, session: StepSession) -> StepSession:
@@ -42,6 +44,11 @@ class Workspace:
         return session
 
     def release(self) -> None:
+        """The tab closed (or was evicted): stop its running work and free its caches."""
+        with self.lock:
+            running, self.running, self.hood_runs = list(self.running.values()), {}, {}
+        for control in running:
+            control.cancel()
         self.chat.release()
         if self.step is not None:
             self.step.release()

@@ -164,8 +164,17 @@ def test_stop_cancels_the_running_request_within_a_step(tiny_lm):
     handlers.stop("kv", request("s"))
     with pytest.raises(PlaygroundError, match="Stopped"):
         next(run)
-    assert not handlers._controls  # a finished run forgets its control
+    assert not handlers.workspaces.get("s").running  # a finished run forgets its control
     handlers.stop("kv", request("nobody"))  # nothing running: harmless
+
+
+def test_a_closed_tab_cancels_its_running_view(tiny_lm):
+    handlers = HoodHandlers(tiny_lm, load_settings(), Workspaces(tiny_lm))
+    run = handlers.hood_kv(400, 60, request("closing"))
+    next(run)
+    handlers.workspaces.release("closing")  # what the page's unload does
+    with pytest.raises(PlaygroundError, match="Stopped"):
+        next(run)
 
 
 def test_draft_model_option_and_a_tokenizer_mismatch_at_start_up(tmp_path, tiny_lm, monkeypatch):

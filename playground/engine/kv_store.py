@@ -33,7 +33,8 @@ class CacheEntry:
     logits: OrderedDict[int, torch.Tensor] = field(default_factory=OrderedDict)
 
     def remember(self, length: int, row: torch.Tensor) -> None:
-        self.logits[length] = row
+        # A row is often a view into the scores of many positions: keep only its own bytes.
+        self.logits[length] = row.clone() if _shares_storage(row) else row
         self.logits.move_to_end(length)
         while len(self.logits) > REMEMBERED_LOGITS:
             self.logits.popitem(last=False)
@@ -48,6 +49,10 @@ class CacheEntry:
         return storage_bytes(self.cache) + sum(t.untyped_storage().nbytes() for t in self.logits.values())
 
 
+def _shares_storage(row: torch.Tensor) -> bool:
+    return row.untyped_storage().nbytes() > row.numel() * row.element_size()
+
+
 class KVStore:
     """LRU store of CacheEntry by key, bounded in bytes. The entry just stored is never evicted
     by its own put (a single sequence larger than the bound still works, alone)."""
@@ -58,13 +63,29 @@ class KVStore:
         self.max_bytes = int(max_bytes)
         self.evictions = 0
         self._entries: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
+        self._out: dict[str, int] = {}  # key -> how many callers have it checked out now
+        self._dropped: set[str] = set()  # keys dropped while checked out: not to be given back
         self._lock = threading.Lock()
 
     def take(self, key: str) -> CacheEntry | None:
-        """Remove and return the entry for key (None when absent or evicted)."""
+        """Remove and return the entry for key (None when absent or evicted), checked out until
+        give_back(key, ...)."""
         with self._lock:
+            self._out[key] = self._out.get(key, 0) + 1
             item = self._entries.pop(key, None)
             return None if item is None else item[0]
+
+    def give_back(self, key: str, entry: CacheEntry) -> None:
+        """Return a checked-out entry; one whose key was dropped meanwhile (a closed tab) is freed."""
+        with self._lock:
+            self._out[key] -= 1
+            if not self._out[key]:
+                del self._out[key]
+            dropped = key in self._dropped
+            if dropped and key not in self._out:
+                self._dropped.discard(key)
+        if not dropped:
+            self.put(key, entry)
 
     def peek(self, key: str) -> CacheEntry | None:
         """The entry for key, left in place (marked most recently used)."""
@@ -88,6 +109,8 @@ class KVStore:
     def drop(self, key: str) -> None:
         with self._lock:
             self._entries.pop(key, None)
+            if key in self._out:
+                self._dropped.add(key)
 
     def keys(self) -> list[str]:
         with self._lock:

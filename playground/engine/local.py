@@ -224,10 +224,12 @@ class LocalEngine:
             _crop_entry(entry, length)
 
     def fork(self, key: str, new_key: str) -> None:
-        entry = self.kv_store.peek(key)
-        twin = CacheEntry()
-        if entry is not None and entry.cache is not None:
-            twin = CacheEntry(copy_cache(entry.cache), list(entry.ids), entry.logits.copy())
+        # Checked out, so no other call writes the cache while it is copied (an entry in use
+        # elsewhere is absent here: the fork then recomputes from its ids, never a stale copy).
+        with self._checked_out(key) as entry, holding(self.lock, None):
+            twin = CacheEntry()
+            if entry.cache is not None:
+                twin = CacheEntry(copy_cache(entry.cache), list(entry.ids), entry.logits.copy())
         self.kv_store.put(new_key, twin)
 
     def release(self, key: str) -> None:
@@ -247,7 +249,7 @@ class LocalEngine:
             yield entry
         finally:
             if key:
-                self.kv_store.put(key, entry)
+                self.kv_store.give_back(key, entry)
 
     # --- the forward passes -----------------------------------------------------------------
 

@@ -94,19 +94,13 @@ class Probes:
 
     # --- one-off forwards -------------------------------------------------------------------
 
-    @torch.inference_mode()
     def recompute(self, ids: Sequence[int], control: Control | None = None) -> tuple[torch.Tensor, float]:
-        """One forward over all of ids with no cache (what every step costs without a KV cache):
-        the next-token logits (vocab,) float32 and the seconds of model work."""
-        self._check(ids)
-        input_ids = self._tensor([list(ids)])
-        check(control)
-        with holding(self.engine.lock, control), self.memory_guard():
-            started = time.perf_counter()
-            out = self.model(input_ids=input_ids, use_cache=False, **self._keep(self.model, 1))
-            row = out.logits[0, -1].float()
-            self.synchronize()
-            return row, time.perf_counter() - started
+        """All of ids read again from nothing (what every step costs without a KV cache): the
+        next-token logits (vocab,) float32 and the seconds of model work. Read in the engine's
+        prefill chunks, as a prompt is, so other users and Stop get a turn between chunks; the
+        keys and values built on the way are thrown away afterwards."""
+        rows, seconds = self.sequence(control=control).advance(ids)
+        return rows[-1], seconds
 
     @torch.inference_mode()
     def attentions(self, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:

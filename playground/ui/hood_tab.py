@@ -455,7 +455,6 @@ class HoodHandlers:
         self.engine, self.settings, self.workspaces, self.draft = engine, settings, workspaces, draft
         self._attention: OrderedDict[tuple[str, tuple[int, ...]], AttentionView] = OrderedDict()
         self._lock = threading.Lock()
-        self._controls: dict[tuple[str, str], Control] = {}  # (browser tab, view) -> its running request
         self.plot_labels: dict[str, str] = {}  # figure name -> its label on screen (for traces)
 
     def _remember(
@@ -486,20 +485,21 @@ class HoodHandlers:
     def _running(self, request: gr.Request | None, view: str) -> Iterator[Control]:
         """A fresh Control for this tab's run of a view while it runs (Stop cancels it: the model
         stops within one step), forgotten when the run ends."""
-        key, control = (getattr(request, "session_hash", None) or "", view), Control()
-        with self._lock:
-            self._controls[key] = control
+        ws, control = self.workspaces.get(getattr(request, "session_hash", None)), Control()
+        with ws.lock:
+            ws.running[view] = control
         try:
             yield control
         finally:
-            with self._lock:
-                if self._controls.get(key) is control:
-                    del self._controls[key]
+            with ws.lock:
+                if ws.running.get(view) is control:
+                    del ws.running[view]
 
     def stop(self, view: str, request: gr.Request | None) -> None:
         """Cancel this tab's running request of a view, if any."""
-        with self._lock:
-            control = self._controls.pop((getattr(request, "session_hash", None) or "", view), None)
+        ws = self.workspaces.get(getattr(request, "session_hash", None))
+        with ws.lock:
+            control = ws.running.pop(view, None)
         if control is not None:
             control.cancel()
 
