@@ -8,16 +8,17 @@ from typing import Any
 import gradio as gr
 
 from playground.engine.base import Engine
-from playground.settings import Settings
+from playground.settings import Settings, load_settings
 from playground.ui.beam_tab import build_beam_tab
 from playground.ui.chat_tab import ANSWER_OUTPUTS, build_chat_tab
-from playground.ui.common import connect, set_model_concurrency
+from playground.ui.common import MODEL_QUEUE, connect, set_model_concurrency
+from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.kv_tab import build_kv_tab
 from playground.ui.step_tab import VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-CSS_FILES = ("app.css", "step.css")
+CSS_FILES = ("app.css", "step.css", "crowd.css")
 JS_FILES = ("app.js", "step.js", "beam.js")
 
 
@@ -64,9 +65,11 @@ def remote_header_markdown(engine: Any) -> str:
     )
 
 
-def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
+def build_demo(engine: Engine, settings: Settings, workspaces: Workspaces | None = None) -> gr.Blocks:
+    """The app over engine; workspaces: the tabs' objects (default: a store bounded by settings)."""
     set_model_concurrency(settings.model_concurrency)
-    workspaces = Workspaces(engine)
+    if workspaces is None:
+        workspaces = Workspaces(engine, settings.max_workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
         gr.Markdown(header_markdown(engine), elem_id="header")
         with gr.Tabs() as tabs:
@@ -79,13 +82,9 @@ def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
             with gr.Tab("KV cache", id="kv"):
                 build_kv_tab(engine)
         _wire_moves(demo, tabs, chat_w, chat_h, step_w, step_h, beam_w)
-
-        def release_tab(request: gr.Request) -> None:
-            """A closed browser tab frees its sessions and their KV caches."""
-            workspaces.release(request.session_hash)
-
-        demo.unload(release_tab)
+        release_closed_tabs(demo, workspaces)
     demo.queue(default_concurrency_limit=settings.model_concurrency)
+    seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
     return demo
 
 
@@ -110,29 +109,35 @@ def _wire_moves(
         beam_open,
         VIEW_OUTPUTS,
         api_name="step_open_beam_node",
+        show_progress_on=[beam_w["status"], step_w["status"]],  # a wait shows in the tab clicked in
         **on,
     ).success(to_step, None, tabs, api_visibility="private")
     chat_open = {**step_w, "open_position": chat_w["open_position"]}
+    from_chat = {"show_progress_on": [chat_w["status"], step_w["status"]]}
     for trigger, handler, name in (
         (chat_w["open_step"].click, step_h.step_open_chat_token, "step_open_chat_token"),
         (chat_w["token_view"].click, step_h.open_clicked, None),
     ):
-        connect(trigger, handler, chat_open, VIEW_OUTPUTS, api_name=name, **on).success(
+        connect(trigger, handler, chat_open, VIEW_OUTPUTS, api_name=name, **on, **from_chat).success(
             to_step, None, tabs, api_visibility="private"
         )
     continue_chat = {**chat_w, "continue_chat": step_w["continue_chat"]}
     event = connect(
         step_w["continue_chat"].click, chat_h.chat_from_step, continue_chat, ANSWER_OUTPUTS,
         api_name="chat_from_step", trigger_mode="once", status="status",
+        show_progress_on=[step_w["status"], chat_w["status"]],
     )  # fmt: skip
     chat_w["answer_events"].append(event)
     event.then(to_chat, None, tabs, api_visibility="private")
 
 
-def launch_options() -> dict[str, object]:
-    """Theme, CSS and JS belong to launch() in Gradio 6."""
+def launch_options(settings: Settings | None = None) -> dict[str, object]:
+    """Theme, CSS and JS belong to launch() in Gradio 6; so does the bound on Gradio's per-tab state,
+    which follows the workspace bound (settings from the environment when not given)."""
     scripts = [(STATIC_DIR / name).read_text().strip() for name in JS_FILES]
+    settings = settings or load_settings()
     return {
+        "state_session_capacity": settings.max_workspaces,
         "theme": gr.themes.Soft(),
         "css_paths": [STATIC_DIR / name for name in CSS_FILES],
         # Each file is one `() => {...}` function; launch() takes one, so call them in turn.
