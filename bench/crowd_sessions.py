@@ -43,6 +43,7 @@ class Recorder:
 
     client: Any
     requests: list[Request] = field(default_factory=list)
+    on_request: Callable[[Request], None] | None = None  # told of each request once it is answered
 
     def __call__(self, kind: str, api_name: str, *args: Any) -> Any:
         started = time.perf_counter()
@@ -53,6 +54,8 @@ class Recorder:
         else:
             outputs = self.client.predict(*args, api_name=api_name)
         self.requests.append(Request(kind, api_name, time.perf_counter() - started))
+        if self.on_request is not None:
+            self.on_request(self.requests[-1])
         return outputs
 
 
@@ -126,10 +129,12 @@ def kv_part(r: Recorder, i: int) -> list[Any]:
 PARTS: tuple[Callable[[Recorder, int], list[Any]], ...] = (chat_part, step_part, beam_part, kv_part)
 
 
-def run_session(client: Any, i: int, tabs: int = len(PARTS)) -> tuple[list[Any], list[Request]]:
+def run_session(
+    client: Any, i: int, tabs: int = len(PARTS), on_request: Callable[[Request], None] | None = None
+) -> tuple[list[Any], list[Request]]:
     """Session i: `tabs` tabs in turn, starting at tab i % 4, with prompts and settings chosen by
     i % PROFILES // 4 (the crowd mixes them); returns what it saw and its timed requests."""
-    r = Recorder(client)
+    r = Recorder(client, on_request=on_request)
     start = i % len(PARTS)
     seen = [PARTS[(start + k) % len(PARTS)](r, i) for k in range(tabs)]
     return seen, r.requests
