@@ -42,8 +42,9 @@ def browser_context(width: int = 1400, height: int = 1000) -> Iterator[object]:
             context.close()
 
 
-def open_page(context: object, url: str) -> object:
-    """A new tab of context on url, once the app has drawn its header."""
+def new_tab(context: object, url: str) -> object:
+    """A new tab of context on url, once the app has drawn its header (tabs of one context share
+    storage, as a person's tabs do)."""
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(url)
@@ -55,4 +56,30 @@ def open_page(context: object, url: str) -> object:
 def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
     """A Playwright page on `url`, in a fresh profile; closed on exit."""
     with browser_context(width, height) as context:
-        yield open_page(context, url)
+        yield new_tab(context, url)
+
+
+@contextmanager
+def chromium_browser() -> Iterator[object]:
+    """One headless Chromium for many pages (Playwright's sync API allows one instance at a time)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def open_page(browser: object, url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
+    """A page on `url` in its own fresh context (no shared storage), closed on exit."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = new_tab(context, url)
+    try:
+        yield page
+    finally:
+        context.close()

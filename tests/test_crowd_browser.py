@@ -8,7 +8,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from browser import browser_context, chromium_path, open_page
+from browser import browser_context, chromium_path, new_tab
 from conftest import make_tiny_llama
 from test_crowd import HEARTBEAT_SECONDS, wait_until
 
@@ -56,7 +56,7 @@ def one_at_a_time(embedded_lm):
 
 def started_tab(context, url: str):
     """A tab whose page load has started its step session (the Step tab shown)."""
-    page = open_page(context, url)
+    page = new_tab(context, url)
     page.get_by_role("tab", name="Step by step").click()
     page.locator("#step-cand-1").wait_for(state="visible")
     return page
@@ -125,7 +125,7 @@ def test_a_closed_tab_gives_back_its_place_and_its_workspace(one_at_a_time):
             leaving.locator("#chat-message textarea").fill("Hi")
             leaving.locator("#chat-send").click()
             queue_line(leaving, leaving.locator("#chat-status"))
-            late = open_page(context, app.url)  # its page load (a step start) waits too
+            late = new_tab(context, app.url)  # its page load (a step start) waits too
             assert wait_until(lambda: model_queue(app) == 2)
             leaving.close()
             assert wait_until(lambda: model_queue(app) == 1), "the closed tab's chat is still queued"
