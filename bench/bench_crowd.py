@@ -1,7 +1,7 @@
 """A crowd on one app: 32 tabs at once, coming and going, using every tab, against the real model.
 
     python bench/bench_crowd.py [--sessions 32] [--requests 500] [--tabs 2] [--device cpu|cuda]
-                                [--random-weights]
+                                [--decode auto|static|eager] [--random-weights]
 
 Starts the app in a subprocess as a Space runs it, with its configured bounds (PLAYGROUND_KV_STORE_MIB,
 PLAYGROUND_MAX_WORKSPACES, PLAYGROUND_MODEL_CONCURRENCY). First every kind of session runs alone:
@@ -10,9 +10,11 @@ each open a tab (a fresh gradio_client session), run one session (`--tabs` tabs 
 step by step, beam search, KV calculator and measured cache, and the moves between them), close
 the tab and open the next, until `--requests` requests are answered. Prints p50 / p95 / max latency
 per kind of request and overall next to the same requests alone, errors, answers that differ from
-alone, and the server's RSS (with its stores' sizes) every 50 requests, and whether it levelled off.
+alone, and the server's RSS (with its stores' sizes) every 50 requests, and whether it levelled off;
+ends with one JSON line of the same figures.
 
-Not a GPU benchmark: it needs gradio and gradio_client (the server side of a Space).
+Unlike the other benchmarks it needs gradio and gradio_client (it runs the server side of a Space);
+importing it (or --help) needs neither.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def serve(args: argparse.Namespace) -> None:
     from playground.ui.app import build_demo, launch_options
     from playground.workspace import Workspaces
 
-    settings = load_settings(device=args.device)
-    engine = bench_engine(args.device, args.random_weights, settings)
+    settings = load_settings(device=args.device, decode=args.decode)
+    engine = bench_engine(args, settings)
     workspaces = Workspaces(engine, settings.max_workspaces)
     demo = build_demo(engine, settings, workspaces)
     watch = (Path(args.stats), demo, engine, workspaces, settings)
@@ -61,26 +63,16 @@ def serve(args: argparse.Namespace) -> None:
     demo.launch(server_name="127.0.0.1", server_port=args.port, quiet=True, **launch_options(settings))
 
 
-def bench_engine(device: str, random_weights: bool, settings: Any) -> Any:
-    """The embedded model, or its architecture with random weights (no weight files needed)."""
-    if not random_weights:
-        from playground.engine.loading import load_model
+def bench_engine(args: argparse.Namespace, settings: Any) -> Any:
+    """The engine app.py would make from these settings (the embedded model by default), or the
+    embedded architecture with random weights (no weight files needed)."""
+    if args.random_weights:
+        from bench.common import load_bench_model
 
-        return load_model(settings.model, device, settings.dtype, cache_dir=settings.cache_dir)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+        return load_bench_model(args.device, True, decode=args.decode)
+    from app import create_engine
 
-    from bench.common import EMBEDDED_ARCHITECTURE, TOKENIZER_DIR
-    from playground.engine.local import LocalEngine
-
-    torch_device = torch.device("cuda" if device == "cuda" else "cpu")
-    dtype = torch.float32 if torch_device.type == "cpu" else torch.bfloat16
-    torch.manual_seed(0)
-    config = LlamaConfig(**EMBEDDED_ARCHITECTURE)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(torch_device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(TOKENIZER_DIR))
-    name = "random-weights SmolLM2-135M shape"
-    return LocalEngine(model, tokenizer, torch_device, dtype, name, 0.0, "random")
+    return create_engine(settings)
 
 
 def write_stats(path: Path, demo: Any, engine: Any, workspaces: Any, settings: Any) -> None:
@@ -132,7 +124,8 @@ def start_server(args: argparse.Namespace, workdir: Path) -> Server:
         port = probe.getsockname()[1]
     stats, log = workdir / "stats.json", workdir / "server.log"
     command = [sys.executable, __file__, "--serve", "--port", str(port), "--stats", str(stats)]
-    command += ["--device", args.device] + (["--random-weights"] if args.random_weights else [])
+    command += ["--device", args.device, "--decode", args.decode]
+    command += ["--random-weights"] if args.random_weights else []
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     server = Server(process, f"http://127.0.0.1:{port}", stats, log)
@@ -226,24 +219,36 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def latency_table(crowd: list[Request], baseline: list[Request]) -> list[str]:
-    kinds = sorted({r.kind for r in crowd})
+def latencies(crowd: list[Request], baseline: list[Request]) -> dict[str, dict[str, float]]:
+    """Per kind of request (and "all"): n, p50 / p95 / max seconds in the crowd, p50 alone."""
+    figures = {}
+    for kind in [*sorted({r.kind for r in crowd}), "all"]:
+        times = [r.seconds for r in crowd if kind in ("all", r.kind)]
+        base = [r.seconds for r in baseline if kind in ("all", r.kind)] or [math.nan]
+        figures[kind] = {
+            "n": len(times),
+            "p50_s": statistics.median(times),
+            "p95_s": percentile(times, 0.95),
+            "max_s": max(times),
+            "alone_p50_s": statistics.median(base),
+        }
+    return figures
+
+
+def latency_table(figures: dict[str, dict[str, float]]) -> list[str]:
     head = f"{'request':<14}{'n':>5}{'p50 s':>9}{'p95 s':>9}{'max s':>9}{'alone p50 s':>13}{'p50 ratio':>11}"
     lines = [head]
-    for kind in [*kinds, "all"]:
-        times = [r.seconds for r in crowd if kind in ("all", r.kind)]
-        base = [r.seconds for r in baseline if kind in ("all", r.kind)]
-        p50, base50 = statistics.median(times), statistics.median(base)
+    for kind, f in figures.items():
         lines.append(
-            f"{kind:<14}{len(times):>5}{p50:>9.2f}{percentile(times, 0.95):>9.2f}{max(times):>9.2f}"
-            f"{base50:>13.2f}{p50 / base50:>10.1f}x"
+            f"{kind:<14}{f['n']:>5}{f['p50_s']:>9.2f}{f['p95_s']:>9.2f}{f['max_s']:>9.2f}"
+            f"{f['alone_p50_s']:>13.2f}{f['p50_s'] / f['alone_p50_s']:>10.1f}x"
         )
     return lines
 
 
-def rss_table(before: dict[str, Any], samples: list[dict[str, Any]], after: dict[str, Any]) -> list[str]:
+def rss_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [f"{'requests':>9}{'s':>7}{'RSS MiB':>9}{'KV MiB':>8}{'KV keys':>8}{'tabs':>6}{'Gradio':>8}"]
-    for row in [before, *samples, after]:
+    for row in rows:
         lines.append(
             f"{row['requests']!s:>9}{row['seconds']:>7.0f}{row['rss_mib']:>9.0f}{row['kv_mib']:>8.1f}"
             f"{row['kv_entries']:>8}{row['workspaces']:>6}{row['gradio_tabs']:>8}"
@@ -263,25 +268,38 @@ def levelled_off(before: float, rss: list[float]) -> tuple[bool, str]:
     return ok, f"+{early - before:.0f} MiB in the first half, {late - early:+.0f} MiB in the second"
 
 
-def report(args: argparse.Namespace, crowd: Crowd, baseline: list[Request], rss: dict[str, Any]) -> None:
-    stores = crowd.server.stores()
+def report(args: argparse.Namespace, crowd: Crowd, baseline: list[Request], rss: dict[str, Any]) -> dict:
+    """Print the figures side by side (crowd and alone); returns them for the JSON line."""
+    samples = sorted(crowd.samples, key=lambda row: row["requests"])
+    figures = latencies(crowd.requests, baseline)
     print(f"\n{len(crowd.requests)} requests from {crowd.next_session} tabs, {args.sessions} users at once, "
-          f"{args.tabs} tabs of the app per session; {crowd.samples[-1]['seconds']:.0f} s")  # fmt: skip
-    print("\n".join(latency_table(crowd.requests, baseline)))
+          f"{args.tabs} tabs of the app per session; {rss['end']['seconds']:.0f} s")  # fmt: skip
+    print("\n".join(latency_table(figures)))
     print(f"errors: {len(crowd.errors)}; answers different from alone: {len(crowd.differing)} sessions")
     for error in crowd.errors[:5]:
         print("  " + error)
     print("\nserver RSS and stores (before = warm, after = all tabs closed):")
-    print("\n".join(rss_table(rss["before"], crowd.samples, rss["after"])))
-    ok, detail = levelled_off(rss["before"]["rss_mib"], [s["rss_mib"] for s in crowd.samples])
+    print("\n".join(rss_table([rss["before"], *samples, rss["end"], rss["after"]])))
+    ok, detail = levelled_off(rss["before"]["rss_mib"], [s["rss_mib"] for s in [*samples, rss["end"]]])
     print(f"RSS levelled off: {'yes' if ok else 'NO'} ({detail}); before {rss['before']['rss_mib']:.0f} MiB, "
-          f"at {crowd.samples[-1]['requests']} requests {crowd.samples[-1]['rss_mib']:.0f} MiB, "
+          f"at {rss['end']['requests']} requests {rss['end']['rss_mib']:.0f} MiB, "
           f"after the tabs closed {rss['after']['rss_mib']:.0f} MiB")  # fmt: skip
+    stores = crowd.server.stores()
     peak, bounds = stores["peak"], stores["bounds"]
     print(f"bounds: KV store peak {peak['kv_mib']:.1f} of {bounds['kv_store_mib']} MiB; workspaces peak "
           f"{peak['workspaces']:.0f} of {bounds['max_workspaces']}; Gradio tab states peak "
           f"{peak['gradio_tabs']:.0f} of {bounds['max_workspaces']}; model events at once "
           f"<= {bounds['model_concurrency']}")  # fmt: skip
+    rss_figures = {name: round(rss[name]["rss_mib"], 1) for name in ("before", "end", "after")}
+    return {
+        "latency": {kind: {k: round(v, 3) for k, v in f.items()} for kind, f in figures.items()},
+        "errors": len(crowd.errors),
+        "sessions_differing": len(crowd.differing),
+        "rss_mib": rss_figures,
+        "rss_levelled_off": ok,
+        "peak": peak,
+        "bounds": bounds,
+    }
 
 
 def settle(crowd: Crowd, seconds: float = 60) -> dict[str, Any]:
@@ -292,38 +310,65 @@ def settle(crowd: Crowd, seconds: float = 60) -> dict[str, Any]:
     return {**crowd.sample(len(crowd.requests)), "requests": "after"}
 
 
+def measure(args: argparse.Namespace, server: Server) -> tuple[Crowd, list[Request], dict[str, Any]]:
+    """Sessions alone (expected answers, baseline), then the crowd; the server's RSS around it."""
+    expected, baseline = alone(server, args.tabs)
+    per_session = len(baseline) / PROFILES
+    crowd = Crowd(server, expected, args.tabs, math.ceil(args.requests / per_session))
+    before = {**settle(crowd), "requests": "before", "seconds": 0.0}  # warm, lone tabs closed
+    crowd.started_at = time.perf_counter()
+    with ThreadPoolExecutor(args.sessions) as pool:
+        for _ in range(args.sessions):
+            pool.submit(crowd.user)
+    end = {**crowd.sample(len(crowd.requests)), "requests": len(crowd.requests)}
+    return crowd, baseline, {"before": before, "end": end, "after": settle(crowd)}
+
+
 def run(args: argparse.Namespace) -> None:
-    print(f"load average at start: {os.getloadavg()}")
+    from bench.common import print_json
+
+    load_start = os.getloadavg()
+    print(f"load average at start: {load_start}")
     with tempfile.TemporaryDirectory(prefix="bench-crowd-") as workdir:
         server = start_server(args, Path(workdir))
         try:
-            expected, baseline = alone(server, args.tabs)
-            per_session = len(baseline) / PROFILES
-            crowd = Crowd(server, expected, args.tabs, math.ceil(args.requests / per_session))
-            before = {**settle(crowd), "requests": "before", "seconds": 0.0}  # warm, lone tabs closed
-            crowd.started_at = time.perf_counter()
-            with ThreadPoolExecutor(args.sessions) as pool:
-                for _ in range(args.sessions):
-                    pool.submit(crowd.user)
-            rss = {"before": before, "after": settle(crowd)}
-            report(args, crowd, baseline, rss)
+            crowd, baseline, rss = measure(args, server)
+            figures = report(args, crowd, baseline, rss)
         finally:
             server.process.terminate()
             server.process.wait(30)
-    print(f"load average at end: {os.getloadavg()}")
+    load_end = os.getloadavg()
+    print(f"load average at end: {load_end}")
+    print_json(
+        "crowd", device=args.device, random_weights=args.random_weights, users=args.sessions,
+        tabs=crowd.next_session, requests=len(crowd.requests), app_tabs_per_session=args.tabs,
+        seconds=round(rss["end"]["seconds"], 1), cpu_count=os.cpu_count(),
+        load_average=[load_start[0], load_end[0]], **figures,
+    )  # fmt: skip
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    title, _, *details = __doc__.split("\n\n")
+    parser = argparse.ArgumentParser(
+        description=title, epilog="\n\n".join(details), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, default=32, help="users at once (default 32)")
     parser.add_argument("--requests", type=int, default=500, help="requests in all (default 500)")
-    parser.add_argument("--tabs", type=int, default=2, choices=(1, 2, 3, 4), help="app tabs per session")
+    parser.add_argument(
+        "--tabs", type=int, default=2, choices=(1, 2, 3, 4), help="app tabs each session uses (default 2)"
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument(
+        "--decode", choices=("auto", "static", "eager"), default="auto",
+        help="decode path: auto = static KV cache + CUDA graphs on cuda, eager on cpu",
+    )  # fmt: skip
     parser.add_argument("--random-weights", action="store_true", help="the embedded shape, random weights")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server subprocess
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--stats", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sessions < 1 or args.requests < 1:
+        parser.error("--sessions and --requests must be at least 1")
     if args.serve:
         serve(args)
     else:

@@ -211,3 +211,22 @@ def test_every_model_event_shows_its_queue_position_and_a_first_estimate(tiny_lm
     assert all(fn.concurrency_id != MODEL_QUEUE for fn in times if fn not in model_events)
     times[model_events[0]].add(0.25)
     assert times[model_events[0]].avg_time == 0.25
+
+
+def test_crowd_bench_helps_and_judges_levelling_off():
+    """bench/bench_crowd.py: --help needs no server; RSS that keeps growing is not called level."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bench.bench_crowd import levelled_off, percentile
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "bench/bench_crowd.py", "--help"], cwd=root, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "--sessions" in done.stdout and "RSS" in done.stdout
+    assert percentile([3.0, 1.0, 2.0, 4.0], 0.5) == 2.0 and percentile([1.0, 9.0], 0.95) == 9.0
+    assert levelled_off(1000.0, [1200.0, 1250.0, 1255.0, 1258.0])[0]
+    assert not levelled_off(1000.0, [1100.0, 1200.0, 1300.0, 1400.0])[0]
+    assert not levelled_off(1000.0, [1100.0])[0]  # too few samples to say

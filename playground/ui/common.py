@@ -144,9 +144,11 @@ def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
     output is set by name and an output a handler does not name is left as it is."""
 
     def convert(values: Any) -> Any:
-        return (
-            {widgets[name]: value for name, value in values.items()} if isinstance(values, dict) else values
-        )
+        if not isinstance(values, dict):
+            return values
+        if not values:  # nothing to set (a page load without a link): Gradio reads {} as one value
+            return gr.skip()
+        return {widgets[name]: value for name, value in values.items()}
 
     if inspect.isgeneratorfunction(fn):
 
