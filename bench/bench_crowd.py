@@ -57,7 +57,7 @@ def serve(args: argparse.Namespace) -> None:
     settings = load_settings(device=args.device, decode=args.decode)
     engine = bench_engine(args, settings)
     workspaces = Workspaces(engine, settings.max_workspaces)
-    demo = build_demo(engine, settings, workspaces)
+    demo = build_demo(engine, settings, workspaces=workspaces)
     watch = (Path(args.stats), demo, engine, workspaces, settings)
     threading.Thread(target=write_stats, args=watch, daemon=True).start()
     demo.launch(server_name="127.0.0.1", server_port=args.port, quiet=True, **launch_options(settings))

@@ -20,6 +20,8 @@ def _default_cache_dir() -> str:
 class Settings:
     # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; else a Hub id, a dir or a .gguf path.
     model: str | None = None
+    # A second, smaller model with the same tokenizer: a draft for speculative decoding ("Under the hood").
+    draft_model: str | None = None
     # "auto" picks cuda, then mps, then cpu.
     device: str = "auto"
     # Weights dtype; None = float32 on cpu, bfloat16 on cuda/mps.

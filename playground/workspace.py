@@ -31,6 +31,7 @@ class Workspace:
         self.step_view: tuple[int, str] = (10, "raw")  # candidates in its chart, stage shown
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
+        self.hood_runs: dict[str, dict] = {}  # Under the hood: what each view shows now, by view
         self.lock = threading.RLock()  # one change at a time per tab
 
     def use_step(self, session: StepSession) -> StepSession:

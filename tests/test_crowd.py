@@ -36,7 +36,7 @@ def crowd_app(embedded_lm):
     os.environ["GRADIO_HEARTBEAT_INTERVAL"] = HEARTBEAT_SECONDS
     engine = make_tiny_llama(embedded_lm.tokenizer)
     workspaces = Workspaces(engine, 64)
-    demo = build_demo(engine, load_settings(model_concurrency=2), workspaces)
+    demo = build_demo(engine, load_settings(model_concurrency=2), workspaces=workspaces)
     _, url, _ = demo.launch(
         server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
     )

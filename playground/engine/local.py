@@ -135,6 +135,7 @@ class LocalEngine:
             cache_bytes=True,
             score=True,
             batched=True,
+            probes=True,
         )
 
     def describe(self) -> str:

@@ -13,6 +13,7 @@ from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
 from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab
 from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_model_concurrency
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
+from playground.ui.hood_tab import LENS_FROM_STEP_OUTPUTS, build_hood_tab
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, build_kv_tab
 from playground.ui.links import link_of, make_query
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
@@ -20,7 +21,7 @@ from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css")
-JS_FILES = ("app.js", "keys.js", "beam.js", "theme.js")
+JS_FILES = ("app.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The selected tab's id, read in the browser when "Copy link" is pressed (tab buttons have no ids).
 CURRENT_TAB_JS = """(tab, ...rest) => {
   const ids = {"Chat": "chat", "Step by step": "step", "Beam search": "beam", "KV cache": "kv",
@@ -81,8 +82,11 @@ def remote_header_markdown(engine: Any) -> str:
     )
 
 
-def build_demo(engine: Engine, settings: Settings, workspaces: Workspaces | None = None) -> gr.Blocks:
-    """The app over engine; workspaces: the tabs' objects (default: a store bounded by settings)."""
+def build_demo(
+    engine: Engine, settings: Settings, draft: Engine | None = None, workspaces: Workspaces | None = None
+) -> gr.Blocks:
+    """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
+    tabs' objects (default: a store bounded by settings)."""
     set_model_concurrency(settings.model_concurrency)
     if workspaces is None:
         workspaces = Workspaces(engine, settings.max_workspaces)
@@ -97,7 +101,10 @@ def build_demo(engine: Engine, settings: Settings, workspaces: Workspaces | None
                 beam_w, beam_h = build_beam_tab(engine, workspaces)
             with gr.Tab("KV cache", id="kv"):
                 kv_w, kv_h = build_kv_tab(engine)
+            with gr.Tab("Under the hood", id="hood"):
+                hood_w, hood_h = build_hood_tab(engine, settings, workspaces, draft=draft)
         _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
+        _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
         tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w}
         _wire_links(
             demo, tabs, toolbar, tab_widgets, {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
@@ -217,6 +224,19 @@ def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: 
     )  # fmt: skip
     chat_w["answer_events"].append(event)
     event.then(to_chat, None, tabs, api_visibility="private")
+
+
+def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood_h: Any) -> None:
+    """The Step tab's "Logit lens" button opens Under the hood > Logit lens at the current step."""
+
+    def to_hood() -> Any:
+        return gr.Tabs(selected="hood")
+
+    widgets = {**hood_w, "open_lens": step_w["open_lens"], "status": step_w["status"]}
+    connect(
+        step_w["open_lens"].click, hood_h.lens_for_step, widgets, LENS_FROM_STEP_OUTPUTS,
+        api_name="hood_lens_step", status="status",
+    ).success(to_hood, None, tabs, api_visibility="private")  # fmt: skip
 
 
 def launch_options(settings: Settings | None = None) -> dict[str, object]:

@@ -577,6 +577,13 @@ def _action_rows(w: dict[str, Any]) -> None:
         w["continue_chat"] = gr.Button(
             "Continue as chat", size="sm", min_width=120, elem_id="step-continue-chat"
         )
+        w["open_lens"] = gr.Button(
+            "Logit lens",
+            size="sm",
+            min_width=90,
+            elem_id="step-open-lens",
+            elem_classes=["stage-hide"],
+        )
     with gr.Row(elem_classes=["stage-hide"]):
         w["force_text"] = gr.Textbox(
             label="force text", scale=3, info="Append any text, even unlikely tokens"
