@@ -175,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         from playground.ui.app import launch_options
 
         demo.launch(
-            server_name=settings.host, server_port=settings.port, share=settings.share, **launch_options()
+            server_name=settings.host,
+            server_port=settings.port,
+            share=settings.share,
+            **launch_options(settings),
         )
     except (PlaygroundError, OSError, RuntimeError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)

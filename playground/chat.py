@@ -104,7 +104,9 @@ class ChatUpdate:
 # Each shown answer ends with its statistics in this footer; it is display only, and
 # normalize_history strips it so the model never sees it.
 FOOTER_START = "\n\n<sub>⏱ "
-_FOOTER_PATTERN = re.compile(re.escape(FOOTER_START) + r".*?</sub>\s*$", re.DOTALL)
+# An answer of only whitespace comes back stripped, footer first; a footer left in would make the
+# next answer depend on its timings (how busy the server was).
+_FOOTER_PATTERN = re.compile(r"(?:\n\n|^\s*)<sub>⏱ .*?</sub>\s*$", re.DOTALL)
 
 
 def with_footer(text: str, footer: str) -> str:

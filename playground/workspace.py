@@ -16,6 +16,7 @@ from playground.chat import ChatSession
 from playground.engine.base import Engine
 from playground.engine.control import Control
 from playground.engine.sampling import SamplingSettings
+from playground.errors import PlaygroundError
 from playground.sessions import SessionStore
 from playground.step import StepSession
 
@@ -57,8 +58,11 @@ class Workspace:
 class Workspaces:
     """Workspaces by session id, created on first use; least recently used released beyond a bound."""
 
-    def __init__(self, engine: Engine, max_tabs: int = 1024) -> None:
+    def __init__(self, engine: Engine, max_tabs: int = 512) -> None:
+        if max_tabs < 1:
+            raise PlaygroundError(f"The workspace bound must be at least 1 tab, got {max_tabs}")
         self.engine = engine
+        self.max_tabs = max_tabs
         self._store: SessionStore[Workspace] = SessionStore(max_tabs, what="workspace")
         self._lock = threading.Lock()
 

@@ -95,9 +95,9 @@ def test_a_fork_never_copies_a_cache_that_is_in_use(tiny_lm):
 def test_a_key_released_while_in_use_is_not_given_back():
     store = KVStore(10**9)
     store.put("tab", CacheEntry(ids=[1, 2]))
-    entry = store.take("tab")
+    entry, ticket = store.check_out("tab")
     store.drop("tab")  # the tab closed while its request ran
-    store.give_back("tab", entry)
+    store.check_in("tab", entry, ticket)
     assert store.peek("tab") is None and store.keys() == []
     store.put("tab", CacheEntry(ids=[3]))  # a later sequence with the same key is kept
     assert store.peek("tab").ids == [3]

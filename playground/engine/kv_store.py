@@ -4,7 +4,8 @@ A feature names its sequence with a key (a step session, a chat answer, a view).
 keeps the cache, the token ids it covers and the next-token logits after its last few
 lengths, so an undo is a crop with no forward. Least recently used entries are evicted once
 their bytes exceed the bound; a sequence whose entry was evicted is recomputed from its ids
-on its next call. Thread-safe: an entry is taken out while the engine works on it.
+on its next call. Thread-safe: an entry is taken out while the engine works on it; a key
+dropped meanwhile (its tab closed) stays dropped when the entry is checked in.
 """
 
 from __future__ import annotations
@@ -63,27 +64,27 @@ class KVStore:
         self.max_bytes = int(max_bytes)
         self.evictions = 0
         self._entries: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
-        self._out: dict[str, int] = {}  # key -> how many callers have it checked out now
-        self._dropped: set[str] = set()  # keys dropped while checked out: not to be given back
+        self._out: dict[str, int] = {}  # key -> how many of its entries are checked out now
+        self._drops: dict[str, int] = {}  # key -> drops while checked out (a check-out's ticket)
         self._lock = threading.Lock()
 
-    def take(self, key: str) -> CacheEntry | None:
-        """Remove and return the entry for key (None when absent or evicted), checked out until
-        give_back(key, ...)."""
+    def check_out(self, key: str) -> tuple[CacheEntry | None, int]:
+        """Take key's entry out to work on it; returns it (None when absent) and the ticket that
+        check_in needs."""
         with self._lock:
             self._out[key] = self._out.get(key, 0) + 1
             item = self._entries.pop(key, None)
-            return None if item is None else item[0]
+            return (None if item is None else item[0]), self._drops.get(key, 0)
 
-    def give_back(self, key: str, entry: CacheEntry) -> None:
-        """Return a checked-out entry; one whose key was dropped meanwhile (a closed tab) is freed."""
+    def check_in(self, key: str, entry: CacheEntry, ticket: int) -> None:
+        """Store a checked-out entry again, unless key was dropped since (its tab closed)."""
         with self._lock:
-            self._out[key] -= 1
-            if not self._out[key]:
-                del self._out[key]
-            dropped = key in self._dropped
-            if dropped and key not in self._out:
-                self._dropped.discard(key)
+            dropped = self._drops.get(key, 0) != ticket
+            left = self._out.pop(key, 1) - 1
+            if left > 0:
+                self._out[key] = left
+            else:
+                self._drops.pop(key, None)
         if not dropped:
             self.put(key, entry)
 
@@ -107,10 +108,11 @@ class KVStore:
                 self.evictions += 1
 
     def drop(self, key: str) -> None:
+        """Forget key's entry, also one checked out now (check_in will not store it again)."""
         with self._lock:
             self._entries.pop(key, None)
             if key in self._out:
-                self._dropped.add(key)
+                self._drops[key] = self._drops.get(key, 0) + 1
 
     def keys(self) -> list[str]:
         with self._lock:

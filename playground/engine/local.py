@@ -243,13 +243,16 @@ class LocalEngine:
     @contextmanager
     def _checked_out(self, key: str | None) -> Iterator[CacheEntry]:
         """Take key's entry out of the store while working on it (a concurrent call on the same
-        key recomputes instead of sharing a cache), and put it back afterwards."""
-        entry = (self.kv_store.take(key) if key else None) or CacheEntry()
+        key recomputes instead of sharing a cache), and give it back afterwards."""
+        if not key:
+            yield CacheEntry()
+            return
+        taken, ticket = self.kv_store.check_out(key)
+        entry = taken or CacheEntry()
         try:
             yield entry
-        finally:
-            if key:
-                self.kv_store.give_back(key, entry)
+        finally:  # not stored again when the key was released meanwhile (its tab closed)
+            self.kv_store.check_in(key, entry, ticket)
 
     # --- the forward passes -----------------------------------------------------------------
 

@@ -845,7 +845,7 @@ def _spec_view(w: dict[str, Any], layers: int, has_draft: bool) -> None:
         )
         w["spec_exit"] = gr.Slider(
             1,
-            max(1, layers - 1),
+            max(2, layers - 1),  # Gradio refuses minimum == maximum (a 2-layer model: 1 is the real choice)
             value=max(1, layers * 3 // 4),
             step=1,
             label="early exit: k layers",

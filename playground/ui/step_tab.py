@@ -671,8 +671,8 @@ def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
         api_name="step_probability",
         **on,
     )
-    connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export")
-    connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace")
+    connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export", model=False)
+    connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace", status="status")
     connect(
         w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on
     )
