@@ -10,6 +10,7 @@ replay.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from playground.beam import BeamTree
 from playground.chat import ChatSession
@@ -17,6 +18,9 @@ from playground.engine.base import Engine
 from playground.engine.sampling import SamplingSettings
 from playground.sessions import SessionStore
 from playground.step import StepSession
+
+if TYPE_CHECKING:
+    from playground.plots.beam import PlotFrame
 
 
 class Workspace:
@@ -30,6 +34,9 @@ class Workspace:
         self.step_view: tuple[int, str] = (10, "raw")  # candidates in its chart, stage shown
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
+        self.beam_unfolded: set[int] = set()  # nodes whose pruned candidates its tree shows one by one
+        self.beam_window: tuple[float, float, float, float] | None = None  # its zoomed view; None: fit
+        self.beam_frame: PlotFrame | None = None  # its plot's size in the browser (static/beam.js)
         self.lock = threading.RLock()  # one change at a time per tab
 
     def use_step(self, session: StepSession) -> StepSession:
