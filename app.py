@@ -6,6 +6,9 @@ Options (each also settable as an environment variable):
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
   --share   PLAYGROUND_SHARE   create a public Gradio share link (default off)
+  --replay  PLAYGROUND_REPLAY  serve recorded traces (a .json file or a folder) with no model loaded
+  --no-compile  PLAYGROUND_COMPILE=0  decode eagerly (no static KV cache / CUDA graphs on a GPU)
+  --decode  PLAYGROUND_DECODE  auto (static + CUDA graphs on CUDA, eager elsewhere), static or eager
   --engine  PLAYGROUND_ENGINE  use a serving engine instead of loading the model here: llama.cpp, vllm, sglang
   --engine-url        PLAYGROUND_ENGINE_URL        that engine's URL, e.g. http://127.0.0.1:8080
   --engine-tokenizer  PLAYGROUND_ENGINE_TOKENIZER  the served model's tokenizer (dir, .gguf or Hub id;
@@ -50,6 +53,18 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         default=defaults.trust_remote_code,
         help="allow code shipped with a Hub model to run (off by default)",
     )
+    parser.add_argument(
+        "--replay", default=defaults.replay, metavar="FILE_OR_DIR",
+        help="serve recorded traces (a .json file or a folder of them) with no model loaded",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-compile", dest="compile", action="store_false", default=defaults.compile,
+        help="decode eagerly: no static KV cache or CUDA graphs on a GPU",
+    )  # fmt: skip
+    parser.add_argument(
+        "--decode", default=defaults.decode, choices=("auto", "static", "eager"),
+        help="decode path: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager",
+    )  # fmt: skip
     _engine_args(parser, defaults)
     args = parser.parse_args(argv)
     return load_settings(**{k: v for k, v in vars(args).items() if v is not None})
@@ -74,7 +89,13 @@ def _engine_args(parser: argparse.ArgumentParser, defaults: Settings) -> None:
 
 
 def create_demo(settings: Settings) -> Any:
-    """Load the model (or connect to the serving engine) and build the Gradio app."""
+    """Load the model (or connect to the serving engine) and build the Gradio app; with --replay,
+    the recorded traces' app, with no model at all."""
+    if settings.replay:
+        from playground.traces import load_traces
+        from playground.ui.replay import build_replay_demo
+
+        return build_replay_demo(load_traces(settings.replay))
     from playground.ui.app import build_demo
 
     return build_demo(create_engine(settings), settings)
@@ -107,6 +128,7 @@ def create_engine(settings: Settings) -> Any:
         cache_dir=settings.cache_dir,
         trust_remote_code=settings.trust_remote_code,
         progress=print,
+        decode=settings.decode if settings.compile else "eager",
     )
 
 

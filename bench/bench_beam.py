@@ -1,6 +1,7 @@
 """Beam search with the recorded tree vs plain `model.generate` beam search, same settings.
 
-    python bench/bench_beam.py [--device cpu|cuda] [--random-weights] [--repeats N]
+    python bench/bench_beam.py [--device cpu|cuda] [--random-weights | --config PATH]
+                               [--decode auto|static|eager] [--repeats N]
                                [--beams 4] [--steps 32] [--prompt TEXT]
 
 Both paths run alternately in one process (order swapped every repeat) after a warm-up;
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,15 +21,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import add_common_arguments, load_bench_model, synchronize, verdict
+from bench.common import add_common_arguments, describe_engine, load_from_args, print_json, timed, verdict
 from playground.beam import BeamTree, beam_search
-from playground.model import LoadedModel
+from playground.engine.local import LocalEngine
 
 GOAL = 1.3
 PROMPT = "The history of the printing press begins long before Gutenberg. In China,"
 
 
-def plain_generate(lm: LoadedModel, prompt_ids: list[int], beams: int, steps: int) -> torch.Tensor:
+def plain_generate(lm: LocalEngine, prompt_ids: list[int], beams: int, steps: int) -> torch.Tensor:
     """transformers' own beam search: (beams, prompt + new) ids."""
     ids = torch.tensor([prompt_ids], device=lm.device)
     with torch.inference_mode():
@@ -48,16 +48,8 @@ def plain_generate(lm: LoadedModel, prompt_ids: list[int], beams: int, steps: in
     return out.sequences
 
 
-def ours(lm: LoadedModel, prompt: str, beams: int, steps: int) -> BeamTree:
+def ours(lm: LocalEngine, prompt: str, beams: int, steps: int) -> BeamTree:
     return beam_search(lm, prompt, beams, steps, 1.0, False)
-
-
-def timed(fn: Callable[[], object], device: torch.device) -> float:
-    synchronize(device)
-    started = time.perf_counter()
-    fn()
-    synchronize(device)
-    return time.perf_counter() - started
 
 
 def alternate(paths: dict[str, Callable[[], object]], repeats: int, device: torch.device) -> dict[str, float]:
@@ -79,11 +71,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=32, help="max new tokens (default 32)")
     parser.add_argument("--prompt", default=PROMPT, help="the prompt (plain text, no chat template)")
     args = parser.parse_args()
-    lm = load_bench_model(args.device, args.random_weights)
+    lm = load_from_args(args)
     tree = ours(lm, args.prompt, args.beams, args.steps)  # warm-up, and the parity check below
     reference = plain_generate(lm, tree.prompt_ids, args.beams, args.steps)
     same = reference[:, len(tree.prompt_ids) :].tolist() == tree.sequences
-    print(f"model: {lm.describe()}")
+    print(describe_engine(lm))
     print(
         f"prompt: {len(tree.prompt_ids)} tokens · {args.beams} beams · {args.steps} steps · "
         f"{len(tree.nodes) - 1} tree nodes · same sequences as generate: {same}"
@@ -102,6 +94,18 @@ def main() -> None:
     print(f"ratio beam_search / generate: {ratio:.3f}  {verdict(ratio, GOAL)}")
     if not same:
         print("WARNING: the sequences differ from generate: the timings do not compare the same search")
+    ours_ms, generate_ms = (medians[name] * 1000 for name in medians)
+    print_json(
+        "beam",
+        model=lm.name,
+        decode=lm.decode_path,
+        beams=args.beams,
+        steps=args.steps,
+        ours_ms=ours_ms,
+        generate_ms=generate_ms,
+        ratio=ratio,
+        same_sequences=same,
+    )
 
 
 if __name__ == "__main__":

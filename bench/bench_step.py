@@ -1,14 +1,17 @@
-"""Step-by-step latency: one step (pick + candidates) with the session's KV cache at a long
-vs a short prefix, and against recomputing the whole prefix without a cache.
+"""Step-by-step latency: one step (pick + the top-10 candidates on the host + undo) with the
+session's KV cache at a short vs a long prefix, and against recomputing the whole prefix.
 
-    python bench/bench_step.py [--device cpu|cuda] [--random-weights] [--repeats N]
+    python bench/bench_step.py [--device cpu|cuda] [--random-weights | --config PATH]
+                               [--decode auto|static|eager] [--repeats N] [--prefixes 10,1000]
 
-Goals (issue 3): step(1000) / step(10) <= 1.5 and step(1000) / recompute(1000) <= 0.2.
+Goals (issue 3): step(1000) / step(10) <= 1.5 and step(1000) / recompute(1000) <= 0.2; on a GPU
+(issue 9) one step <= 5 ms at a 1000-token prefix.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -16,10 +19,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import add_common_arguments, load_bench_model, median_seconds, verdict
-from playground.model import LoadedModel
-from playground.session_store import MIB, KVStore
-from playground.stepper import StepSession
+from bench.common import add_common_arguments, describe_engine, load_from_args, print_json, timed, verdict
+from playground.engine.local import LocalEngine
+from playground.step import StepSession
 
 TEXT = (
     "The history of the printing press begins long before Gutenberg. Carved wooden blocks were "
@@ -27,70 +29,83 @@ TEXT = (
 )
 
 
-def prefix_ids(lm: LoadedModel, length: int) -> list[int]:
+def prefix_ids(engine: LocalEngine, length: int) -> list[int]:
     """`length` token ids of ordinary English text."""
     ids: list[int] = []
     while len(ids) < length:
-        ids += lm.tokenizer(TEXT, add_special_tokens=False).input_ids
+        ids += engine.tokenizer(TEXT, add_special_tokens=False).input_ids
     return ids[:length]
 
 
-def session_at(lm: LoadedModel, length: int) -> StepSession:
+def session_at(engine: LocalEngine, length: int) -> StepSession:
     """A session whose prompt + tokens are exactly `length` tokens."""
-    ids = prefix_ids(lm, length)
-    session = StepSession(lm, lm.tokenizer.decode(ids[:1]), kv_store=KVStore(4096 * MIB))
+    ids = prefix_ids(engine, length)
+    session = StepSession(engine, engine.tokenizer.decode(ids[:1]))
     session.append_tokens(ids[len(session.prompt_ids) : length])
     assert len(session.ids) == length, (len(session.ids), length)
     return session
 
 
-def step_seconds(lm: LoadedModel, length: int, repeats: int) -> float:
-    """Median of: pick the top candidate (one forward of one token) + the next candidates.
-    An undo (a cache crop, no forward) after each keeps the prefix length fixed."""
-    session = session_at(lm, length)
+def step_times(engine: LocalEngine, length: int, repeats: int) -> list[float]:
+    """Seconds of each of `repeats` steps: pick the top candidate (one forward of one token) and
+    read the next top-10 candidates on the host. Between steps, untimed, an undo and the tip's row
+    (as the UI shows it) put the cache back at `length` tokens, so every step really forwards."""
+    session = session_at(engine, length)
     token = session.candidates(1)[0].token_id
 
     def step() -> None:
         session.pick(token)
         session.candidates(10)
+
+    def back() -> None:
         session.undo()
+        session.next_logits()  # a crop: the next pick is not served from remembered rows
 
-    step()  # warm-up
-    return median_seconds(step, repeats, lm.device)
+    times = []
+    for _ in range(repeats + 1):  # the first is a warm-up
+        times.append(timed(step, engine.device))
+        back()
+    session.release()
+    return times[1:]
 
 
-def recompute_seconds(lm: LoadedModel, length: int, repeats: int) -> float:
+def recompute_seconds(engine: LocalEngine, length: int, repeats: int) -> float:
     """Median of the same step without a cache: forward the whole prefix + token, top-10."""
-    ids = torch.tensor([prefix_ids(lm, length + 1)], device=lm.device)
+    ids = prefix_ids(engine, length + 1)
 
     def step() -> None:
-        with lm.lock, torch.inference_mode():
-            logits = lm.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[0, -1].float()
+        logits = engine.run_model(ids, logits_to_keep=1).logits[0, -1].float()
         torch.topk(torch.softmax(logits, -1), 10).indices.tolist()
 
     step()  # warm-up
-    return median_seconds(step, repeats, lm.device)
+    return statistics.median(timed(step, engine.device) for _ in range(repeats))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_arguments(parser)  # --device, --random-weights, --repeats
-    parser.add_argument("--long", type=int, default=1000, help="long prefix length (tokens)")
-    parser.add_argument("--short", type=int, default=10, help="short prefix length (tokens)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_common_arguments(parser)  # --device, --random-weights, --config, --decode, --repeats
+    parser.add_argument("--prefixes", default="10,1000", help="prefix lengths in tokens, short first")
     args = parser.parse_args()
-    lm = load_bench_model(args.device, args.random_weights)
-    print(f"model: {lm.describe()}")
-    short = step_seconds(lm, args.short, args.repeats)
-    long = step_seconds(lm, args.long, args.repeats)
-    full = recompute_seconds(lm, args.long, min(args.repeats, 5))  # seconds each on a CPU
-    print(f"step at {args.short:>5} tokens (KV cache): {short * 1000:8.1f} ms  (median of {args.repeats})")
-    print(f"step at {args.long:>5} tokens (KV cache): {long * 1000:8.1f} ms")
-    print(f"recompute {args.long:>5} tokens (no cache): {full * 1000:8.1f} ms")
+    prefixes = [int(p) for p in args.prefixes.split(",")]
+    engine = load_from_args(args)
+    print(describe_engine(engine))
+    medians = {n: statistics.median(step_times(engine, n, args.repeats)) for n in prefixes}
+    for n, seconds in medians.items():
+        print(f"step at {n:>5} tokens (KV cache): {seconds * 1000:8.2f} ms  (median of {args.repeats})")
+    short, long = prefixes[0], prefixes[-1]
+    full = recompute_seconds(engine, long, min(args.repeats, 5))  # seconds each on a CPU
+    print(f"recompute {long:>5} tokens (no cache): {full * 1000:8.2f} ms")
     for label, ratio, goal in [
-        (f"step({args.long}) / step({args.short})", long / short, 1.5),
-        (f"step({args.long}) / recompute({args.long})", long / full, 0.2),
+        (f"step({long}) / step({short})", medians[long] / medians[short], 1.5),
+        (f"step({long}) / recompute({long})", medians[long] / full, 0.2),
     ]:
         print(f"{label:<32} {ratio:6.3f}  {verdict(ratio, goal)}")
+    step_ms = {str(n): s * 1000 for n, s in medians.items()}
+    print_json(
+        "step", model=engine.name, decode=engine.decode_path, step_ms=step_ms, recompute_ms=full * 1000
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -84,6 +84,20 @@ class ChatUpdate:
     @property
     def answer_ids(self) -> list[int]:
         return [token.id for token in self.tokens]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (what a recorded trace keeps)."""
+        data = asdict(self)
+        data["tokens"] = [token.to_dict() for token in self.tokens]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChatUpdate:
+        values = dict(data)
+        values["tokens"] = [TokenRecord.from_dict(t) for t in data["tokens"]]
+        values["timings"] = ChatTimings(**data["timings"])
+        values["progress"] = tuple(data["progress"]) if data.get("progress") else None
+        return cls(**values)
 
 
 # Each shown answer ends with its statistics in this footer; it is display only, and

@@ -38,6 +38,8 @@ class Settings:
     kv_store_mib: int = 512
     # How many requests may use the model at once (queue beyond that).
     model_concurrency: int = 2
+    # Recorded traces to serve instead of a model (a .json file or a folder of them): --replay.
+    replay: str | None = None
     # A serving engine to use instead of loading the model here: "llama.cpp", "vllm" or "sglang".
     engine: str | None = None
     # That engine's base URL, e.g. http://127.0.0.1:8080 (llama-server) or http://gpu-box:8000 (vLLM).
@@ -51,6 +53,16 @@ class Settings:
     engine_timeout: int = 120
     # Bearer token for engines started with an API key (vLLM --api-key, SGLang --api-key).
     engine_api_key: str | None = None
+    # On a GPU, decode with a static KV cache and CUDA graphs captured at load; False (--no-compile)
+    # keeps the eager path (the only path on CPU unless decode="static" is asked for).
+    compile: bool = True
+    # Decode path when compile is on: auto (static on CUDA, eager elsewhere), static (everywhere,
+    # CPU included: PLAYGROUND_DECODE=static runs the test suite on it) or eager.
+    decode: str = "auto"
+    # Tokens per static KV slot (a sequence longer than this continues on the eager path).
+    static_tokens: int = 8192
+    # Sequences held in static KV slots at once (more are parked in plain memory, copied back on use).
+    static_slots: int = 2
 
 
 def _parse(name: str, value: str, kind: type | str) -> object:

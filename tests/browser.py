@@ -44,3 +44,32 @@ def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[ob
             yield page
         finally:
             context.close()
+
+
+@contextmanager
+def chromium_browser() -> Iterator[object]:
+    """One headless Chromium for many pages (Playwright's sync API allows one instance at a time)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def open_page(browser: object, url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
+    """A page on `url` in its own fresh context (no shared storage), closed on exit."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(url)
+    page.wait_for_selector("#header")
+    try:
+        yield page
+    finally:
+        context.close()

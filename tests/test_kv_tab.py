@@ -52,7 +52,7 @@ def test_calculate_shows_both_units_formula_and_layers(embedded_lm):
     assert "published count of Mistral-7B-v0.1" in summary
     assert "32 sliding layers × 8 KV heads × 128 head_dim" in formula and "4,096 tokens (window)" in formula
     assert "`text_config" not in formula and "num_key_value_heads" in formula
-    assert len(rows) == 32 and rows[0][5] == 4096 and rows[0][6] == kv // 32
+    assert len(rows) == 32 and rows[0][5] == "4,096" and rows[0][6] == f"{kv // 32:,}"  # separators
     assert "any length" in summary  # every layer is windowed
 
 
@@ -94,6 +94,19 @@ def test_bad_inputs_raise_clear_errors(embedded_lm):
         with pytest.raises(PlaygroundError, match="GPU memory must be a positive number"):
             calc(embedded_lm, gpu=gpu)
     assert "On a 100 GB GPU" in calc(embedded_lm, gpu="100")[0]  # a typed custom size
+    assert (
+        "On an 80 GB GPU" in calc(embedded_lm, gpu=80)[0]
+        and "On an 11 GB GPU" in calc(embedded_lm, gpu=11)[0]
+    )
+    assert [kv_tab.article(n) for n in (8, 18, 24, 80, 110, 11000, 141)] == [
+        "an",
+        "an",
+        "a",
+        "an",
+        "a",
+        "an",
+        "a",
+    ]
 
 
 def test_bad_config_clears_every_output_and_explains(embedded_lm):

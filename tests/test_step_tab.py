@@ -17,6 +17,7 @@ from playground.engine.sampling import DEFAULT_ORDER
 from playground.errors import PlaygroundError
 from playground.plots.step import REMOVED_COLOR, cumulative_logprob_figure, distribution_figure
 from playground.step import StepSession
+from playground.step.snapshot import StepSnapshot, take_snapshot
 from playground.ui import step_tab
 from playground.ui.step_tab import (
     CANDIDATE_BUTTONS,
@@ -97,7 +98,12 @@ def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
     handlers.step_settings(0.7, 3, 1.0, 0.0, 1.0, 1.0, ORDER, TAB)
     view = handlers.step_view(10, "top_k", TAB)
     stage = view["stage"]
-    assert stage["choices"] == ["raw", "temperature", "top_k"] and stage["value"] == "top_k"
+    assert stage["choices"] == [
+        ("raw (the model)", "raw"),
+        ("temperature", "temperature"),
+        ("top-k", "top_k"),
+    ]
+    assert stage["value"] == "top_k"  # stage names read as words, values stay the engine's names
     colors = view["chart"].to_dict()["data"][1]["marker"]["color"]
     assert colors[3:] == [REMOVED_COLOR] * 7 and REMOVED_COLOR not in colors[:3]
     handlers.step_greedy(TAB)
@@ -161,6 +167,21 @@ def test_render_helpers() -> None:
     figure = distribution_figure(["a", "b"], [0.6, 0.4], [1.0, 0.0], [False, True], "top_k").to_dict()
     assert figure["data"][1]["marker"]["color"] == ["#2a7de1", REMOVED_COLOR]
     assert figure["data"][1]["name"] == "after top_k"
+
+
+def test_a_snapshot_renders_the_same_views_after_a_json_round_trip(embedded_lm) -> None:
+    """What a recorded trace replays: the snapshot's plain data draws the same views."""
+    session = StepSession(embedded_lm, PROMPT)
+    session.force(" Paris, the")
+    session.undo()
+    session.pick(session.candidates(3)[2].token_id)
+    snap = take_snapshot(session)
+    again = StepSnapshot.from_dict(json.loads(json.dumps(snap.to_dict())))
+    live, replayed = render(session), step_tab.render_snapshot(again)
+    for name in ("text", "status", "ledger", "tree"):
+        assert replayed[name] == live[name], name
+    assert replayed["chart"].to_dict() == live["chart"].to_dict()
+    assert [c.token_id for c in again.candidates[:3]] == [c.token_id for c in session.candidates(3)]
 
 
 def test_render_shows_token_cards(embedded_lm) -> None:
@@ -238,7 +259,7 @@ def test_text_shows_multibyte_characters_whole(tiny_lm) -> None:
     """The coloured text reads exactly as the decoded sequence (no U+FFFD from byte tokens)."""
     session = StepSession(tiny_lm, PROMPT)
     session.force(" 東京 😀 café")
-    page = text_html(session)
+    page = text_html(take_snapshot(session))
     stream = page.split("<div class='token-stream step-text'>", 1)[1]
     visible = html.unescape(re.sub(r"<span class='tok-card'>.*?</table></span>|<[^>]+>", "", stream))
     assert visible == PROMPT + " 東京 😀 café" and "\ufffd" not in visible

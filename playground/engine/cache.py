@@ -129,8 +129,12 @@ def new_cache(config: Any) -> DynamicCache:
     return cache
 
 
-def copy_cache(cache: DynamicCache) -> DynamicCache:
-    """An independent copy of a cache (fork a sequence: the prefix is copied, nothing shared)."""
+def copy_cache(cache: Any) -> Any:
+    """An independent copy of a cache (fork a sequence: the prefix is copied, nothing shared). A
+    cache with its own `fork()` (the static path's sequences) copies itself."""
+    fork = getattr(cache, "fork", None)
+    if callable(fork):
+        return fork()
     twin = DynamicCache()
     twin.layer_class_to_replicate = None
     twin.layers = [
@@ -149,6 +153,9 @@ def storage_bytes(cache: Any) -> int:
     """Bytes a cache holds in memory, spare room included (0 for None)."""
     if cache is None:
         return 0
+    measure = getattr(cache, "storage_bytes", None)  # the static path's sequences measure themselves
+    if callable(measure):
+        return int(measure())
     total = 0
     for layer in getattr(cache, "layers", []):
         if isinstance(layer, GrowableLayer):

@@ -25,6 +25,7 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from playground.engine.local import LocalEngine
+from playground.engine.static import StaticConfig
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
 
@@ -92,16 +93,22 @@ def load_model(
     cache_dir: str | Path | None = None,
     trust_remote_code: bool = False,
     progress: LoadProgressFn | None = None,
+    decode: str | None = None,
 ) -> LocalEngine:
     """Load a causal LM for the playground: the in-process engine every feature runs on.
 
     name: None for the embedded default; else a Hub id, a local model dir or a .gguf path.
     device: auto, cpu, cuda, cuda:N or mps. dtype: float32, float16, bfloat16 or None (auto).
+    decode: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager; None
+    = settings.decode (PLAYGROUND_DECODE, default auto), or eager when settings.compile is off
+    (--no-compile, PLAYGROUND_COMPILE=0). The static path is prepared (graphs captured, checked,
+    warmed up) as the last loading step.
     """
     report = progress or (lambda message: log.info(message))
+    settings = load_settings()
     torch_device = resolve_device(device)
     torch_dtype = resolve_weights_dtype(dtype, torch_device)
-    cache_root = Path(cache_dir or load_settings().cache_dir)
+    cache_root = Path(cache_dir or settings.cache_dir)
     started = time.perf_counter()
     if (
         not name
@@ -126,8 +133,20 @@ def load_model(
     model.eval()
     elapsed = time.perf_counter() - started
     first_param_device = next(model.parameters()).device
-    loaded = LocalEngine(model, tokenizer, first_param_device, torch_dtype, display_name, elapsed, source)
+    static = StaticConfig(capacity=settings.static_tokens, slots=settings.static_slots)
+    loaded = LocalEngine(
+        model,
+        tokenizer,
+        first_param_device,
+        torch_dtype,
+        display_name,
+        elapsed,
+        source,
+        decode=decode or (settings.decode if settings.compile else "eager"),
+        static_config=static,
+    )
     report(f"Loaded {loaded.describe()}")
+    loaded.prepare_decode(report)
     return loaded
 
 

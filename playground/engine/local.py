@@ -26,6 +26,17 @@ from playground.engine.kv_store import MIB, CacheEntry, KVStore
 from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
 from playground.engine.records import TokenRecord, describe_rows
 from playground.engine.sampling import choose, final_scores, seeded_generator
+from playground.engine.static import (
+    DecodeStatus,
+    ProgressFn,
+    StaticBeams,
+    StaticConfig,
+    StaticDecoder,
+    StaticSequence,
+    prepare_decode,
+    static_wanted,
+    zero_gpu,
+)
 from playground.engine.tokens import check_token_id
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
@@ -64,6 +75,8 @@ class LocalEngine:
         *,
         kv_store_bytes: int | None = None,
         prefill_chunk: int | None = None,
+        decode: str = "eager",
+        static_config: StaticConfig | None = None,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.device, self.dtype = device, dtype
@@ -73,8 +86,10 @@ class LocalEngine:
         self.kv_store = KVStore(kv_store_bytes or load_settings().kv_store_mib * MIB)
         default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else GPU_PREFILL_CHUNK
         self.prefill_chunk = int(prefill_chunk or default_chunk)
-        self.decode_path = "eager"  # how one-token steps run (issue 9 adds CUDA graphs)
         self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        # decode: "eager" (the default), "static" (static KV cache; CUDA graphs on CUDA, eager steps
+        # elsewhere) or "auto" (static on CUDA only). See engine/static.py.
+        self._static, self._eager_status = self._decoder_for(decode, static_config)
 
     # --- what the model is --------------------------------------------------------------
 
@@ -128,6 +143,56 @@ class LocalEngine:
             f"{self.name} · {self.num_parameters / 1e6:.1f} M parameters · {self.device.type} · "
             f"{str(self.dtype).removeprefix('torch.')} · loaded in {self.load_seconds:.1f} s ({self.source})"
         )
+
+    # --- the decode path (issue 9: static KV cache + CUDA graphs, see engine/static.py) --------
+
+    @property
+    def decode_status(self) -> DecodeStatus:
+        """How tokens are decoded: path, warm-up seconds, GPU memory held, and why."""
+        return self._static.status if self._static is not None else self._eager_status
+
+    @property
+    def decode_path(self) -> str:
+        """ "static" (static KV cache, CUDA graphs on CUDA) or "eager"."""
+        return self.decode_status.path
+
+    def describe_decode(self) -> str:
+        """One line for the header: 'Decode: static KV cache + CUDA graphs (…) · warm-up 4.2 s · GPU
+        memory held 812 MiB …' (the GPU memory is read now, except on ZeroGPU)."""
+        status = self.decode_status
+        if status.held_bytes is not None and self.device.type == "cuda" and not zero_gpu():
+            status.held_bytes = int(torch.cuda.memory_reserved(self.device))
+        return status.line()
+
+    def prepare_decode(self, progress: ProgressFn | None = None) -> DecodeStatus:
+        """The loading step that readies decoding: allocate the static caches, capture the CUDA graphs,
+        check them against eager, then (on CUDA) run chat, step and beam once. Never raises: a failure
+        turns the static path off with the reason in the status. On ZeroGPU the first request does it."""
+        return prepare_decode(self, self._static, progress)
+
+    def _decoder_for(
+        self, decode: str, config: StaticConfig | None
+    ) -> tuple[StaticDecoder | None, DecodeStatus]:
+        """The static decoder when `decode` asks for it and the model supports it, and the status
+        the engine shows while decoding eagerly."""
+        wanted, note = static_wanted(decode, self.device, self.model)
+        eager = DecodeStatus("eager", self.device.type, note=note)
+        if not wanted:
+            return None, eager
+        config = config or StaticConfig()
+        limits = (self.context_length, self.vocab_size)
+        return StaticDecoder(self.model, self.device, self.lock, self._forward, config, *limits), eager
+
+    def _new_cache(self) -> Any:
+        """A fresh sequence cache: a static one when that path is on, else a growable DynamicCache."""
+        if self._static is not None and self._static.usable():
+            return self._static.new_sequence()
+        return new_cache(self.config)
+
+    def _new_beam_cache(self, rows: int) -> Any:
+        """The beam slot when it is free and large enough, else a growable DynamicCache."""
+        beams = self._static.new_beams(rows) if self._static is not None and self._static.usable() else None
+        return beams if beams is not None else new_cache(self.config)
 
     # --- sequences ------------------------------------------------------------------------
 
@@ -188,30 +253,33 @@ class LocalEngine:
     def _advance(self, entry: CacheEntry, target: list[int], last: int, control: Control | None) -> Advance:
         """Make entry cover target; return the scores after its last `last` ids and the model time.
 
-        Rows remembered for lengths the cache still covers are reused (an undo is a crop, no
-        forward; a pick forwards only the new token); the rest is forwarded in chunks from the
-        common prefix (yielding progress)."""
+        Rows the entry remembers are reused (all of them and a cache covering target: a crop, no
+        forward). Otherwise crop to the common prefix, or to just before the first row to compute,
+        and forward the rest in chunks (yielding progress)."""
         self._check_ids(target, last)
         lengths = range(len(target) - last + 1, len(target) + 1)
         common = _common_prefix(entry.ids, target)
-        known = [n for n in lengths if n <= common and n in entry.logits]  # rows still valid for target
-        missing = next((n for n in lengths if n not in known), len(target) + 1)
-        _crop_entry(entry, min(common, missing - 1))
-        kept = [entry.logits[n] for n in lengths if n < missing]
-        if missing > len(target):
-            return torch.stack(kept), 0.0
+        known = 0  # leading rows the entry remembers (a pick then forwards only the new token)
+        while known < last and lengths[known] <= common and lengths[known] in entry.logits:
+            known += 1
+        reused = [entry.logits[n] for n in lengths[:known]]
+        if known == last:
+            _crop_entry(entry, len(target))
+            return torch.stack(reused), 0.0
+        _crop_entry(entry, min(common, lengths[known] - 1))
         if entry.cache is None:
-            entry.cache, entry.ids = new_cache(self.config), []
-        computed = len(target) - missing + 1
-        rows, seconds = yield from self._forward_chunks(entry, target[len(entry.ids) :], computed, control)
-        for n, row in zip(range(missing, len(target) + 1), rows, strict=True):
+            entry.cache, entry.ids = self._new_cache(), []
+        new_ids = target[len(entry.ids) :]
+        rows, seconds = yield from self._forward_chunks(entry, new_ids, last - known, control)
+        for n, row in zip(lengths[known:], rows, strict=True):
             entry.remember(n, row)
-        return torch.cat([torch.stack(kept), rows]) if kept else rows, seconds
+        return (torch.cat([torch.stack(reused), rows]) if reused else rows), seconds
 
     def _forward_chunks(
-        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None
+        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, wait: bool = True
     ) -> Advance:
-        """Forward new_ids into entry's cache, a chunk at a time; rows for the last `last` ids."""
+        """Forward new_ids into entry's cache, a chunk at a time; rows for the last `last` ids.
+        wait=False: return once the GPU work is queued (the decode loop's one host copy waits for it)."""
         total, done, seconds = len(new_ids), 0, 0.0
         rows: list[torch.Tensor] = []
         while done < total:
@@ -221,7 +289,8 @@ class LocalEngine:
             with holding(self.lock, control), self._memory_guard(entry):
                 started = time.perf_counter()
                 logits = self._forward(entry.cache, piece, max(keep, 1))
-                self._synchronize()
+                if wait:
+                    self._synchronize()
                 seconds += time.perf_counter() - started
             entry.ids.extend(piece)
             if keep:
@@ -234,6 +303,8 @@ class LocalEngine:
     @torch.inference_mode()
     def _forward(self, cache: Any, ids: Sequence[int], last: int) -> torch.Tensor:
         """One forward of ids (seq,) with the cache; float32 scores (last, vocab) on the device."""
+        if isinstance(cache, StaticSequence):
+            return cache.decoder.forward(cache, ids, last)
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, seq)
         kwargs: dict[str, Any] = {"past_key_values": cache, "use_cache": cache is not None}
         if self._keeps_logits:
@@ -253,6 +324,8 @@ class LocalEngine:
             yield
         except torch.OutOfMemoryError:
             if entry is not None:
+                if isinstance(entry.cache, StaticSequence):
+                    entry.cache.release()  # its slot serves the next request at once
                 entry.cache, entry.ids = None, []
                 entry.logits.clear()
             if self.device.type == "cuda":
@@ -287,7 +360,7 @@ class LocalEngine:
         """num_beams copies of ids, prefilled together as generate does; scores (N, vocab)."""
         self._check_ids(list(ids), 1)
         n, length = int(num_beams), len(ids)
-        batch = BeamBatch(new_cache(self.config), 0, n)
+        batch = BeamBatch(self._new_beam_cache(n), 0, n)
         prompt = torch.tensor([list(ids)], dtype=torch.long, device=self.device).expand(n, -1)
         positions = torch.arange(length, device=self.device).unsqueeze(0).expand(n, -1)
         check(control)
@@ -307,6 +380,13 @@ class LocalEngine:
     def _beam_forward(
         self, batch: BeamBatch, input_ids: torch.Tensor, positions: torch.Tensor
     ) -> torch.Tensor:
+        if isinstance(batch.cache, StaticBeams):  # the beam slot, while the search fits in it
+            decoder, length = self._static, batch.length + input_ids.shape[1]
+            if decoder is not None and decoder.beam_fits(batch.cache, length):
+                logits = decoder.beam_forward(batch.cache, input_ids, batch.length)
+                batch.length = length
+                return logits
+            batch.cache = batch.cache.to_dynamic(self.config)
         kwargs: dict[str, Any] = {
             "past_key_values": batch.cache,
             "position_ids": positions,
@@ -386,7 +466,17 @@ class LocalEngine:
                 return
             check(control)
             ids = torch.cat([ids, token])
-            logits, spent = yield from self._advance(entry, [*entry.ids, record.id], 1, control)
+            logits, spent = yield from self._append_one(entry, record.id, control)
+
+    def _append_one(self, entry: CacheEntry, token_id: int, control: Control | None) -> Advance:
+        """The decode loop's step: one token it chose itself (valid by construction, so no prefix
+        comparison): one forward of one token, a graph replay on the static path."""
+        if len(entry.ids) + 1 > self.context_length:
+            total, limit = len(entry.ids) + 1, self.context_length
+            raise PlaygroundError(f"{total} tokens is more than the model's context of {limit} tokens.")
+        rows, seconds = yield from self._forward_chunks(entry, [token_id], 1, control, wait=False)
+        entry.remember(len(entry.ids), rows[-1])
+        return rows, seconds
 
     @torch.inference_mode()
     def run_model(self, ids: Sequence[int], control: Control | None = None, **kwargs: Any) -> Any:

@@ -26,7 +26,7 @@ def distribution_figure(
         name="raw (model)", y=list(labels), x=list(raw_probs), orientation="h", marker_color=RAW_COLOR
     )
     fig.add_bar(
-        name=f"after {stage_name}",
+        name="no stage applied yet" if stage_name.startswith("raw") else f"after {stage_name}",
         y=list(labels),
         x=list(stage_probs),
         orientation="h",

@@ -190,14 +190,21 @@ class StepSession:
         with self._lock:
             token_ids = self._tokens_for(token_or_text)
             self._check_room(len(token_ids) - 1)
-            # Through the last queried token too: an engine returning only a top-N then knows every
-            # queried token's log-prob, however unlikely (one more row, dropped).
-            rows = self.engine.sync(self.key, self.ids + token_ids, last=len(token_ids) + 1)[:-1]
+            rows = self._rows_for(token_ids)
             final = sampling_stages(rows[0], self.ids, settings)[-1]
             records = self._describe(rows, token_ids, "force")
             records[0].sampled_prob = float(final.probs[token_ids[0]])
             text = token_or_text if isinstance(token_or_text, str) else records[0].text
             return TextProbability(text, records)
+
+    def _rows_for(self, token_ids: list[int]) -> list[torch.Tensor]:
+        """The score rows that predict each of token_ids after the tip. A full-vocabulary engine
+        needs no forward for a single token; an engine returning only a top-N is synced through
+        the last queried token too, so it knows every queried token's log-prob however unlikely
+        (one more row, dropped)."""
+        if self.engine.capabilities.full_vocab:
+            return self.engine.sync(self.key, self.ids + token_ids[:-1], last=len(token_ids))
+        return self.engine.sync(self.key, self.ids + token_ids, last=len(token_ids) + 1)[:-1]
 
     def branches(self) -> list[Branch]:
         """Every leaf of the tree, oldest first; `current` when the tip lies on its path."""

@@ -9,16 +9,30 @@ import gradio as gr
 
 from playground.engine.base import Engine
 from playground.settings import Settings
-from playground.ui.beam_tab import build_beam_tab
-from playground.ui.chat_tab import ANSWER_OUTPUTS, build_chat_tab
-from playground.ui.common import connect, set_model_concurrency
-from playground.ui.kv_tab import build_kv_tab
-from playground.ui.step_tab import VIEW_OUTPUTS, build_step_tab
+from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
+from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab
+from playground.ui.common import connect, friendly_errors, set_model_concurrency
+from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, build_kv_tab
+from playground.ui.links import link_of, make_query
+from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-CSS_FILES = ("app.css", "step.css")
-JS_FILES = ("app.js", "step.js", "beam.js")
+CSS_FILES = ("app.css", "step.css", "stage.css")
+JS_FILES = ("app.js", "keys.js", "beam.js", "theme.js")
+# The selected tab's id, read in the browser when "Copy link" is pressed (tab buttons have no ids).
+CURRENT_TAB_JS = """(tab, ...rest) => {
+  const ids = {"Chat": "chat", "Step by step": "step", "Beam search": "beam", "KV cache": "kv",
+               "Under the hood": "hood"};
+  const selected = document.querySelector("[role=tab][aria-selected=true]")?.innerText.trim();
+  return [ids[selected] || "chat", ...rest];
+}"""
+# The full link from the query the server built: shown, and copied when the browser allows it.
+SHOW_LINK_JS = """(query) => {
+  const link = `${location.origin}${location.pathname}?${query}`;
+  navigator.clipboard?.writeText(link).catch(() => {});
+  return link;
+}"""
 
 
 def device_summary(engine: Engine) -> str:
@@ -44,11 +58,13 @@ def header_markdown(engine: Engine) -> str:
     dtype_text = f" · **dtype** {str(dtype).removeprefix('torch.')}" if dtype is not None else ""
     loaded = getattr(engine, "load_seconds", None)
     load_text = f" · loaded in {loaded:.1f} s ({engine.source})" if loaded is not None else ""
+    decode = getattr(engine, "describe_decode", None)
+    decode_text = f"<br>{decode()}" if decode else ""
     return (
         "## LLM generation playground\n"
         f"<span class='model-info'>**Model:** {engine.name}{size} · **engine** {engine.kind} · "
         f"**device** {device_summary(engine)}{dtype_text}{load_text} · "
-        f"context {engine.context_length:,} tokens</span>"
+        f"context {engine.context_length:,} tokens{decode_text}</span>"
     )
 
 
@@ -68,17 +84,21 @@ def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
     set_model_concurrency(settings.model_concurrency)
     workspaces = Workspaces(engine)
     with gr.Blocks(title="LLM generation playground") as demo:
-        gr.Markdown(header_markdown(engine), elem_id="header")
+        toolbar = _header(engine)
         with gr.Tabs() as tabs:
             with gr.Tab("Chat", id="chat"):
                 chat_w, chat_h = build_chat_tab(engine, settings, workspaces)
             with gr.Tab("Step by step", id="step"):
                 step_w, step_h = build_step_tab(engine, workspaces)
             with gr.Tab("Beam search", id="beam"):
-                beam_w = build_beam_tab(engine, workspaces)
+                beam_w, beam_h = build_beam_tab(engine, workspaces)
             with gr.Tab("KV cache", id="kv"):
-                build_kv_tab(engine)
-        _wire_moves(demo, tabs, chat_w, chat_h, step_w, step_h, beam_w)
+                kv_w, kv_h = build_kv_tab(engine)
+        _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
+        tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w}
+        _wire_links(
+            demo, tabs, toolbar, tab_widgets, {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
+        )
 
         def release_tab(request: gr.Request) -> None:
             """A closed browser tab frees its sessions and their KV caches."""
@@ -89,13 +109,81 @@ def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
     return demo
 
 
-def _wire_moves(
-    demo: gr.Blocks, tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict
+def _header(engine: Engine) -> dict[str, Any]:
+    """The model line, then the speaker's tools: presenter mode, keyboard help, a link to this view."""
+    t: dict[str, Any] = {}
+    with gr.Row(elem_id="toolbar", equal_height=True):
+        with gr.Column(scale=4, min_width=400):
+            gr.Markdown(header_markdown(engine), elem_id="header")
+        with gr.Row(elem_id="toolbar-buttons"):
+            t["presenter"] = gr.Button("Presenter mode", size="sm", min_width=90, elem_id="presenter-toggle")
+            t["help"] = gr.Button("Keys (?)", size="sm", min_width=70, elem_id="help-toggle")
+            t["copy_link"] = gr.Button("Copy link", size="sm", min_width=80, elem_id="copy-link")
+    t["link"] = gr.Textbox(
+        label="Link to this view", buttons=["copy"], visible=False, elem_id="share-link",
+        info="Opens this tab with the same prompt, settings and seed: the same answer.",
+    )  # fmt: skip
+    t["current_tab"] = gr.Textbox(visible=False)
+    t["presenter"].click(None, js="() => { window.playgroundTogglePresenter(); }")
+    t["help"].click(None, js="() => { window.playgroundToggleHelp(); }")
+    return t
+
+
+def _wire_links(
+    demo: gr.Blocks, tabs: gr.Tabs, toolbar: dict, widgets: dict[str, dict], handlers: dict[str, Any]
 ) -> None:
-    """Page load starts the Step tab; a beam node or a chat token opens in Step by step; a step
-    path continues as chat. Each move hands over the tree's records (no replay)."""
+    """Page load opens what a shared link asks for (or starts the Step tab as usual); "Copy link"
+    makes a link to the current tab's state."""
     on = {"status": "status"}
-    connect(demo.load, step_h.step_start, step_w, VIEW_OUTPUTS, api_name=None, **on)
+
+    def select_tab(request: gr.Request = None) -> Any:
+        link = link_of(request)
+        return gr.Tabs(selected=link.tab) if link else gr.skip()
+
+    opened = demo.load(select_tab, None, tabs, api_visibility="private")
+    step_outputs = [*VIEW_OUTPUTS, *SETTINGS_INPUTS, "candidates"]
+    connect(opened.then, handlers["step"].step_from_link, widgets["step"], step_outputs, api_name=None, **on)
+    chat_outputs = [*ANSWER_OUTPUTS, *CONTROLS]
+    connect(opened.then, handlers["chat"].chat_from_link, widgets["chat"], chat_outputs, api_name=None, **on)
+    beam_outputs = [*RUN_OUTPUTS, "prompt", "chat", "beams", "steps", "length_penalty", "early_stopping"]
+    connect(opened.then, handlers["beam"].beam_from_link, widgets["beam"], beam_outputs, api_name=None, **on)
+    kv_outputs = [*CALCULATOR_INPUTS, *CALCULATOR_OUTPUTS]
+    connect(opened.then, handlers["kv"].kv_from_link, widgets["kv"], kv_outputs, api_name=None, model=False)
+
+    def share_link(
+        current_tab: str,
+        preset: str,
+        seq_len: float,
+        batch: float,
+        kv_dtype: str,
+        mode: str,
+        gpu_gb: float,
+        weights_dtype: str,
+        request: gr.Request = None,
+    ) -> str:
+        """The query string of a link to the current tab's state (the KV tab's: its controls)."""
+        if current_tab == "kv":
+            values = {"preset": preset, "seq_len": seq_len, "batch": batch, "kv_dtype": kv_dtype,
+                      "mode": mode, "gpu_gb": gpu_gb, "weights_dtype": weights_dtype}  # fmt: skip
+        else:
+            values = handlers[current_tab].link_values(request) if current_tab in handlers else {}
+        return make_query(current_tab, values)
+
+    kv_inputs = [
+        widgets["kv"][name]
+        for name in ("preset", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb", "weights_dtype")
+    ]
+    toolbar["copy_link"].click(
+        friendly_errors(share_link), [toolbar["current_tab"], *kv_inputs], toolbar["current_tab"],
+        js=CURRENT_TAB_JS, api_name="share_link", concurrency_limit=None, show_progress="hidden",
+    ).then(lambda query: gr.Textbox(value=query, visible=True), toolbar["current_tab"], toolbar["link"],
+           js=SHOW_LINK_JS, api_visibility="private")  # fmt: skip
+
+
+def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict) -> None:
+    """A beam node or a chat token opens in Step by step; a step path continues as chat. Each move
+    hands over the tree's records (no replay)."""
+    on = {"status": "status"}
 
     def to_step() -> Any:
         return gr.Tabs(selected="step")

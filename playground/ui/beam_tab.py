@@ -27,8 +27,10 @@ from playground.beam import (
 from playground.engine.base import Engine
 from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
-from playground.plots.beam import PlotFrame, beam_tree_data, figure_config, node_focus
+from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
+from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect
+from playground.ui.links import link_of
 from playground.workspace import Workspace, Workspaces
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
@@ -193,6 +195,43 @@ class BeamHandlers:
             "export_file": None,
         }
 
+    def beam_from_link(
+        self,
+        prompt: str,
+        chat: bool,
+        beams: Any,
+        steps: Any,
+        length_penalty: Any,
+        early_stopping: Any,
+        pruned: Any,
+        show_greedy: bool,
+        image_format: str,
+        request: gr.Request = None,
+        progress: Any = gr.Progress(),  # noqa: B008
+    ) -> dict[str, Any]:
+        """A shared link to a search: its settings on the controls, the same search, its node chosen."""
+        link = link_of(request)
+        if link is None or link.tab != "beam" or not link.values.get("prompt"):
+            return {}
+        shown = {"prompt": prompt, "chat": chat, "beams": beams, "steps": steps,
+                 "length_penalty": length_penalty, "early_stopping": early_stopping}  # fmt: skip
+        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
+        views = self.beam_run(*values.values(), pruned, show_greedy, image_format, request, progress)
+        if "node" in link.values:
+            views["prefix_text"] = self.beam_select_node(link.values["node"], request)
+            views["node"] = link.values["node"]
+        return {**values, **views}
+
+    def link_values(self, request: gr.Request = None) -> dict[str, Any]:
+        """What a link to the search on screen carries: its prompt, settings and chosen node."""
+        ws = self._workspace(request)
+        if ws.beam is None:
+            return {}
+        s = ws.beam.settings
+        return {"prompt": ws.beam.prompt, "chat": s.chat, "beams": s.num_beams, "steps": s.max_new_tokens,
+                "length_penalty": s.length_penalty, "early_stopping": early_stopping_word(s.early_stopping),
+                "node": ws.beam_node}  # fmt: skip
+
     def beam_redraw(
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
     ) -> dict[str, Any]:
@@ -247,6 +286,16 @@ class BeamHandlers:
         ws.beam_node = int(node)
         return text
 
+    def beam_trace(self, request: gr.Request = None) -> str:
+        """Save the search on screen as a recorded trace (the whole tree, every number)."""
+        tree = self._workspace(request).beam
+        if tree is None:
+            raise PlaygroundError("Run a search first: there is no tree to save yet.")
+        s = tree.settings
+        title = f"Beam search: {tree.prompt[:50]} · {s.num_beams} beams × {tree.steps_run} steps"
+        trace = new_trace("beam", title, self.engine, tree.to_dict())
+        return str(save_trace(trace, Path(tempfile.mkdtemp(prefix="trace-"))))
+
     def beam_export(self, request: gr.Request = None) -> str:
         return export_json(self._workspace(request).beam)
 
@@ -261,7 +310,11 @@ def _prompt_row() -> dict[str, Any]:
     c: dict[str, Any] = {}
     with gr.Row():
         c["prompt"] = gr.Textbox(
-            label="Prompt", value="The best thing about beam search is", lines=2, scale=4
+            label="Prompt",
+            value="The best thing about beam search is",
+            lines=2,
+            scale=4,
+            elem_id="beam-prompt",
         )
         with gr.Column(scale=1, min_width=180):
             c["chat"] = gr.Checkbox(
@@ -283,17 +336,19 @@ def _search_settings() -> dict[str, Any]:
         c["beams"] = UncheckedSlider(1, MAX_BEAMS, value=4, step=1, label="Beams", info=info["beams"])
         c["steps"] = UncheckedSlider(1, MAX_NEW_TOKENS, value=12, step=1, label="Steps", info=info["steps"])
         c["length_penalty"] = gr.Slider(
-            -2, 3, value=1.0, step=0.1, label="Length penalty", info=info["length_penalty"]
-        )
+            -2, 3, value=1.0, step=0.1, label="Length penalty", info=info["length_penalty"],
+            elem_classes=["stage-hide"],
+        )  # fmt: skip
         c["early_stopping"] = gr.Radio(
-            list(EARLY_STOPPING), value="off", label="Early stopping", info=info["early_stopping"]
-        )
+            list(EARLY_STOPPING), value="off", label="Early stopping", info=info["early_stopping"],
+            elem_classes=["stage-hide"],
+        )  # fmt: skip
     return c
 
 
 def _view_options() -> dict[str, Any]:
     c: dict[str, Any] = {}
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         c["pruned"] = gr.Slider(
             0,
             3,
@@ -317,11 +372,11 @@ def _view_options() -> dict[str, Any]:
 
 
 def _results() -> dict[str, Any]:
-    c: dict[str, Any] = {"status": gr.Markdown()}
+    c: dict[str, Any] = {"status": gr.Markdown(elem_id="beam-status")}
     gr.Markdown(
         "Click a node to choose it, a grey **+N** to unfold its pruned candidates. Click the tree, "
         "then the wheel zooms (Esc releases it); drag pans; a double click fits the tree again.",
-        elem_classes=["beam-plot-help"],
+        elem_classes=["beam-plot-help", "stage-hide"],
     )
     c["plot"] = gr.Plot(label="Search tree", show_label=False, elem_id="beam-plot")
     # static/beam.js writes the clicked node's id here (a plotly click is not a Gradio event),
@@ -329,8 +384,9 @@ def _results() -> dict[str, Any]:
     c["clicked"] = gr.Textbox(visible="hidden", elem_id="beam-clicked-node", label="clicked node")
     c["view"] = gr.Textbox(visible="hidden", elem_id="beam-view", label="plot view")
     c["table"] = gr.Dataframe(
-        headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False
-    )
+        headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False,
+        elem_classes=["stage-hide"],
+    )  # fmt: skip
     with gr.Row():
         c["node"] = gr.Dropdown(
             label="Node",
@@ -344,13 +400,24 @@ def _results() -> dict[str, Any]:
             label="Prefix (prompt + tokens up to the node)", interactive=False, scale=3
         )
         c["open"] = gr.Button("Open in Step by step", scale=1)
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         c["export"] = gr.Button("Export tree (JSON)", size="sm")
+        c["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         c["export_file"] = gr.File(label="tree JSON", interactive=False)
     return c
 
 
 RUN_OUTPUTS = ["plot", "status", "table", "node", "prefix_text", "export_file"]
+
+
+def render_beam_trace(data: dict[str, Any], pruned: Any = 2, show_greedy: bool = True) -> dict[str, Any]:
+    """A recorded search's views (the tree holds every number)."""
+    tree = BeamTree.from_dict(data)
+    return {
+        "plot": plot_value(tree, pruned, show_greedy, "png"),
+        "status": status_markdown(tree),
+        "table": hypothesis_rows(tree),
+    }
 
 
 def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
@@ -370,15 +437,18 @@ def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     view = {"trigger_mode": "always_last"}
     connect(w["view"].change, h.beam_view, w, ["plot"], api_name=None, model=False, **view)
     connect(w["export"].click, h.beam_export, w, ["export_file"], api_name="beam_export", model=False)
+    connect(w["save_trace"].click, h.beam_trace, w, ["export_file"], api_name="beam_trace", model=False)
 
 
-def build_beam_tab(engine: Engine, workspaces: Workspaces) -> dict[str, Any]:
+def build_beam_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, Any], BeamHandlers]:
     """The Beam search tab (call inside a gr.Tab); returns its components by name ("open" is the
-    "Open in Step by step" button, which app.py connects)."""
+    "Open in Step by step" button, which app.py connects) and its handlers."""
     gr.Markdown(
         "Beam search keeps the **N best partial texts** at every step. This is the search that "
-        "really ran (same results as `model.generate`), with the candidates it pruned."
+        "really ran (same results as `model.generate`), with the candidates it pruned.",
+        elem_classes=["stage-hide"],
     )
     w = {**_prompt_row(), **_search_settings(), **_view_options(), **_results()}
-    _wire(BeamHandlers(engine, workspaces), w)
-    return w
+    handlers = BeamHandlers(engine, workspaces)
+    _wire(handlers, w)
+    return w, handlers

@@ -6,8 +6,10 @@ browser tab's chat lives in its Workspace (engine side), keyed by Gradio's sessi
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -18,7 +20,9 @@ from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import token_piece
 from playground.errors import PlaygroundError
 from playground.settings import Settings
+from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
+from playground.ui.links import link_of
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
 
@@ -38,6 +42,16 @@ element.addEventListener('click', (event) => {
 """
 # What every answering handler may set.
 ANSWER_OUTPUTS = ["message", "history", "token_view", "status", "branch"]
+CONTROLS = [
+    "system_prompt",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "max_new_tokens",
+    "seed",
+]
 
 
 @dataclass(frozen=True)
@@ -192,6 +206,62 @@ class ChatHandlers:
         data = getattr(event, "_data", None) or {}
         yield from self.chat_fork(history, data.get("position"), data.get("token"), show_template, request)
 
+    def chat_from_link(
+        self,
+        system_prompt: str,
+        temperature: float,
+        top_k: float,
+        top_p: float,
+        min_p: float,
+        repetition_penalty: float,
+        max_new_tokens: float,
+        seed: str | float | None,
+        show_template: bool,
+        request: gr.Request = None,
+    ) -> Iterator[dict[str, Any]]:
+        """A shared link to a chat answer: its settings on the controls, then the same answer
+        (greedy, or seeded: the link carries the seed)."""
+        link = link_of(request)
+        if link is None or link.tab != "chat":
+            yield {}
+            return
+        shown = dict(zip(CONTROLS, (system_prompt, temperature, top_k, top_p, min_p, repetition_penalty,
+                                    max_new_tokens, seed), strict=True))  # fmt: skip
+        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
+        yield values
+        if link.values.get("message"):
+            yield from self.chat(
+                link.values["message"], [], *(values[name] for name in CONTROLS), show_template, request
+            )
+
+    def link_values(self, request: gr.Request = None) -> dict[str, Any]:
+        """What a link to the answer on screen carries: its question, settings and seed."""
+        session = self._workspace(request).chat
+        update = session.updates.get(session.tip)
+        if session.request is None or update is None:
+            return {}
+        chat, s = session.request, session.request.settings
+        sampling = (s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, chat.max_new_tokens)
+        values = dict(zip(CONTROLS[1:-1], sampling, strict=True))
+        return {"message": chat.messages[-1]["content"], "system_prompt": chat.system_prompt, **values,
+                "seed": update.seed}  # fmt: skip
+
+    def chat_trace(self, request: gr.Request = None) -> str:
+        """Save the answer on screen as a recorded trace (JSON): every token's numbers, the settings."""
+        session = self._workspace(request).chat
+        update = session.updates.get(session.tip)
+        if session.request is None or update is None:
+            raise PlaygroundError("No answer to save yet: send a message first.")
+        chat = session.request
+        data = {
+            "messages": chat.messages,
+            "system_prompt": chat.system_prompt,
+            "settings": chat.settings.to_dict(),
+            "update": update.to_dict(),
+        }
+        trace = new_trace("chat", f"Chat: {chat.messages[-1]['content'][:70]}", self.engine, data)
+        return str(save_trace(trace, Path(tempfile.mkdtemp(prefix="trace-"))))
+
     def chat_fork(
         self,
         history: list,
@@ -304,6 +374,14 @@ class ChatHandlers:
         return gr.Dropdown(choices=choices, value=current, visible=len(choices) > 1)
 
 
+def render_chat_trace(data: dict[str, Any]) -> dict[str, Any]:
+    """A recorded chat answer's views (no model: its records hold every number)."""
+    update = ChatUpdate.from_dict(data["update"])
+    answer = {"role": "assistant", "content": with_footer(update.text, answer_stats(update))}
+    view = legend_html() + answer_tokens_html(update.tokens, forkable=False)
+    return {"history": [*data["messages"], answer], "token_view": view, "status": answer_stats(update)}
+
+
 def _without_last_answer(history: list) -> list:
     history = list(history or [])
     if history and message_role(history[-1]) == "assistant":
@@ -341,6 +419,9 @@ def build_chat_tab(
                     w[name.lower()] = gr.Button(name, size="sm", elem_id=f"chat-{name.lower()}")
             w["status"] = gr.Markdown(elem_classes=["chat-stats"], elem_id="chat-status")
             w["token_view"] = gr.HTML(elem_id="chat-tokens", js_on_load=TOKEN_CARD_CLICKS)
+            with gr.Row(elem_classes=["stage-hide"]):
+                w["save_trace"] = gr.Button("Save trace (JSON)", size="sm", min_width=120, scale=0)
+                w["trace_file"] = gr.File(label="recorded trace", interactive=False, height=60, scale=1)
             w["branch"] = gr.Dropdown(
                 [],
                 label="Answer branches",
@@ -382,6 +463,7 @@ def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
     )
     connect(w["show_template"].change, h.show_answer, w, ["token_view"], api_name=None, model=False)
     connect(w["undo"].click, h.chat_undo, w, ANSWER_OUTPUTS, api_name="chat_undo", model=False)
+    connect(w["save_trace"].click, h.chat_trace, w, ["trace_file"], api_name="chat_trace", model=False)
     connect(w["clear"].click, h.chat_clear, w, ANSWER_OUTPUTS, api_name="chat_clear", model=False)
 
 
@@ -394,6 +476,7 @@ def _build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
         label="System prompt",
         lines=2,
         placeholder="(the model's own default)",
+        elem_classes=["stage-hide"],
         info="Instructions the model sees before the conversation; empty = the model's default"
         + template_note,
     )
@@ -403,31 +486,48 @@ def _build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
             info="Divides the logits: <1 sharper, >1 flatter; 0 = greedy (always the top token)",
         )  # fmt: skip
         w["top_k"] = UncheckedSlider(
-            0, 200, value=50, step=1, label="Top-k", info="Keep only the k most likely tokens; 0 = off"
+            0,
+            200,
+            value=50,
+            step=1,
+            label="Top-k",
+            info="Keep only the k most likely tokens; 0 = off",
+            elem_classes=["stage-hide"],
         )
         w["top_p"] = UncheckedSlider(
             0.01, 1, value=0.95, step=0.01, label="Top-p",
             info="Keep the most likely tokens until their probabilities sum to p; 1 = off",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
         w["min_p"] = UncheckedSlider(
             0, 1, value=0.0, step=0.01, label="Min-p",
             info="Drop tokens less likely than min-p × the top token's probability; 0 = off",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
         w["repetition_penalty"] = UncheckedSlider(
             0.5, 2, value=1.0, step=0.05, label="Repetition penalty",
             info="Divides the score of tokens already in the text; >1 discourages repeats",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
         limit = settings.max_new_tokens_limit
         w["max_new_tokens"] = UncheckedSlider(
-            1, limit, value=min(256, limit), step=1, label="Max new tokens", info="Longest answer, in tokens"
+            1,
+            limit,
+            value=min(256, limit),
+            step=1,
+            label="Max new tokens",
+            info="Longest answer, in tokens",
+            elem_classes=["stage-hide"],
         )
         w["seed"] = gr.Textbox(
             "", label="Seed", placeholder="random",
             info="Same seed + same settings = same answer; empty = a new random seed each time",
+            elem_classes=["stage-hide"],
         )  # fmt: skip
     w["show_template"] = gr.Checkbox(
         False,
         label="Show templated token stream",
         info="The exact tokens the model sees, special tokens included",
+        elem_classes=["stage-hide"],
     )
     return w

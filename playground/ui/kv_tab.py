@@ -17,6 +17,7 @@ from playground.errors import PlaygroundError
 from playground.kv.presets import COMPARISON_MODELS, PRESETS
 from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
 from playground.ui.common import as_number, as_whole, connect
+from playground.ui.links import link_of
 
 LOADED = "Loaded model"
 GPU_CHOICES = [
@@ -82,13 +83,14 @@ def preset_config_text(lm: Engine, name: str) -> str:
 
 
 def parameter_count(
-    lm: Engine, preset: str, config: dict[str, Any], params_b: float | None
+    lm: Engine, preset: str, config: dict[str, Any], params_b: float | str | None
 ) -> tuple[int, str]:
     """Weights' parameter count and where it came from: typed in, the loaded model, a preset, or estimated."""
-    if params_b:
-        if params_b < 0:
+    if params_b is not None and str(params_b).strip():  # blank: counted or estimated below
+        billions = as_number(params_b, "Parameters (billions)")
+        if billions <= 0:
             raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
-        return int(params_b * 1e9), "as entered"
+        return int(billions * 1e9), "as entered"
     if preset == LOADED and config == loaded_config(lm) and getattr(lm, "num_parameters", None):
         return lm.num_parameters, "counted on the loaded model"
     if preset in PRESETS and config == PRESETS[preset].config:
@@ -108,7 +110,8 @@ def summary_markdown(b: kvm.KVBreakdown, params: int, source: str, wdtype: str, 
         f"mode *{b.geometry.mode}* · per token and sequence: {per_token:,.0f} B",
         f"**Weights:** {params / 1e9:,.3f} B parameters ({source}) in {wdtype} "
         f"= {kvm.format_bytes(fit.weights_bytes)}",
-        f"**On a {g / kvm.GB:,.0f} GB GPU** ({g / kvm.GIB:,.1f} GiB): {verdict}. Overhead reserve "
+        f"**On {article(g / kvm.GB)} {g / kvm.GB:,.0f} GB GPU** ({g / kvm.GIB:,.1f} GiB): {verdict}. "
+        "Overhead reserve "
         f"{kvm.format_bytes(fit.overhead_bytes)} ({fit.overhead_bytes / g:.0%} of the GPU, for activations, "
         f"CUDA context, fragmentation) leaves {kvm.format_bytes(max(fit.free_for_kv, 0))} for the KV cache.",
         f"- longest context at batch {b.batch_size}: **{_max_len_text(fit)}**",
@@ -117,6 +120,13 @@ def summary_markdown(b: kvm.KVBreakdown, params: int, source: str, wdtype: str, 
     if fit.free_for_kv < 0:
         lines.append("- ⚠️ the weights and the reserve alone exceed the GPU's memory.")
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
+
+
+def article(number: float) -> str:
+    """'an' before a number read with a vowel sound (8, 11, 18, 80-89, 800...), else 'a'."""
+    digits = f"{number:.0f}"
+    eleven_or_eighteen = len(digits) % 3 == 2 and digits[:2] in ("11", "18")  # 11, 18 000, 11 000 000...
+    return "an" if digits.startswith("8") or eleven_or_eighteen else "a"
 
 
 def _max_len_text(fit: kvm.FitResult) -> str:
@@ -140,7 +150,10 @@ def formula_markdown(b: kvm.KVBreakdown) -> str:
 
 
 def layer_rows(b: kvm.KVBreakdown) -> list[list[Any]]:
-    return [[x.index, x.kind, x.kv_heads, x.k_dim, x.v_dim, x.tokens, x.bytes] for x in b.layers]
+    """One row per layer; token counts and bytes with thousands separators."""
+    return [
+        [x.index, x.kind, x.kv_heads, x.k_dim, x.v_dim, f"{x.tokens:,}", f"{x.bytes:,}"] for x in b.layers
+    ]
 
 
 def curve_figure(config: dict[str, Any], label: str, seq_len: int, batch: int, dtype: str, mode: str) -> Any:
@@ -231,6 +244,42 @@ class KVHandlers:
             return dict(
                 zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True)
             )
+
+    def kv_from_link(
+        self,
+        preset: str,
+        config_text: str,
+        seq_len: float,
+        batch: float,
+        kv_dtype: str,
+        mode: str,
+        gpu_gb: float,
+        weights_dtype: str,
+        params_b: float | None,
+        overhead_pct: float,
+        request: gr.Request = None,
+    ) -> dict[str, Any]:
+        """A shared link to a calculation: its model and sizes on the controls, and the result."""
+        link = link_of(request)
+        if link is None or link.tab != "kv":
+            return {}
+        inputs = (
+            preset,
+            config_text,
+            seq_len,
+            batch,
+            kv_dtype,
+            mode,
+            gpu_gb,
+            weights_dtype,
+            params_b,
+            overhead_pct,
+        )
+        shown = dict(zip(CALCULATOR_INPUTS, inputs, strict=True))
+        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
+        if "preset" in link.values:
+            values["config_text"] = preset_config_text(self.engine, values["preset"])
+        return {**values, **self.kv_calculate(*(values[name] for name in CALCULATOR_INPUTS))}
 
     def kv_preset_config(self, preset: str) -> str:
         """The config.json text of a preset (or of the loaded model)."""
@@ -335,11 +384,12 @@ CALCULATOR_INPUTS = ["preset", "config_text", "seq_len", "batch", "kv_dtype", "m
                      "weights_dtype", "params_b", "overhead_pct"]  # fmt: skip
 
 
-def build_kv_tab(lm: Engine) -> dict[str, Any]:
-    """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name."""
+def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
+    """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name and handlers."""
     gr.Markdown(
         "How much memory does the KV cache take? Pick a model or paste its `config.json`; every number "
-        "below is exact and shows where it came from. GiB = 2^30 bytes, GB = 10^9 bytes."
+        "below is exact and shows where it came from. GiB = 2^30 bytes, GB = 10^9 bytes.",
+        elem_classes=["stage-hide"],
     )
     w: dict[str, Any] = {}
     with gr.Row():
@@ -354,13 +404,15 @@ def build_kv_tab(lm: Engine) -> dict[str, Any]:
             with gr.Row():
                 w["curves"] = gr.Plot(first["curves"], label="KV bytes vs context")
                 w["bars"] = gr.Plot(first["bars"], label="Weights + KV vs GPU")
-            w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula")
+            w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula", elem_classes=["stage-hide"])
             w["layers"] = gr.Dataframe(
-                first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False
-            )
+                first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False,
+                elem_classes=["stage-hide"],
+            )  # fmt: skip
     _measure_section(lm, w)
-    _wire(KVHandlers(lm), w)
-    return w
+    handlers = KVHandlers(lm)
+    _wire(handlers, w)
+    return w, handlers
 
 
 def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
@@ -370,7 +422,7 @@ def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
         label="Model",
         info="A preset fills the config.json below; edit it or paste your own, then Calculate.",
     )
-    with gr.Accordion("config.json: view, edit, paste or load", open=False):
+    with gr.Accordion("config.json: view, edit, paste or load", open=False, elem_classes=["stage-hide"]):
         w["config_text"] = gr.Code(
             value=preset_config_text(lm, default_preset(lm)),
             language="json",
@@ -415,8 +467,8 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
     )  # fmt: skip
     wdtype, winfo = weights_dtype_default(lm, default_preset(lm))
     w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
-    w["params_b"] = gr.Number(
-        None, label="Parameters (billions, optional)", minimum=0,
+    w["params_b"] = gr.Textbox(
+        "", label="Parameters (billions, optional)", placeholder="blank: automatic",
         info="Blank: the loaded model's count, a preset's published count, or an estimate.",
     )  # fmt: skip
     w["overhead_pct"] = gr.Slider(
@@ -459,7 +511,11 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
 
 
 def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
-    with gr.Accordion("Measured vs predicted: build a real cache with the loaded model", open=True):
+    with gr.Accordion(
+        "Measured vs predicted: build a real cache with the loaded model",
+        open=True,
+        elem_classes=["stage-hide"],
+    ):
         gr.Markdown(
             f"Runs **{lm.name}** once over synthetic tokens with `use_cache=True`, sums the bytes of the "
             "cache's key and value tensors, and compares them with the *transformers*-mode prediction. "

@@ -18,12 +18,14 @@ import gradio as gr
 
 from playground.engine.base import Engine
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings, validate_settings
-from playground.engine.tokens import decode_ids, stream_pieces
 from playground.errors import PlaygroundError
 from playground.plots.step import cumulative_logprob_figure, distribution_figure
-from playground.step import StepSession, TextProbability, session_from_json, session_to_json
+from playground.step import StepSession, TextProbability, session_from_json, session_to_dict, session_to_json
+from playground.step.snapshot import StepSnapshot, take_snapshot
+from playground.traces import new_trace, save_trace
 from playground.tree import ROOT
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
+from playground.ui.links import link_of
 from playground.ui.token_html import legend_html, percent, record_rows, token_span
 from playground.workspace import Workspace, Workspaces
 
@@ -43,12 +45,27 @@ VIEW_OUTPUTS = [
     "branch",
 ]
 SETTINGS_INPUTS = ["temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty", "order"]
+# How each stage reads on screen (the engine names them like transformers' processors).
+STAGE_LABELS = {
+    "raw": "raw (the model)",
+    "repetition_penalty": "repetition penalty",
+    "temperature": "temperature",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "min_p": "min-p",
+    "typical_p": "typical-p",
+}
 LEDGER_COLUMNS = ["step", "token", "how", "prob", "log-prob", "rank", "entropy", "cum log-prob", "perplexity"]
 LEDGER_COLUMNS.append("after sampling")
 DEFAULT_PROMPT = "The capital of France is"
 
 
 # --- rendering (pure: session -> component values) ---------------------------------------
+
+
+def stage_choice(name: str) -> tuple[str, str]:
+    """(label on screen, stage name) for the stage selector."""
+    return STAGE_LABELS.get(name, name.replace("_", " ")), name
 
 
 def read_settings(
@@ -77,142 +94,130 @@ def settings_values(settings: SamplingSettings) -> dict[str, Any]:
     return dict(zip(SETTINGS_INPUTS, values, strict=True))
 
 
-def text_html(session: StepSession) -> str:
+def text_html(snap: StepSnapshot) -> str:
     """Prompt (dimmed) then the generated tokens coloured by probability, with hover cards.
 
     The span texts are the whole sequence decoded incrementally (`stream_pieces`), so the text
     reads exactly as decoded; a token that only begins a character gets an empty
     'tok-partial' span (its bytes are in its card) and the token that completes it the character."""
-    tokenizer = session.engine.tokenizer
-    prompt = html.escape(decode_ids(tokenizer, session.prompt_ids)).replace("\n", "<br>")
+    prompt = html.escape(snap.prompt_text).replace("\n", "<br>")
     spans = [f"<span class='tok-prompt'>{prompt}</span>"]
-    pieces = stream_pieces(tokenizer, session.ids, len(session.prompt_ids))
-    for entry, text in zip(session.ledger, pieces, strict=True):
-        token = entry.token
-        rows = [
-            *record_rows(token),
-            ("entropy", f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown"),
-        ]
+    for token, text in zip(snap.records, snap.pieces, strict=True):
+        entropy = f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown"
+        rows = [*record_rows(token), ("entropy", entropy)]
         span = token_span(text, token.prob, rows, token.special, extra_classes="" if text else "tok-partial")
         spans.append(span)
     return f"{legend_html()}<div class='token-stream step-text'>{''.join(spans)}</div>"
 
 
-def status_markdown(session: StepSession) -> str:
-    ledger = session.ledger
-    used, limit = len(session.ids), session.engine.context_length
-    if not ledger:
-        return f"Prompt: {len(session.prompt_ids):,} tokens · context {used:,}/{limit:,}"
-    last = ledger[-1]
-    count = f"{len(ledger)} generated token{'s' * (len(ledger) != 1)}"
-    totals = f"log P = {last.cum_logprob:.3f} · perplexity {last.perplexity:.2f}"
+def status_markdown(snap: StepSnapshot) -> str:
+    used, limit = snap.prompt_tokens + len(snap.records), snap.context_limit
+    if not snap.records:
+        return f"Prompt: {snap.prompt_tokens:,} tokens · context {used:,}/{limit:,}"
+    steps = len(snap.records)
+    count = f"{steps} generated token{'s' * (steps != 1)}"
+    totals = f"log P = {snap.cum_logprobs[-1]:.3f} · perplexity {snap.perplexity(steps):.2f}"
     return f"{count} · {totals} · context {used:,}/{limit:,}"
 
 
-def candidate_buttons(session: StepSession, settings: SamplingSettings) -> dict[str, Any]:
+def candidate_buttons(snap: StepSnapshot) -> dict[str, Any]:
     """Button updates for the top candidates."""
-    cands = session.candidates(N_BUTTONS, settings)
     updates: dict[str, Any] = {}
     for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
-        if i > len(cands):
+        if i > len(snap.candidates):
             updates[name] = gr.update(visible=False)
             continue
-        cand = cands[i - 1]
-        after = f"{cand.sampled_prob:.1%} after sampling" if cand.kept else "removed by sampling"
+        cand = snap.candidates[i - 1]
+        sampled = cand.sampled_prob
+        after = f"{sampled:.1%} after sampling" if sampled > 0 else "removed by sampling"
         key = f"[{i}] " if i <= 9 else ""
-        updates[name] = gr.update(
-            value=f"{key}{cand.piece.visible}   {cand.prob:.1%} · {after}", visible=True
-        )
+        updates[name] = gr.update(value=f"{key}{cand.visible}   {cand.prob:.1%} · {after}", visible=True)
     return updates
 
 
-def distribution_view(session: StepSession, settings: SamplingSettings, k: int, stage_name: str) -> tuple:
+def distribution_view(snap: StepSnapshot, k: int, stage_name: str) -> tuple:
     """The bar chart after the chosen stage, and the stage selector's choices."""
-    stages = session.stages(settings)
-    names = [s.name for s in stages]
-    stage = stages[names.index(stage_name)] if stage_name in names else stages[-1]
-    cands = session.candidates(k, settings)
-    ids = [c.token_id for c in cands]
-    labels = [f"{c.rank}. {c.piece.visible}" for c in cands]
+    stage = stage_name if stage_name in snap.stages else snap.stages[-1]
+    cands = snap.candidates[:k]
     figure = distribution_figure(
-        labels,
+        [f"{c.rank}. {c.visible}" for c in cands],
         [c.prob for c in cands],
-        [float(stage.probs[t]) for t in ids],
-        [bool(stage.probs[t] == 0) for t in ids],
-        stage.name,
+        [c.stage_probs[stage] for c in cands],
+        [c.stage_probs[stage] == 0 for c in cands],
+        stage_choice(stage)[0],
     )
-    return figure, gr.update(choices=names, value=stage.name)
+    return figure, gr.update(choices=[stage_choice(name) for name in snap.stages], value=stage)
 
 
-def ledger_rows(session: StepSession) -> list[list[Any]]:
+def ledger_rows(snap: StepSnapshot) -> list[list[Any]]:
     rows = []
-    for e in session.ledger:
-        t = e.token
+    for step, (t, cum) in enumerate(zip(snap.records, snap.cum_logprobs, strict=True), start=1):
         sampled = None if t.sampled_prob is None else round(t.sampled_prob, 6)
-        rows.append([e.step, t.visible, t.source, round(t.prob, 6), round(t.logprob, 4), t.rank])
-        rows[-1] += [
-            None if t.entropy is None else round(t.entropy, 3),
-            round(e.cum_logprob, 4),
-            round(e.perplexity, 3),
-            sampled,
-        ]
+        entropy = None if t.entropy is None else round(t.entropy, 3)
+        rows.append([step, t.visible, t.source, round(t.prob, 6), round(t.logprob, 4), t.rank, entropy,
+                     round(cum, 4), round(snap.perplexity(step), 3), sampled])  # fmt: skip
     return rows
 
 
-def tree_html(session: StepSession) -> str:
+def tree_html(snap: StepSnapshot) -> str:
     """The branch tree: chains of single tokens as one segment, branch points as nested lists."""
-    if not session.tree.nodes[ROOT].children:
+    children: dict[int, list[int]] = {}
+    labels: dict[int, str] = {}
+    for node, parent, visible in snap.tree:
+        children.setdefault(parent, []).append(node)
+        labels[node] = visible
+    if not children.get(ROOT):
         return "<div class='step-tree'><i>No tokens yet.</i></div>"
-    on_path = set(session.path)
-    return f"<div class='step-tree'>{_subtree(session, ROOT, on_path)}</div>"
+    return f"<div class='step-tree'>{_subtree(children, labels, ROOT, set(snap.path))}</div>"
 
 
-def _subtree(session: StepSession, node_id: int, on_path: set[int]) -> str:
+def _subtree(children: dict[int, list[int]], labels: dict[int, str], node_id: int, on_path: set[int]) -> str:
     items = []
-    nodes = session.tree.nodes
-    for child in nodes[node_id].children:
-        chain = _chain(session, child)
-        text = "".join(nodes[n].token.visible for n in chain)  # type: ignore[union-attr]
+    for child in children.get(node_id, []):
+        chain = [child]
+        while len(children.get(chain[-1], [])) == 1:
+            chain.append(children[chain[-1]][0])
+        text = "".join(labels[n] for n in chain)
         current = "step-current" if chain[-1] in on_path or chain[0] in on_path else ""
         label = f"<span class='{current}'>{html.escape(text)}</span> <small>#{chain[-1]}</small>"
-        items.append(f"<li>{label}{_subtree(session, chain[-1], on_path)}</li>")
+        items.append(f"<li>{label}{_subtree(children, labels, chain[-1], on_path)}</li>")
     return f"<ul>{''.join(items)}</ul>" if items else ""
 
 
-def _chain(session: StepSession, start: int) -> list[int]:
-    nodes = session.tree.nodes
-    chain = [start]
-    while len(nodes[chain[-1]].children) == 1:
-        chain.append(nodes[chain[-1]].children[0])
-    return chain
-
-
-def branch_choices(session: StepSession) -> Any:
-    branches = session.branches()
-    choices = [(f"#{b.node_id} · {b.length} tokens · …{b.text[-40:]}", b.node_id) for b in branches]
-    current = next((b.node_id for b in branches if b.current), None)
+def branch_choices(snap: StepSnapshot) -> Any:
+    choices = [(f"#{b.node_id} · {b.length} tokens · …{b.text[-40:]}", b.node_id) for b in snap.branches]
+    current = next((b.node_id for b in snap.branches if b.current), None)
     return gr.update(choices=choices, value=current)
 
 
-def render(session: StepSession, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
-    """Every view of the tab, by component name."""
-    settings = session.settings
-    figure, stage_update = distribution_view(session, settings, k, stage_name)
-    ledger = session.ledger
-    curve = cumulative_logprob_figure([e.logprob for e in ledger], [e.token.visible for e in ledger])
+def render_snapshot(snap: StepSnapshot, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
+    """Every view of the tab, by component name, from plain data (live or recorded)."""
+    figure, stage_update = distribution_view(snap, k, stage_name)
+    curve = cumulative_logprob_figure([r.logprob for r in snap.records], [r.visible for r in snap.records])
     return {
-        "prompt": session.prompt,
-        "chat": session.chat,
-        "text": text_html(session),
-        "status": status_markdown(session),
-        **candidate_buttons(session, settings),
+        "prompt": snap.prompt,
+        "chat": snap.chat,
+        "text": text_html(snap),
+        "status": status_markdown(snap) + "".join(f"\n\n> {note}" for note in snap.notes),
+        **candidate_buttons(snap),
         "chart": figure,
         "stage": stage_update,
-        "ledger": ledger_rows(session),
+        "ledger": ledger_rows(snap),
         "curve": curve,
-        "tree": tree_html(session),
-        "branch": branch_choices(session),
+        "tree": tree_html(snap),
+        "branch": branch_choices(snap),
     }
+
+
+def render_step_trace(data: dict[str, Any], stage_name: str | None = None) -> dict[str, Any]:
+    """A recorded session's views (the snapshot holds every number, every stage included)."""
+    k, stage = data.get("view") or (10, "raw")
+    return render_snapshot(StepSnapshot.from_dict(data["snapshot"]), int(k), stage_name or stage)
+
+
+def render(session: StepSession, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
+    """Every view of the tab for a live session."""
+    return render_snapshot(take_snapshot(session, max(k, N_BUTTONS)), k, stage_name)
 
 
 def probability_markdown(result: TextProbability) -> str:
@@ -244,7 +249,9 @@ def parse_token_ids(value: Any) -> list[int]:
 
 
 def _as_token_id(value: Any) -> Any:
-    """Integral numbers become ints; anything else goes to the session, which names it."""
+    """Integral numbers and digit strings become ints; anything else goes to the session, which names it."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
@@ -266,6 +273,35 @@ class StepHandlers:
         return self._install(
             ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
         )
+
+    def step_from_link(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
+        """Page load: the session a shared link describes (prompt, settings, path, view), or the
+        default prompt started, so the tab opens ready."""
+        link = link_of(request)
+        if link is None or link.tab != "step":
+            return self.step_start(prompt, chat, request)
+        ws, values = self._workspace(request), link.values
+        settings = {
+            **settings_values(ws.step_settings),
+            **{k: v for k, v in values.items() if k in SETTINGS_INPUTS},
+        }
+        ws.step_settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
+        ws.step_view = (values.get("candidates", ws.step_view[0]), values.get("stage", ws.step_view[1]))
+        session = StepSession(
+            self.engine, values.get("prompt", prompt), values.get("chat", chat), settings=ws.step_settings
+        )
+        session.append_tokens(values.get("path", []))
+        view = self._install(ws, session)
+        return {**view, **settings_values(ws.step_settings), "candidates": ws.step_view[0]}
+
+    def link_values(self, request: gr.Request = None) -> dict[str, Any]:
+        """What a link to this session carries: prompt, settings, the path's token ids, the view."""
+        ws = self._workspace(request)
+        if ws.step is None:
+            return {}
+        session = ws.step
+        view = {"path": session.token_ids, "candidates": ws.step_view[0], "stage": ws.step_view[1]}
+        return {"prompt": session.prompt, "chat": session.chat, **settings_values(session.settings), **view}
 
     def step_open_prefix(
         self, prompt: str, chat: bool, token_ids: Any, request: gr.Request = None
@@ -321,6 +357,20 @@ class StepHandlers:
         ws.step_settings = session.settings
         return {**self._install(ws, session), **settings_values(session.settings)}
 
+    def step_trace(self, request: gr.Request = None) -> str:
+        """Save the session as a recorded trace: what the tab shows, and the session to import again."""
+        ws = self._workspace(request)
+        session = self._session(ws)
+        data = {
+            "snapshot": take_snapshot(session).to_dict(),
+            "session": session_to_dict(session),
+            "view": ws.step_view,
+        }
+        title = f"Step by step: {session.prompt[:50]}… {len(session.token_ids)} tokens"
+        return str(
+            save_trace(new_trace("step", title, self.engine, data), Path(tempfile.mkdtemp(prefix="trace-")))
+        )
+
     def step_export(self, request: gr.Request = None) -> str:
         session = self._session(self._workspace(request))
         path = Path(tempfile.mkdtemp(prefix="step-session-")) / "step-session.json"
@@ -360,7 +410,10 @@ class StepHandlers:
 
     # actions
 
-    def step_pick(self, token_id: float, request: gr.Request = None) -> dict[str, Any]:
+    def step_pick(self, token_id: str | int, request: gr.Request = None) -> dict[str, Any]:
+        """Append the token with this id (typed, or an int through the API)."""
+        if token_id is None or not str(token_id).strip():
+            raise PlaygroundError("Type a token id to pick (or click a candidate).")
         token = _as_token_id(token_id)
         return self._act(self._workspace(request), lambda s: s.pick(token))
 
@@ -492,14 +545,16 @@ SLIDERS = [
 
 def _settings_widgets(w: dict[str, Any]) -> None:
     """Sampling settings, each with a one-line lesson."""
-    with gr.Accordion("Sampling settings (used by 'sample', shown as stages)", open=False):
+    with gr.Accordion(
+        "Sampling settings (used by 'sample', shown as stages)", open=False, elem_classes=["stage-hide"]
+    ):
         with gr.Row():
             for name, label, lo, hi, default, step, info in SLIDERS:
                 w[name] = UncheckedSlider(
                     lo, hi, value=default, step=step, label=label, info=info, min_width=180
                 )
         w["order"] = gr.Dropdown(
-            list(DEFAULT_ORDER),
+            [stage_choice(name) for name in DEFAULT_ORDER],
             value=list(DEFAULT_ORDER),
             multiselect=True,
             label="stage order",
@@ -510,50 +565,62 @@ def _settings_widgets(w: dict[str, Any]) -> None:
 def _action_rows(w: dict[str, Any]) -> None:
     """Undo / greedy / sample / run N, force text, probability of any text."""
     with gr.Row():
-        w["undo"] = gr.Button("↶ Undo", size="sm", elem_id="step-undo")
-        w["greedy"] = gr.Button("Greedy step", size="sm", elem_id="step-greedy")
-        w["sample"] = gr.Button("Sample step", size="sm", variant="primary", elem_id="step-sample")
-        w["steps"] = gr.Number(8, precision=0, minimum=1, maximum=512, label="N", min_width=80)
-        w["run"] = gr.Button("Run N steps", size="sm")
-        w["continue_chat"] = gr.Button("Continue as chat", size="sm", elem_id="step-continue-chat")
-    with gr.Row():
+        w["undo"] = gr.Button("↶ Undo", size="sm", min_width=90, elem_id="step-undo")
+        w["greedy"] = gr.Button("Greedy step", size="sm", min_width=100, elem_id="step-greedy")
+        w["sample"] = gr.Button(
+            "Sample step", size="sm", min_width=100, variant="primary", elem_id="step-sample"
+        )
+        w["steps"] = gr.Number(
+            8, precision=0, minimum=1, maximum=512, label="N", min_width=80, elem_classes=["stage-hide"]
+        )
+        w["run"] = gr.Button("Run N steps", size="sm", elem_classes=["stage-hide"])
+        w["continue_chat"] = gr.Button(
+            "Continue as chat", size="sm", min_width=120, elem_id="step-continue-chat"
+        )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["force_text"] = gr.Textbox(
             label="force text", scale=3, info="Append any text, even unlikely tokens"
         )
         w["force"] = gr.Button("Force", size="sm")
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         info = "Any text, or #id for a token id: its probability and rank here"
         w["query"] = gr.Textbox(label="probability of…", scale=3, info=info)
         w["ask"] = gr.Button("Ask", size="sm")
-    w["answer"] = gr.Markdown()
+    w["answer"] = gr.Markdown(elem_classes=["stage-hide"])
 
 
 def _candidate_column(w: dict[str, Any]) -> None:
-    gr.Markdown("**Next token** (click, or press 1–9)")
+    gr.Markdown("**Next token** (click, or press 1–9; ? for every key)")
     for i, name in enumerate(CANDIDATE_BUTTONS, start=1):
         w[name] = gr.Button(visible=False, size="sm", elem_id=f"step-cand-{i}", elem_classes=["step-cand"])
-    with gr.Row():
-        w["token_id"] = gr.Number(label="token id", precision=0, min_width=100, value=None)
+    with gr.Row(elem_classes=["stage-hide"]):
+        w["token_id"] = gr.Textbox(
+            label="token id", placeholder="e.g. 7042", min_width=100, elem_id="step-token-id"
+        )
         w["pick"] = gr.Button("Pick", size="sm")
 
 
 def _main_views(w: dict[str, Any]) -> None:
+    """The text, the actions and the distribution chart on the left, the candidates on the right."""
     with gr.Row():
         with gr.Column(scale=3):
             w["text"] = gr.HTML(elem_id="step-text")
             w["status"] = gr.Markdown("Type a prompt and press **Start**.", elem_id="step-status")
             _action_rows(w)
+            w["chart"] = gr.Plot(label="raw vs after sampling", elem_id="step-chart")
         with gr.Column(scale=2, elem_id="step-candidates"):
             _candidate_column(w)
-    with gr.Row():
-        with gr.Column():
             info = "Each stage reshapes or cuts the distribution; grey bars were removed"
-            w["stage"] = gr.Radio(["raw"], value="raw", label="distribution after stage", info=info)
-            w["chart"] = gr.Plot(label="raw vs after sampling")
+            w["stage"] = gr.Radio(
+                [stage_choice("raw")], value="raw", label="distribution after stage", info=info
+            )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["curve"] = gr.Plot(label="cumulative log-prob (chain rule)")
     label = "ledger: log P(text) = the sum of the steps' log-probs"
-    w["ledger"] = gr.Dataframe(headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True)
-    with gr.Row():
+    w["ledger"] = gr.Dataframe(
+        headers=LEDGER_COLUMNS, label=label, interactive=False, wrap=True, elem_classes=["stage-hide"]
+    )
+    with gr.Row(elem_classes=["stage-hide"]):
         w["tree"] = gr.HTML(label="branch tree")
         with gr.Column():
             w["branch"] = gr.Dropdown(
@@ -564,13 +631,13 @@ def _main_views(w: dict[str, Any]) -> None:
 
 def _header(w: dict[str, Any]) -> None:
     with gr.Row():
-        w["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="prompt", scale=4, lines=2)
+        w["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="prompt", scale=4, lines=2, elem_id="step-prompt")
         with gr.Column(scale=1, min_width=160):
             w["chat"] = gr.Checkbox(
                 False, label="chat", info="Wrap the prompt in the chat template as a user turn"
             )
             w["start"] = gr.Button("Start", variant="primary")
-    with gr.Row():
+    with gr.Row(elem_classes=["stage-hide"]):
         w["candidates"] = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
         w["seed"] = gr.Textbox(
             "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
@@ -598,6 +665,7 @@ def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
         **on,
     )
     connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export")
+    connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace")
     connect(
         w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on
     )
@@ -630,6 +698,7 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
     _main_views(w)
     with gr.Row():
         w["export"] = gr.Button("Export session (JSON)", size="sm")
+        w["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         w["export_file"] = gr.File(label="exported session", interactive=False)
         w["import_file"] = gr.File(
             label="import a session to replay it", file_types=[".json"], type="filepath"

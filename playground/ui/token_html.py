@@ -15,10 +15,10 @@ from playground.engine.records import TokenRecord
 from playground.engine.tokens import TokenPiece
 
 
-def probability_color(prob: float) -> str:
-    """Red (unlikely) through yellow to green (likely), translucent so text stays readable."""
-    hue = max(0.0, min(1.0, prob)) * 120
-    return f"hsla({hue:.0f}, 75%, 50%, 0.35)"
+def probability_style(prob: float) -> str:
+    """The probability as the CSS variable --p: static/stage.css turns it into a background from red
+    (unlikely) to green (likely), with a text colour that keeps WCAG AA contrast, light and dark."""
+    return f"--p:{max(0.0, min(1.0, prob)):.3f}"
 
 
 def percent(prob: float | None) -> str:
@@ -42,7 +42,7 @@ def token_span(
 ) -> str:
     """One token: background by probability; focusable so a click (or tab) pins its card."""
     known = prob is not None and not math.isnan(prob)
-    style = f" style='background:{probability_color(prob)}'" if known else ""
+    style = f" style='{probability_style(prob)}'" if known else ""
     classes = " ".join(c for c in ("tok", "tok-special" if special else "", extra_classes) if c)
     body = html.escape(text).replace("\n", "<br>")
     return f"<span class='{classes}' tabindex='0'{style}>{body}{_card(card_rows, card_extra)}</span>"
@@ -111,7 +111,6 @@ def templated_stream_html(pieces: Sequence[TokenPiece], answer_start: int) -> st
 
 def legend_html(hint: str = "hover or click a token for details") -> str:
     stops = "".join(
-        f"<span class='tok' style='background:{probability_color(p)}'>{p:.0%}</span>"
-        for p in (0.05, 0.25, 0.5, 0.75, 1)
+        f"<span class='tok' style='{probability_style(p)}'>{p:.0%}</span>" for p in (0.05, 0.25, 0.5, 0.75, 1)
     )
     return f"<div class='tok-legend'>Token probability: {stops} · {hint}</div>"

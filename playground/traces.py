@@ -1,0 +1,109 @@
+"""Recorded traces: one versioned JSON file per run of a tab, replayed with no model loaded.
+
+A trace holds the data a view is drawn from (a chat answer with every token's record, a step
+session's snapshot, a beam search tree, an "Under the hood" run), plus what made it (model,
+engine, settings, when). `python app.py --replay FILE_OR_DIR` serves traces in seconds, each
+view marked "recorded". A file from elsewhere, a corrupt one or one from a newer version of the
+app is refused with a message that says which.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from playground.errors import PlaygroundError
+
+TRACE_FORMAT = "llm-playground/trace"
+TRACE_VERSION = 1
+KINDS = ("chat", "step", "beam", "hood")
+MAX_TRACE_BYTES = 64 * 2**20  # a 16-beam x 64-step tree is a few MB; refuse anything far larger unread
+
+
+@dataclass
+class Trace:
+    kind: str  # one of KINDS
+    title: str  # what the trace list shows
+    model: str  # the model that produced every number
+    engine: str  # "transformers", "llama.cpp", ...
+    created: str  # ISO 8601, UTC
+    data: dict[str, Any]  # the view's data (see the kind's to_dict)
+    version: int = TRACE_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps({"format": TRACE_FORMAT, **asdict(self)}, ensure_ascii=False)
+
+
+def new_trace(kind: str, title: str, engine: Any, data: dict[str, Any]) -> Trace:
+    """A trace of a run made now on `engine`."""
+    if kind not in KINDS:
+        raise PlaygroundError(f"Unknown trace kind {kind!r}: use one of {', '.join(KINDS)}.")
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return Trace(
+        kind, title, str(getattr(engine, "name", "?")), str(getattr(engine, "kind", "?")), created, data
+    )
+
+
+def save_trace(trace: Trace, folder: Path) -> Path:
+    """Write the trace as `<kind>-<time>.json` in folder (made if missing); returns the path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = trace.created.replace(":", "").replace("-", "")
+    path = folder / f"{trace.kind}-{stamp}-{abs(hash(trace.title)) % 10**6:06d}.json"
+    path.write_text(trace.to_json(), encoding="utf-8")
+    return path
+
+
+def read_trace(text: str, where: str = "this file") -> Trace:
+    """A trace from its JSON; a foreign, corrupt or newer file gets a message saying which."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PlaygroundError(f"{where} is not a trace: not valid JSON ({exc}).") from exc
+    if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+        raise PlaygroundError(f"{where} is not a playground trace (its 'format' is not {TRACE_FORMAT!r}).")
+    version = data.get("version")
+    if not isinstance(version, int) or version < 1:
+        raise PlaygroundError(f"{where} is a corrupt trace: its version {version!r} is not a whole number.")
+    if version > TRACE_VERSION:
+        raise PlaygroundError(
+            f"{where} was recorded by a newer version of the playground (trace version {version}; this one "
+            f"reads up to {TRACE_VERSION}). Update the app to replay it."
+        )
+    missing = [name for name in ("kind", "title", "model", "engine", "created", "data") if name not in data]
+    if missing or data["kind"] not in KINDS or not isinstance(data["data"], dict):
+        why = (
+            f"missing {', '.join(missing)}" if missing else f"kind {data['kind']!r} or its data is not valid"
+        )
+        raise PlaygroundError(f"{where} is a corrupt trace: {why}.")
+    text = {name: str(data[name]) for name in ("title", "model", "engine", "created")}
+    return Trace(
+        data["kind"], text["title"], text["model"], text["engine"], text["created"], data["data"], version
+    )
+
+
+def load_traces(path: str | Path) -> list[Trace]:
+    """Every trace in a file or a folder (its *.json files, sorted); a bad file is named."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise PlaygroundError(f"No file or folder {root} to replay.")
+    files = sorted(root.glob("*.json")) if root.is_dir() else [root]
+    if not files:
+        raise PlaygroundError(f"The folder {root} has no .json traces to replay.")
+    traces = []
+    for file in files:
+        if file.stat().st_size > MAX_TRACE_BYTES:
+            raise PlaygroundError(f"{file} is over {MAX_TRACE_BYTES // 2**20} MiB: not a trace.")
+        traces.append(read_trace(file.read_text(encoding="utf-8", errors="replace"), str(file)))
+    return traces
+
+
+def decode_data(trace: Trace, decoders: dict[str, Callable[[dict[str, Any]], Any]]) -> Any:
+    """The trace's data as its kind's object; a trace whose data does not fit is called corrupt."""
+    try:
+        return decoders[trace.kind](trace.data)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise PlaygroundError(f"The {trace.kind} trace {trace.title!r} is corrupt: {exc!r}.") from exc

@@ -1,0 +1,76 @@
+"""Record the bundled gallery of traces (docs/traces/) with the embedded model.
+
+    .venv/bin/python scripts/make_traces.py [--out docs/traces]
+
+Each trace is made by the same handlers the app uses, so replaying one shows what the live
+app showed. `python app.py --replay docs/traces` serves them with no model loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from playground.engine.loading import load_model
+from playground.settings import load_settings
+from playground.ui.beam_tab import BeamHandlers
+from playground.ui.chat_tab import ChatHandlers
+from playground.ui.step_tab import StepHandlers
+from playground.workspace import Workspaces
+
+CAPITAL = "What is the capital of France?"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "traces"))
+    out = Path(parser.parse_args().out)
+    out.mkdir(parents=True, exist_ok=True)
+    engine = load_model(device="cpu")
+    workspaces = Workspaces(engine)
+    chat, step, beam = (
+        ChatHandlers(engine, load_settings(), workspaces),
+        StepHandlers(engine, workspaces),
+        BeamHandlers(engine, workspaces),
+    )
+    for _ in chat.chat(CAPITAL, [], "", 0, 50, 1.0, 0.0, 1.0, 64, "1", False):
+        pass
+    save(chat.chat_trace(), out / "chat-capital-greedy.json")
+    for _ in chat.chat("Write a haiku about tokens.", [], "", 0.8, 50, 0.95, 0.0, 1.0, 48, "7", False):
+        pass
+    save(chat.chat_trace(), out / "chat-haiku-seed-7.json")
+    step.step_start("The capital of France is", False)
+    step.step_settings(0.8, 40, 0.95, 0.0, 1.0, 1.0, [])
+    step.step_pick_rank(1)
+    step.step_pick_rank(3)
+    step.step_greedy()
+    step.step_sample("5")
+    step.step_view(10, "top_p")
+    save(step.step_trace(), out / "step-capital.json")
+    beam.beam_run(
+        "The best thing about beam search is",
+        False,
+        4,
+        12,
+        1.0,
+        "off",
+        2,
+        True,
+        "png",
+        progress=lambda *a, **k: None,
+    )
+    save(beam.beam_trace(), out / "beam-4x12.json")
+    print(f"traces in {out}")
+
+
+def save(path: str, target: Path) -> None:
+    shutil.copyfile(path, target)
+    print(f"wrote {target} ({target.stat().st_size:,} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+() => {
+  // Presenter mode and figures that follow the page: dark backgrounds in dark mode, larger text on
+  // stage, and PNG (3x) and SVG downloads on every plot. Figures come from the server light and at
+  // desk size; each plot is restyled here after it draws, so every view gets the same treatment.
+  const params = new URLSearchParams(location.search);
+  if (params.get("presenter") === "1") document.body.classList.add("presenter");
+  const dark = () => document.body.classList.contains("dark");
+  const presenter = () => document.body.classList.contains("presenter");
+  const FG = "#e5e7eb";
+  const GRID = "rgba(229, 231, 235, 0.18)";
+  const STAGE_SCALE = 1.4;
+
+  // What the server sent, captured once per figure, so that leaving presenter mode restores it.
+  const base = (gd) => {
+    if (gd._playgroundFigure !== gd.data) {
+      gd._playgroundFigure = gd.data;
+      gd._playgroundBase = {
+        font: gd.layout?.font?.size || 12,
+        text: (gd.data || []).map((trace) => trace.textfont?.size || 12),
+        height: gd.layout?.height,
+      };
+    }
+    return gd._playgroundBase;
+  };
+
+  // On stage a figure never runs past the bottom of the window: it keeps the room below its top.
+  const fitHeight = (gd, height) => {
+    const top = gd.getBoundingClientRect().top + window.scrollY;
+    return Math.round(Math.max(200, Math.min(height, window.innerHeight - top - 12)));
+  };
+
+  const layoutPatch = (gd, sizes) => {
+    const patch = {};
+    const want = (key, value, current) => {
+      if (current !== value) patch[key] = value;
+    };
+    const layout = gd.layout || {};
+    for (const name of Object.keys(gd._fullLayout || {}).filter((k) => /^[xy]axis\d*$/.test(k))) {
+      want(`${name}.automargin`, true, layout[name]?.automargin);  // tick labels never clipped
+    }
+    if (dark()) {
+      want("paper_bgcolor", "rgba(0,0,0,0)", layout.paper_bgcolor);
+      want("plot_bgcolor", "rgba(0,0,0,0)", layout.plot_bgcolor);
+      want("font.color", FG, layout.font?.color);
+      want("legend.bgcolor", "rgba(0,0,0,0)", layout.legend?.bgcolor);
+      for (const name of Object.keys(gd._fullLayout || {}).filter((k) => /^[xy]axis\d*$/.test(k))) {
+        want(`${name}.gridcolor`, GRID, layout[name]?.gridcolor);
+        want(`${name}.zerolinecolor`, GRID, layout[name]?.zerolinecolor);
+        want(`${name}.linecolor`, GRID, layout[name]?.linecolor);
+      }
+    }
+    want("font.size", presenter() ? Math.round(sizes.font * STAGE_SCALE) : sizes.font, layout.font?.size || 12);
+    if (sizes.height) want("height", presenter() ? fitHeight(gd, sizes.height) : sizes.height, layout.height);
+    return patch;
+  };
+
+  const textPatch = (gd, sizes) => {
+    const wanted = sizes.text.map((size) => (presenter() ? Math.round(size * STAGE_SCALE) : size));
+    const current = (gd.data || []).map((trace) => trace.textfont?.size || 12);
+    return wanted.some((size, i) => size !== current[i]) ? { "textfont.size": wanted } : null;
+  };
+
+  const addExports = (gd) => {
+    // The camera button saves a PNG at 3x; an added button saves an SVG (vector, for slides).
+    const context = gd._context;
+    if (!context || context.playgroundExports) return false;
+    const name = (gd.closest("[id]")?.id || "figure").replace(/[^\w-]/g, "") || "figure";
+    context.playgroundExports = true;
+    context.toImageButtonOptions = { format: "png", scale: 3, filename: name };
+    context.modeBarButtonsToAdd = [
+      {
+        name: "Download as SVG",
+        icon: window.Plotly.Icons.disk,
+        click: (plot) => window.Plotly.downloadImage(plot, { format: "svg", filename: name }),
+      },
+    ];
+    return true;
+  };
+
+  const style = async (gd) => {
+    if (!window.Plotly || !gd._fullLayout || gd._playgroundStyling) return;
+    gd._playgroundStyling = true;
+    try {
+      const sizes = base(gd);
+      if (addExports(gd)) await window.Plotly.react(gd, gd.data, gd.layout, gd._context);
+      const patch = layoutPatch(gd, sizes);
+      if (Object.keys(patch).length) await window.Plotly.relayout(gd, patch);
+      const text = textPatch(gd, sizes);
+      if (text) await window.Plotly.restyle(gd, text);
+    } finally {
+      gd._playgroundStyling = false;
+    }
+  };
+
+  const watch = (gd) => {
+    if (gd._playgroundWired || !gd.on) return;
+    gd._playgroundWired = true;
+    gd.on("plotly_afterplot", () => style(gd));  // a new figure from the server: style it again
+    style(gd);
+  };
+  const scan = () => document.querySelectorAll(".js-plotly-plot").forEach(watch);
+  new MutationObserver(scan).observe(document.body, { childList: true, subtree: true });
+
+  window.playgroundTogglePresenter = (on) => {
+    document.body.classList.toggle("presenter", on ?? !presenter());
+    document.querySelectorAll(".js-plotly-plot").forEach(style);
+    const url = new URL(location.href);
+    if (presenter()) url.searchParams.set("presenter", "1");
+    else url.searchParams.delete("presenter");
+    history.replaceState(null, "", url);
+    return presenter();
+  };
+}

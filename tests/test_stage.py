@@ -1,0 +1,283 @@
+"""On stage: presenter mode at 1280x720, dark mode, shareable links, errors that leave the inputs
+usable, keyboard control, and the same greedy answer in every tab. Headless Chromium."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from browser import chromium_browser, chromium_path, open_page
+
+from playground.errors import PlaygroundError
+from playground.ui.links import make_query, read_link
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
+    ),
+]
+VIEWPORT = {"width": 1280, "height": 720}
+CAPITAL = "What is the capital of France?"
+SELECTED_STEP_TAB = (
+    "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Step by step')"
+)
+
+
+def box(page, selector: str) -> dict:
+    return page.locator(selector).first.bounding_box()
+
+
+def assert_in_viewport(page, selector: str) -> None:
+    """The element is fully on screen without scrolling."""
+    rect = page.evaluate(
+        "sel => { const r = document.querySelector(sel).getBoundingClientRect();"
+        " return {top: r.top + scrollY, bottom: r.bottom + scrollY, left: r.left, right: r.right}; }",
+        selector,
+    )
+    assert rect["top"] >= 0 and rect["bottom"] <= VIEWPORT["height"], (selector, rect)
+    assert rect["left"] >= 0 and rect["right"] <= VIEWPORT["width"], (selector, rect)
+
+
+def wait_for_status(page, selector: str, text: str, timeout: int = 240_000) -> None:
+    page.wait_for_function(
+        "([sel, text]) => document.querySelector(sel)?.innerText.includes(text)",
+        arg=[selector, text],
+        timeout=timeout,
+    )
+
+
+# --- links: pure functions first ----------------------------------------------------------------------
+
+
+def test_a_link_round_trips_and_bad_values_are_named():
+    values = {
+        "prompt": "Hi",
+        "chat": True,
+        "temperature": 0.7,
+        "top_k": 5.0,
+        "path": [12, 7],
+        "order": ["top_p"],
+    }
+    query = make_query("step", values)
+    link = read_link({key: value[0] for key, value in parse_qs(query).items()})
+    assert link.tab == "step" and link.runs
+    assert link.values == {
+        "prompt": "Hi",
+        "chat": True,
+        "temperature": 0.7,
+        "top_k": 5,
+        "path": [12, 7],
+        "order": ["top_p"],
+    }
+    assert read_link({}) is None
+    for query, message in [
+        ({"tab": "nowhere"}, "unknown tab 'nowhere'"),
+        ({"tab": "step", "t": "hot"}, "t='hot' is not a valid temperature"),
+        ({"tab": "step", "path": "1,x"}, "path='1,x'"),
+        ({"tab": "step", "order": "top_p,magic"}, "order='top_p,magic'"),
+        ({"tab": "chat", "t": "inf"}, "t='inf'"),
+    ]:
+        with pytest.raises(PlaygroundError, match=message):
+            read_link(query)
+
+
+# --- the browser ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium_browser() as browser:
+        yield browser
+
+
+def test_presenter_mode_fits_each_tabs_main_visual_and_controls_in_1280x720(browser, launched_app):
+    with open_page(browser, f"{launched_app}/?presenter=1", **VIEWPORT) as page:
+        check_presenter_layout(page)
+
+
+def check_presenter_layout(page) -> None:
+    page.wait_for_function("document.body.classList.contains('presenter')")  # the app's script ran
+    page.get_by_role("tab", name="Step by step").click()
+    page.locator("#step-cand-1").wait_for(state="visible")
+    page.wait_for_timeout(800)  # the chart fits itself to the room left
+    for selector in (
+        "#step-chart",
+        "#step-cand-1",
+        "#step-greedy",
+        "#step-undo",
+        "#step-sample",
+        "#step-text",
+    ):
+        assert_in_viewport(page, selector)
+    size = page.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('#step-text .token-stream')).fontSize)"
+    )
+    assert size >= 24
+
+    page.get_by_role("tab", name="Chat").click()
+    page.locator("#chat-message textarea").fill(CAPITAL)
+    page.get_by_label("Temperature").first.fill("0")
+    page.locator("#chat-send").click()
+    wait_for_status(page, "#chat-status", "stopped")
+    for selector in ("#chat-tokens .answer-tokens", "#chat-send", "#chat-message", "#chat-stop"):
+        assert_in_viewport(page, selector)
+    size = page.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('#chat-tokens .answer-tokens .tok')).fontSize)"
+    )
+    assert size >= 24
+
+    page.get_by_role("tab", name="Beam search").click()
+    page.get_by_role("button", name="Run beam search").click()
+    wait_for_status(page, "#beam-status", "stopped:")
+    page.wait_for_timeout(800)
+    for selector in ("#beam-plot", "#beam-prompt"):
+        assert_in_viewport(page, selector)
+
+    page.get_by_role("tab", name="KV cache").click()
+    page.locator("#kv-summary").wait_for()
+    assert_in_viewport(page, "#kv-summary")
+    page.keyboard.press("p")  # the p key leaves presenter mode
+    assert not page.evaluate("document.body.classList.contains('presenter')")
+    assert "presenter" not in page.url
+
+
+def test_dark_mode_plots_and_token_colours(browser, launched_app):
+    with open_page(browser, f"{launched_app}/?__theme=dark", **VIEWPORT) as page:
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        page.locator("#step-greedy").click()
+        page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 1")
+        page.wait_for_timeout(800)
+        backgrounds = page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent)"
+            ".map(g => getComputedStyle(g.querySelector('.main-svg')).backgroundColor"
+            " + '|' + g._fullLayout.paper_bgcolor)"
+        )
+        assert backgrounds and not any("255, 255, 255" in b for b in backgrounds), backgrounds
+        contrast = page.evaluate(CONTRAST_JS, "#step-text .tok, .tok-legend .tok")
+        assert contrast and min(contrast) >= 4.5, contrast  # WCAG AA for normal text
+
+
+CONTRAST_JS = """sel => {
+  const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const linear = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = c => { const [r, g, b] = c.map(linear); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  return [...document.querySelectorAll(sel)].filter(e => e.offsetParent).map(e => {
+    const s = getComputedStyle(e); const a = lum(rgb(s.color)), b = lum(rgb(s.backgroundColor));
+    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  });
+}"""
+
+
+def test_light_mode_token_colours_keep_their_contrast(browser, launched_app):
+    with open_page(browser, launched_app, **VIEWPORT) as page:
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        contrast = page.evaluate(CONTRAST_JS, ".tok-legend .tok")
+        assert len(contrast) == 5 and min(contrast) >= 4.5, contrast
+
+
+def test_a_shared_link_reopens_the_same_step_session(browser, launched_app):
+    with open_page(browser, launched_app, **VIEWPORT) as page:
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        for key in ("2", "n", "n"):
+            before = page.locator("#step-text .step-text .tok").count()
+            page.keyboard.press(key)
+            page.wait_for_function(
+                "n => document.querySelectorAll('#step-text .step-text .tok').length === n + 1", arg=before
+            )
+        text = page.locator("#step-text").inner_text()
+        page.locator("#copy-link").click()
+        link_box = page.locator("#share-link textarea, #share-link input").first
+        link_box.wait_for()
+        page.wait_for_function(
+            "() => (document.querySelector('#share-link textarea, #share-link input')?.value || '')"
+            ".includes('tab=step')"
+        )
+        link = link_box.input_value()
+    assert urlparse(link).query.startswith("tab=step") and "path=" in link
+    with open_page(browser, link, **VIEWPORT) as page:
+        page.wait_for_function(SELECTED_STEP_TAB)
+        page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 3")
+        assert page.locator("#step-text").inner_text() == text
+
+
+def test_a_shared_link_reopens_the_same_seeded_chat_answer(browser, launched_app):
+    query = make_query(
+        "chat", {"message": "Write one word.", "temperature": 1.0, "seed": "77", "max_new_tokens": 12}
+    )
+    answers = []
+    for _ in range(2):
+        with open_page(browser, f"{launched_app}/?{query}", **VIEWPORT) as page:
+            wait_for_status(page, "#chat-status", "stopped")
+            assert "seed 77" in page.locator("#chat-status").inner_text()
+            answers.append(page.locator("#chat-tokens .answer-tokens").inner_text())
+    assert answers[0] == answers[1] and answers[0]
+
+
+def test_an_error_leaves_the_input_clickable_and_says_why(browser, launched_app):
+    with open_page(browser, launched_app, **VIEWPORT) as page:
+        page.locator("#chat-message textarea").fill("")
+        page.locator("#chat-send").click()
+        page.get_by_text("Empty message: type something to send.").first.wait_for()
+        box_ = page.locator("#chat-message")
+        assert box_.locator(".error").count() == 0  # no error pill over the input
+        page.locator("#chat-message textarea").click()  # would fail if something covered it
+        page.locator("#chat-message textarea").fill("Still usable")
+        assert page.locator("#chat-message textarea").input_value() == "Still usable"
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        page.get_by_role("button", name="Pick", exact=True).click()  # no token id typed
+        page.get_by_text("Type a token id to pick").first.wait_for()
+        assert page.locator("#step-prompt .error").count() == 0
+        page.locator("#step-prompt textarea").fill("Usable again")
+        assert page.locator("#step-prompt textarea").input_value() == "Usable again"
+
+
+def test_keyboard_help_overlay_opens_and_closes(browser, launched_app):
+    with open_page(browser, launched_app, **VIEWPORT) as page:
+        page.locator("body").click(position={"x": 5, "y": 5})
+        page.keyboard.press("?")
+        help_box = page.locator("#keys-help")
+        help_box.wait_for(state="visible")
+        assert "next token" in help_box.inner_text() and "presenter mode" in help_box.inner_text()
+        page.keyboard.press("Escape")
+        help_box.wait_for(state="hidden")
+        page.keyboard.press("]")  # next tab
+        page.wait_for_function(SELECTED_STEP_TAB)
+
+
+def test_chat_step_and_beam_all_answer_paris_greedily_with_their_defaults(browser, launched_app):
+    with open_page(browser, launched_app, **VIEWPORT) as page:
+        page.locator("#chat-message textarea").fill(CAPITAL)
+        page.get_by_label("Temperature").first.fill("0")
+        page.locator("#chat-send").click()
+        wait_for_status(page, "#chat-status", "stopped")
+        assert "Paris" in page.locator("#chat-tokens .answer-tokens").inner_text()
+
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        page.locator("#step-prompt textarea").fill(CAPITAL)
+        page.get_by_label("chat", exact=True).check()
+        page.get_by_role("button", name="Start").click()
+        page.wait_for_function("document.querySelector('#step-status')?.innerText.startsWith('Prompt:')")
+        page.wait_for_timeout(500)
+        for done in range(1, 8):
+            page.locator("#step-greedy").click()
+            page.wait_for_function(
+                "n => document.querySelectorAll('#step-text .step-text .tok').length === n", arg=done
+            )
+        assert "Paris" in page.locator("#step-text .step-text").inner_text()
+
+        page.get_by_role("tab", name="Beam search").click()
+        page.locator("#beam-prompt textarea").fill(CAPITAL)
+        page.get_by_label("Chat template").check()
+        page.get_by_role("button", name="Run beam search").click()
+        wait_for_status(page, "#beam-status", "stopped:")
+        assert "Paris" in page.locator("#beam-status").inner_text()
+
+
+assert json  # traces below use it
