@@ -5,7 +5,8 @@
   //   hidden textbox whose input event runs the handler.
   // - After a zoom, pan or resize, the view (axis ranges, plot size, whether the page is dark)
   //   goes into another hidden textbox, and the server redraws the tree at that view with the
-  //   labels and marker sizes that fit there; a double click asks for the whole tree. The
+  //   labels and marker sizes that fit there (also when presenter mode or the theme switches:
+  //   text sizes and the figure's height change); a double click asks for the whole tree. The
   //   figure's layout.meta.beam_view says which view it was drawn for (and which view fits the
   //   whole tree), so the redraw itself asks nothing.
   // - The mouse wheel scrolls the page unless the plot has focus: a click in it gives focus (the
@@ -21,28 +22,44 @@
     Array.isArray(a) && Array.isArray(b) && a.length === b.length &&
     a.every((v, i) => Math.abs(v - b[i]) <= tolerance[i]);
 
-  // "x0,x1,y0,y1,area_w,area_h,fig_w,fig_h,fit,dark": what playground/ui/beam_tab.py parse_view reads.
+  // "x0,x1,y0,y1,area_w,area_h,fig_w,fig_h,fit,dark,presenter,room": what
+  // playground/ui/beam_tab.py parse_view reads. On stage (presenter mode, static/theme.js) the
+  // server draws larger text and ends the figure above the window's bottom: room is the px from
+  // the figure's top to there (static/theme.js fitHeight's rule).
+  const dark = () => document.body.classList.contains("dark"); // Gradio marks a dark page so
+  const presenter = () => document.body.classList.contains("presenter");
+  const room = (plot) => {
+    const top = plot.getBoundingClientRect().top + window.scrollY;
+    return presenter() ? Math.max(0, Math.round(window.innerHeight - top - 12)) : 0;
+  };
   const viewText = (plot, range, fit) => {
     const full = plot._fullLayout;
-    const dark = plot.closest(".dark") !== null; // Gradio marks a dark page with class "dark"
     const size = [full._size.w, full._size.h, full.width, full.height];
-    return [...range, ...size, fit ? 1 : 0, dark ? 1 : 0].join(",");
+    const page = [fit ? 1 : 0, dark() ? 1 : 0, presenter() ? 1 : 0, room(plot)];
+    return [...range, ...size, ...page].join(",");
   };
   const metaOf = (plot) => plot.layout && plot.layout.meta && plot.layout.meta.beam_view;
 
   const reportView = (plot) => {
     const full = plot._fullLayout;
     const meta = metaOf(plot);
-    if (!full || !meta || full._size.w < 50 || full._size.h < 50) return; // not drawn, or a hidden tab
+    if (!full || !meta || full._size.w < 20 || full._size.h < 20) return; // not drawn, or a hidden tab
+    // Gradio mounts each new figure at plotly's default 700 px width, then resizes it to its box:
+    // a view reported in between would be redrawn for the wrong size (and that redraw mounts again).
+    if (Math.abs(full.width - plot.getBoundingClientRect().width) > 2) return;
     const range = [...full.xaxis.range, ...full.yaxis.range].map(Number);
     const dx = Math.abs(range[1] - range[0]) * 1e-3;
     const dy = Math.abs(range[3] - range[2]) * 1e-3;
     const tolerance = [dx, dx, dy, dy];
     const area = [full._size.w, full._size.h];
     const sameView = near(range, meta.window, tolerance) && near(area, meta.area, [1.5, 1.5]);
-    if (sameView && (plot.closest(".dark") !== null) === meta.dark) return;
+    const samePage = dark() === meta.dark && presenter() === meta.presenter &&
+      (!presenter() || Math.abs(room(plot) - meta.room) <= 4);
+    if (sameView && samePage) return;
     send("beam-view", viewText(plot, range, near(range, meta.fit, tolerance)));
   };
+  const reportAll = () =>
+    document.querySelectorAll("#beam-plot .js-plotly-plot").forEach((plot) => reportView(plot));
 
   const wire = (plot) => {
     if (plot.dataset.clickWired) return;
@@ -64,12 +81,26 @@
       clearTimeout(timer);
       timer = setTimeout(() => reportView(plot), 250);
     };
+    // Plotly's autosize (a window resize) drops layout.height and the plot collapses to 0 px:
+    // put back the height the tree was laid out for.
+    const keepHeight = () => {
+      const meta = metaOf(plot);
+      if (meta && meta.height && plot.layout.height !== meta.height && window.Plotly) {
+        window.Plotly.relayout(plot, { height: meta.height });
+      }
+    };
+    plot.on("plotly_afterplot", keepHeight);
     plot.on("plotly_afterplot", later);
     later(); // the first draw may be over before this wiring
   };
   new MutationObserver(() => {
     document.querySelectorAll("#beam-plot .js-plotly-plot").forEach((plot) => plot.on && wire(plot));
   }).observe(document.body, { childList: true, subtree: true });
+  // Presenter mode or the theme switched: the tree is drawn again for the new page.
+  new MutationObserver(() => setTimeout(reportAll, 250)).observe(document.body, {
+    attributes: true,
+    attributeFilter: ["class"],
+  });
 
   const setFocus = (root, on) => {
     root.classList.toggle(FOCUSED, on);

@@ -57,9 +57,11 @@ def each_point(data: dict):
                 yield trace, i, x, y, size[i] if isinstance(size, list) else size
 
 
-def label_boxes(data: dict) -> list[tuple[str, tuple[float, float, float, float]]]:
-    """(text, box px) of every label the figure draws."""
-    area, boxes = plot_area(data), []
+def label_boxes(
+    data: dict, frame: PlotFrame | None = None
+) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """(text, box px) of every label the figure draws, at the font size its trace says."""
+    area, boxes = plot_area(data, frame), []
     for trace in data["data"]:
         for i, text in enumerate(trace.get("text") or []):
             if text:
@@ -70,13 +72,14 @@ def label_boxes(data: dict) -> list[tuple[str, tuple[float, float, float, float]
     return boxes
 
 
-def assert_everything_inside(data: dict) -> None:
-    area = plot_area(data)
+def assert_everything_inside(data: dict, frame: PlotFrame | None = None) -> None:
+    area = plot_area(data, frame)
     for trace, _, x, y, size in each_point(data):
         left, top = area.to_px(x, y)
         assert size / 2 <= left <= area.width - size / 2, (trace["name"], x)
         assert size / 2 <= top <= area.height - size / 2, (trace["name"], y)
-    boxes = label_boxes(data)
+    boxes = label_boxes(data, frame)
+    assert boxes, "no label at all"
     for text, (left, top, right, bottom) in boxes:
         assert left >= 0 and right <= area.width and top >= 0 and bottom <= area.height, text
     for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
@@ -99,6 +102,22 @@ def test_the_default_view_shows_every_mark_and_label_inside_the_plot_area(size, 
         == meta["window"]
         == [*data["layout"]["xaxis"]["range"], *data["layout"]["yaxis"]["range"]]
     )
+
+
+@pytest.mark.parametrize("room", [0, 300, 460])
+def test_on_stage_the_text_is_larger_and_the_figure_ends_above_the_window_bottom(room, big_tree, small_tree):
+    frame = PlotFrame(presenter=True, room=room, dark=True)
+    for tree in (small_tree, big_tree):
+        data = beam_tree_data(tree, frame=frame)
+        assert_everything_inside(data, frame)  # no overlap, nothing clipped at the larger size
+        if room:
+            assert data["layout"]["height"] <= room
+        live = traces(data)["kept (circle) / finished (square)"]
+        assert live["textfont"]["size"] == round(12 * 1.4) and data["layout"]["font"]["size"] >= 16
+        assert len(label_boxes(data, frame)) >= 8  # still a readable tree, not bare markers
+        meta = data["layout"]["meta"]
+        assert meta["stage_sized"] is True  # static/theme.js leaves its text and height alone
+        assert meta["beam_view"]["presenter"] is True and meta["beam_view"]["room"] == room
 
 
 def test_unfolded_candidates_and_zoomed_windows_stay_inside_too(small_tree, big_tree):
@@ -309,11 +328,21 @@ def test_place_labels_keeps_the_first_of_two_that_overlap_and_tries_other_positi
 
 
 def test_parse_view_reads_the_browser_report_and_refuses_junk():
-    frame, window = parse_view("1,9,-20,2,1100,480,1216,600,0,1:1712")
+    frame, window = parse_view("1,9,-20,2,1100,480,1216,600,0,1,0,0:1712")
     assert window == (1, 9, -20, 2)
     assert frame == PlotFrame(1216, 116, 120, True)
-    assert parse_view("1,9,-20,2,1100,480,1216,600,1,0:1")[1] is None  # the whole tree
-    for junk in ("", "1,2,3", "1,9,-20,2,1100,480,1216,600,0,nan:1", "9,1,-20,2,1100,480,1216,600,0,0:1"):
+    assert parse_view("1,9,-20,2,1100,480,1216,600,1,0,0,0:1")[1] is None  # the whole tree
+    stage, _ = parse_view("1,9,-20,2,1100,480,1216,600,1,0,1,455:1")
+    assert stage.presenter and stage.room == 455 and stage.font_px > 12
+    junk_views = (
+        "",
+        "1,2,3",
+        "1,9,-20,2,1100,480,1216,600,0,1:1712",  # the old report, without presenter and room
+        "1,9,-20,2,1100,480,1216,600,0,nan,0,0:1",
+        "9,1,-20,2,1100,480,1216,600,0,0,0,0:1",
+        "1,9,-20,2,1100,480,1216,600,0,0,1,-5:1",
+    )
+    for junk in junk_views:
         with pytest.raises(PlaygroundError, match="Not a view of the tree"):
             parse_view(junk)
 
@@ -327,7 +356,7 @@ def handlers(tiny_lm):
 
 def test_a_reported_view_is_drawn_and_kept_for_later_redraws(handlers):
     figure = json.loads(
-        handlers.beam_view("2,8,-9,-1,900,400,1000,600,0,0:5", 0, True, "png", TAB)["plot"].plot
+        handlers.beam_view("2,8,-9,-1,900,400,1000,600,0,0,0,0:5", 0, True, "png", TAB)["plot"].plot
     )
     assert figure["layout"]["xaxis"]["range"] == [2, 8] and figure["layout"]["yaxis"]["range"] == [-9, -1]
     area = [900, figure["layout"]["height"] - 200]  # the margins the browser reported, not MARGIN's
@@ -335,7 +364,7 @@ def test_a_reported_view_is_drawn_and_kept_for_later_redraws(handlers):
     redrawn = json.loads(handlers.beam_redraw(1, True, "png", TAB)["plot"].plot)
     assert redrawn["layout"]["xaxis"]["range"] == [2, 8]
     fitted = json.loads(
-        handlers.beam_view("2,8,-9,-1,900,400,1000,600,1,0:6", 0, True, "png", TAB)["plot"].plot
+        handlers.beam_view("2,8,-9,-1,900,400,1000,600,1,0,0,0:6", 0, True, "png", TAB)["plot"].plot
     )
     assert fitted["layout"]["meta"]["beam_view"]["window"] == fitted["layout"]["meta"]["beam_view"]["fit"]
     assert handlers.beam_view("", 0, True, "png", TAB) == {}

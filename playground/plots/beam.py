@@ -200,7 +200,7 @@ def _nodes(d: Drawing, points: list[Point], name: str, marker: dict[str, Any], f
         "mode": "markers+text",
         "text": [t for t, _ in texts],
         "textposition": [position for _, position in texts],
-        "textfont": {"size": FONT_PX, **font},
+        "textfont": {"size": d.font_px, **font},
         "marker": marker,
         "customdata": [[p.label, _n(p.logprob), _n(p.cum), _n(p.score), p.detail, p.id] for p in points],
         "hovertemplate": HOVER,
@@ -210,7 +210,7 @@ def _nodes(d: Drawing, points: list[Point], name: str, marker: dict[str, Any], f
 def _pruned(d: Drawing) -> dict[str, Any]:
     pruned = [p for p in d.points.values() if p.fate == PRUNED]
     marker = {"color": PRUNED_COLOR, "size": d.pruned_px}
-    return _nodes(d, pruned, "pruned", marker, {"size": FONT_PX - 1, "color": PRUNED_TEXT})
+    return _nodes(d, pruned, "pruned", marker, {"size": d.font_px - 1, "color": PRUNED_TEXT})
 
 
 def _live(d: Drawing) -> dict[str, Any]:
@@ -257,7 +257,7 @@ def _folds(d: Drawing) -> dict[str, Any]:
         "mode": "markers+text",
         "text": [t for t, _ in texts],
         "textposition": [position for _, position in texts],
-        "textfont": {"size": FONT_PX - 1, "color": PRUNED_TEXT},
+        "textfont": {"size": d.font_px - 1, "color": PRUNED_TEXT},
         "marker": marker,
         # [label, count, -, -, hover, parent id, "fold"]: static/beam.js sends "fold-<parent>" on a click
         "customdata": [
@@ -280,7 +280,7 @@ def _hypotheses(tree: BeamTree, d: Drawing) -> dict[str, Any]:
         "mode": "markers+text",
         "text": [t for t, _ in texts],
         "textposition": [position for _, position in texts],
-        "textfont": {"size": FONT_PX, "color": HYPOTHESIS_TEXT},
+        "textfont": {"size": d.font_px, "color": HYPOTHESIS_TEXT},
         "marker": marker,
         "customdata": [[h.text, h.score, h.cum_logprob, len(h.token_ids), h.rank, h.node_id] for h in hyps],
         "hovertemplate": "<b>hypothesis #%{customdata[4]}</b> score %{customdata[1]:.4f}<br>%{customdata[0]}"
@@ -342,8 +342,11 @@ def _title(tree: BeamTree) -> str:
 
 def _layout(tree: BeamTree, d: Drawing) -> dict[str, Any]:
     """Transparent backgrounds (light and dark pages), fixed margins, the visible area's ranges,
-    and in meta what static/beam.js compares with the browser's view (fit, window, plot size)."""
-    area, fit = d.area, d.fit
+    and in meta what static/beam.js compares with the browser's view (fit, window, plot size,
+    dark page, presenter mode). On stage the text is larger here: meta.stage_sized tells
+    static/theme.js to leave this figure's text and height alone (its labels were placed for them)."""
+    area, fit, frame = d.area, d.fit, d.frame
+    scale = d.font_px / FONT_PX
     last_step = int(max(p.x for p in d.points.values()))
     tick = next((t for t in (1, 2, 4, 5, 10, 20) if t * area.px_per_x >= 28), 50)  # every step when zoomed in
     legend = {
@@ -352,11 +355,16 @@ def _layout(tree: BeamTree, d: Drawing) -> dict[str, Any]:
         "y": 0,
         "yref": "container",
         "yanchor": "bottom",
-        "font": {"size": 11},
+        "font": {"size": round(11 * scale)},
     }
     return {
-        "title": {"text": _title(tree), "x": 0.01, "xanchor": "left", "font": {"size": 15}},
-        "font": {"family": FONT_FAMILY, **({"color": DARK_TEXT} if d.dark else {})},
+        "title": {
+            "text": _title(tree),
+            "x": 0.01,
+            "xanchor": "left",
+            "font": {"size": round(15 * min(scale, 1.2))},
+        },
+        "font": {"family": FONT_FAMILY, "size": d.font_px, **({"color": DARK_TEXT} if d.dark else {})},
         "height": d.height,
         "dragmode": "pan",
         "hovermode": "closest",
@@ -365,12 +373,16 @@ def _layout(tree: BeamTree, d: Drawing) -> dict[str, Any]:
         "legend": legend,
         "margin": {**MARGIN, "autoexpand": True},
         "meta": {
+            "stage_sized": True,
             "beam_view": {
                 "dark": d.dark,
+                "presenter": frame.presenter,
+                "room": frame.room,
+                "height": d.height,
                 "fit": [fit.x0, fit.x1, fit.y0, fit.y1],
                 "window": [area.x0, area.x1, area.y0, area.y1],
                 "area": [area.width, area.height],
-            }
+            },
         },
         "xaxis": {
             "title": {"text": "step", "standoff": 2},

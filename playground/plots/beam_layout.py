@@ -25,6 +25,8 @@ from playground.beam import PRUNED, ROOT, BeamNode, BeamTree
 from playground.plots.labels import Area, Label, place_labels
 
 FONT_PX = 12  # node labels (pruned and fold labels one px smaller)
+STAGE_SCALE = 1.4  # presenter mode: text this much larger (static/theme.js scales other figures so)
+STAGE_MIN_HEIGHT = 200  # px: on stage the figure shrinks to the room below its top, not below this
 ROOT_PX = 13.0  # the prompt's marker
 STAR_PX = 18.0  # a returned hypothesis's star
 ROW_PX = 30  # preferred px per row; taller trees squeeze into MAX_HEIGHT
@@ -46,6 +48,21 @@ class PlotFrame:
     margin_x: float = MARGIN["l"] + MARGIN["r"]  # px left + right of the plot area
     margin_y: float = MARGIN["t"] + MARGIN["b"]  # px above + below it
     dark: bool = False  # the page is dark (light text)
+    presenter: bool = False  # presenter mode: larger text, the figure ends above the window's bottom
+    room: float = 0.0  # px from the figure's top to the window's bottom (0: unknown)
+
+    @property
+    def font_px(self) -> int:
+        """Node labels' font size: FONT_PX, STAGE_SCALE times on stage."""
+        return round(FONT_PX * STAGE_SCALE) if self.presenter else FONT_PX
+
+    def height(self, rows: int) -> int:
+        """px of the whole figure for `rows` rows: ROW_PX each within MIN/MAX_HEIGHT, and on stage
+        no taller than the room below its top (static/theme.js fits other figures the same way)."""
+        height = min(MAX_HEIGHT, max(MIN_HEIGHT, rows * ROW_PX + self.margin_y + PAD_PX["top"]))
+        if self.presenter and self.room > 0:
+            height = max(STAGE_MIN_HEIGHT, min(height, self.room))
+        return int(height)
 
 
 @dataclass
@@ -96,9 +113,17 @@ class Drawing:
     node_px: float
     pruned_px: float
     show_folds: bool
-    dark: bool = False
+    frame: PlotFrame = field(default_factory=PlotFrame)
     chosen: int | None = None
     labels: dict[object, tuple[str, str]] = field(default_factory=dict)  # key -> (position, text)
+
+    @property
+    def dark(self) -> bool:
+        return self.frame.dark
+
+    @property
+    def font_px(self) -> int:
+        return self.frame.font_px
 
     def marker_px(self, point: Point) -> float:
         if point.id == 0:
@@ -133,15 +158,13 @@ def lay_out(
     add_pruned(tree, points, max(0, pruned_per_parent), set(unfolded))
     rows = layout_rows(points)
     folds = fold_marks(tree, points, set(unfolded))
-    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, rows * ROW_PX + frame.margin_y + PAD_PX["top"])))
+    height = frame.height(rows)
     fit = fit_area(points, folds, frame, height)
     area = fit if window is None else Area(*(float(v) for v in window), fit.width, fit.height)
     row_px, step_px = area.px_per_y, area.px_per_x
     node_px = min(11.0, max(5.0, 0.8 * row_px), max(5.0, 0.6 * step_px))
     pruned_px = min(8.0, max(4.0, 0.6 * row_px))
-    drawing = Drawing(
-        points, folds, fit, area, height, node_px, pruned_px, row_px >= FOLD_MIN_ROW_PX, frame.dark
-    )
+    drawing = Drawing(points, folds, fit, area, height, node_px, pruned_px, row_px >= FOLD_MIN_ROW_PX, frame)
     drawing.chosen = chosen if chosen in points else None
     drawing.labels = place(tree, drawing)
     return drawing
@@ -312,14 +335,14 @@ def wanted_labels(tree: BeamTree, drawing: Drawing) -> list[Label]:
     points, order = drawing.points, label_order(tree, drawing)
     wanted: list[tuple[tuple[float, float], Label]] = []
     for p in points.values():
-        font = FONT_PX - 1 if p.fate == PRUNED else FONT_PX
+        font = drawing.font_px - 1 if p.fate == PRUNED else drawing.font_px
         where = ROOT_POSITIONS if p.id == 0 else NODE_POSITIONS
         label = Label(("node", p.id), p.id, p.label, p.x, p.y, drawing.marker_px(p), font, where)
         wanted.append((order[p.id], label))
     for h in tree.hypotheses:
         if h.node_id in points:
             p, text = points[h.node_id], f"#{h.rank} {h.score:.3f}"
-            label = Label(("hyp", p.id), p.id, text, p.x, p.y, STAR_PX, FONT_PX, SIDE_POSITIONS)
+            label = Label(("hyp", p.id), p.id, text, p.x, p.y, STAR_PX, drawing.font_px, SIDE_POSITIONS)
             wanted.append(((0.5, h.rank), label))
     for fold in drawing.shown_folds():
         for rank, text in (
@@ -327,7 +350,9 @@ def wanted_labels(tree: BeamTree, drawing: Drawing) -> list[Label]:
             (7.5, fold.short_label),
         ):  # the short text where the long won't fit
             key = ("fold", fold.parent)
-            label = Label(key, key, text, fold.x, fold.y, drawing.fold_px, FONT_PX - 1, SIDE_POSITIONS)
+            label = Label(
+                key, key, text, fold.x, fold.y, drawing.fold_px, drawing.font_px - 1, SIDE_POSITIONS
+            )
             wanted.append(((rank, -fold.y), label))
     wanted.sort(key=lambda item: item[0])
     return [label for _, label in wanted]

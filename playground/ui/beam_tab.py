@@ -67,18 +67,19 @@ def plot_value(
 
 
 def parse_view(view: str) -> tuple[PlotFrame, tuple[float, float, float, float] | None]:
-    """static/beam.js's report 'x0,x1,y0,y1,area_w,area_h,fig_w,fig_h,fit,dark:time' -> the
-    plot's frame (size, dark page) and its zoomed window (None when it shows the whole tree)."""
+    """static/beam.js's report 'x0,x1,y0,y1,area_w,area_h,fig_w,fig_h,fit,dark,presenter,room:time'
+    -> the plot's frame (size, dark page, presenter mode, room below its top) and its zoomed
+    window (None when it shows the whole tree)."""
     try:
         values = [float(v) for v in view.split(":")[0].split(",")]
     except ValueError:
         values = []
-    if len(values) != 10 or not all(math.isfinite(v) for v in values):
+    if len(values) != 12 or not all(math.isfinite(v) for v in values):
         raise PlaygroundError(f"Not a view of the tree: {view!r}.")
-    x0, x1, y0, y1, area_w, area_h, fig_w, fig_h, fit, dark = values
-    if not (x1 > x0 and y1 > y0 and 0 < area_w <= fig_w and 0 < area_h <= fig_h):
+    x0, x1, y0, y1, area_w, area_h, fig_w, fig_h, fit, dark, presenter, room = values
+    if not (x1 > x0 and y1 > y0 and 0 < area_w <= fig_w and 0 < area_h <= fig_h and room >= 0):
         raise PlaygroundError(f"Not a view of the tree: {view!r}.")
-    frame = PlotFrame(fig_w, fig_w - area_w, fig_h - area_h, bool(dark))
+    frame = PlotFrame(fig_w, fig_w - area_w, fig_h - area_h, bool(dark), bool(presenter), room)
     return frame, None if fit else (x0, x1, y0, y1)
 
 
