@@ -2,6 +2,7 @@
 
 Options (each also settable as an environment variable):
   --model   PLAYGROUND_MODEL   Hub id, local dir or .gguf path (default: the embedded SmolLM2-135M-Instruct)
+  --draft-model PLAYGROUND_DRAFT_MODEL  a model with the same tokenizer: the speculative-decoding draft
   --device  PLAYGROUND_DEVICE  auto, cpu, cuda, cuda:N, mps (default auto)
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
@@ -39,6 +40,11 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     parser = argparse.ArgumentParser(description="LLM generation playground")
     parser.add_argument(
         "--model", default=defaults.model, help="Hub id, local dir or .gguf (default: embedded)"
+    )
+    parser.add_argument(
+        "--draft-model",
+        default=defaults.draft_model,
+        help="a smaller model with the same tokenizer: the draft for speculative decoding (default: none)",
     )
     parser.add_argument("--device", default=defaults.device, help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument(
@@ -98,7 +104,8 @@ def create_demo(settings: Settings) -> Any:
         return build_replay_demo(load_traces(settings.replay))
     from playground.ui.app import build_demo
 
-    return build_demo(create_engine(settings), settings)
+    engine = create_engine(settings)
+    return build_demo(engine, settings, draft=create_draft(settings, engine))
 
 
 def create_engine(settings: Settings) -> Any:
@@ -132,6 +139,23 @@ def create_engine(settings: Settings) -> Any:
     )
 
 
+def create_draft(settings: Settings, engine: Any) -> Any:
+    """--draft-model: a second in-process model with the same tokenizer, drafting for speculative
+    decoding ("Under the hood"); None without it. A different tokenizer stops the start-up with
+    one clear line."""
+    if not settings.draft_model:
+        return None
+    from playground.engine.loading import load_model
+    from playground.speculative import check_draft
+
+    draft = load_model(
+        settings.draft_model, settings.device, settings.dtype, cache_dir=settings.cache_dir,
+        trust_remote_code=settings.trust_remote_code, progress=print, decode="eager",
+    )  # fmt: skip
+    check_draft(engine, draft)
+    return draft
+
+
 def __getattr__(name: str) -> Any:
     """`app.demo` builds the app on first access (Spaces imports it); importing app is cheap."""
     global _demo
@@ -151,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         from playground.ui.app import launch_options
 
         demo.launch(
-            server_name=settings.host, server_port=settings.port, share=settings.share, **launch_options()
+            server_name=settings.host,
+            server_port=settings.port,
+            share=settings.share,
+            **launch_options(settings),
         )
     except (PlaygroundError, OSError, RuntimeError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)

@@ -13,6 +13,7 @@ uses that to fork an answer at any token and keeps every branch in one `Generati
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -103,7 +104,9 @@ class ChatUpdate:
 # Each shown answer ends with its statistics in this footer; it is display only, and
 # normalize_history strips it so the model never sees it.
 FOOTER_START = "\n\n<sub>⏱ "
-_FOOTER_PATTERN = re.compile(re.escape(FOOTER_START) + r".*?</sub>\s*$", re.DOTALL)
+# An answer of only whitespace comes back stripped, footer first; a footer left in would make the
+# next answer depend on its timings (how busy the server was).
+_FOOTER_PATTERN = re.compile(r"(?:\n\n|^\s*)<sub>⏱ .*?</sub>\s*$", re.DOTALL)
 
 
 def with_footer(text: str, footer: str) -> str:
@@ -284,6 +287,8 @@ class ChatSession:
         self.tree: GenerationTree | None = None
         self.tip = ROOT
         self.updates: dict[int, ChatUpdate] = {}  # leaf node -> its final update (statistics)
+        self._active: Control | None = None  # the running answer's control (one at a time)
+        self._state = threading.Lock()
 
     def answer(
         self,
@@ -294,14 +299,15 @@ class ChatSession:
     ) -> Iterator[ChatUpdate]:
         """A new answer to request (a new tree). known: records of the first answer-prefix tokens,
         already computed elsewhere (a step path continued as chat)."""
-        self.request, self.tree, self.tip, self.updates = replace(request, answer_prefix=None), None, ROOT, {}
-        yield from self._run(request, limit, control, known=known)
+        yield from self._run(request, limit, control, known=known, new_tree=True)
 
     def fork(
         self, position: int, token_id: Any, limit: int, control: Control | None = None
     ) -> Iterator[ChatUpdate]:
         """Cut the current answer before its token at `position` (0-based), put token_id there and
         continue with the same settings. The old continuation stays a branch."""
+        with self._state:
+            self._check_free()
         if self.request is None or self.tree is None:
             raise PlaygroundError("No answer to fork yet: send a message first.")
         records = self.tree.records(self.tip)
@@ -336,26 +342,65 @@ class ChatSession:
             for leaf, update in self.updates.items()
         ]
 
+    def stop(self) -> None:
+        """Cancel the running answer, if any: the model stops at its next chunk or token."""
+        with self._state:
+            if self._active is not None:
+                self._active.cancel()
+
     def release(self) -> None:
+        self.stop()
         self.engine.release(self.key)
 
     def _run(
-        self, request: ChatRequest, limit: int, control: Control | None, known: Sequence[TokenRecord]
+        self,
+        request: ChatRequest,
+        limit: int,
+        control: Control | None,
+        known: Sequence[TokenRecord],
+        new_tree: bool = False,
     ) -> Iterator[ChatUpdate]:
+        control = self._start(control or Control())
+        if new_tree:
+            self.request, self.tree, self.tip, self.updates = (
+                replace(request, answer_prefix=None),
+                None,
+                ROOT,
+                {},
+            )
         update, kept = None, False
         try:
             for update in stream_chat(
                 self.engine, request, limit, key=self.key, control=control, known=known
             ):
                 if update.finished:  # kept before it is shown, so its branch is listed with it
-                    self._keep(update)
+                    self._keep(update, control)
                     kept = True
                 yield update
         finally:  # a stopped answer is kept too: it can be forked like any other
             if update is not None and update.tokens and not kept:
-                self._keep(update)
+                self._keep(update, control)
+            with self._state:
+                if self._active is control:
+                    self._active = None
 
-    def _keep(self, update: ChatUpdate) -> None:
+    def _start(self, control: Control) -> Control:
+        """Make control the running answer's. A second answer (a fork, a retry) while one runs is
+        refused; a stopped one no longer counts (its generator may never be resumed to end)."""
+        with self._state:
+            self._check_free()
+            self._active = control
+        return control
+
+    def _check_free(self) -> None:
+        if self._active is not None and not self._active.cancelled:
+            raise PlaygroundError(
+                "An answer is still being written in this tab: wait for it, or press Stop first."
+            )
+
+    def _keep(self, update: ChatUpdate, control: Control) -> None:
+        if self._active is not control:  # superseded after a Stop: the newer answer owns the tree
+            return
         if self.tree is None:
             self.tree = GenerationTree(update.prompt_ids)
         self.tip = self.tree.extend(ROOT, update.tokens)[-1]

@@ -20,6 +20,8 @@ def _default_cache_dir() -> str:
 class Settings:
     # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; else a Hub id, a dir or a .gguf path.
     model: str | None = None
+    # A second, smaller model with the same tokenizer: a draft for speculative decoding ("Under the hood").
+    draft_model: str | None = None
     # "auto" picks cuda, then mps, then cpu.
     device: str = "auto"
     # Weights dtype; None = float32 on cpu, bfloat16 on cuda/mps.
@@ -34,10 +36,17 @@ class Settings:
     share: bool = False
     # Upper bound for "max new tokens" in chat (and other tabs).
     max_new_tokens_limit: int = 1024
-    # Memory bound for the per-session KV caches kept by step-by-step sessions (MiB).
+    # Memory bound for the KV caches the engine keeps between calls, all tabs together (MiB); least
+    # recently used caches are dropped beyond it (and recomputed from their ids when needed again).
     kv_store_mib: int = 512
     # How many requests may use the model at once (queue beyond that).
     model_concurrency: int = 2
+    # Browser tabs whose chat, step session and beam tree are kept (and Gradio's own per-tab state);
+    # beyond it the least recently used tab's are released. A closed tab releases its own at once.
+    max_workspaces: int = 512
+    # Seconds the queue's estimate assumes for a model event that has not run yet (Gradio shows an
+    # estimate only once every running event has a duration); the event's first real run replaces it.
+    queue_first_estimate_s: float = 5.0
     # Recorded traces to serve instead of a model (a .json file or a folder of them): --replay.
     replay: str | None = None
     # A serving engine to use instead of loading the model here: "llama.cpp", "vllm" or "sglang".
@@ -71,6 +80,11 @@ def _parse(name: str, value: str, kind: type | str) -> object:
         if value.strip().lower() not in {"1", "true", "yes", "on", "0", "false", "no", "off", ""}:
             raise PlaygroundError(f"{name} must be true or false, got {value!r}")
         return value.strip().lower() in {"1", "true", "yes", "on"}
+    if "float" in kind_name:
+        try:
+            return float(value)
+        except ValueError:
+            raise PlaygroundError(f"{name} must be a number, got {value!r}") from None
     if "int" in kind_name:
         try:
             return int(value)

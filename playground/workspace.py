@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from playground.beam import BeamTree
 from playground.chat import ChatSession
 from playground.engine.base import Engine
+from playground.engine.control import Control
 from playground.engine.sampling import SamplingSettings
+from playground.errors import PlaygroundError
 from playground.sessions import SessionStore
 from playground.step import StepSession
 
@@ -37,6 +39,8 @@ class Workspace:
         self.beam_unfolded: set[int] = set()  # nodes whose pruned candidates its tree shows one by one
         self.beam_window: tuple[float, float, float, float] | None = None  # its zoomed view; None: fit
         self.beam_frame: PlotFrame | None = None  # its plot's size in the browser (static/beam.js)
+        self.hood_runs: dict[str, dict] = {}  # Under the hood: what each view shows now, by view
+        self.running: dict[str, Control] = {}  # view -> the control of its running request
         self.lock = threading.RLock()  # one change at a time per tab
 
     def use_step(self, session: StepSession) -> StepSession:
@@ -48,6 +52,11 @@ class Workspace:
         return session
 
     def release(self) -> None:
+        """The tab closed (or was evicted): stop its running work and free its caches."""
+        with self.lock:
+            running, self.running, self.hood_runs = list(self.running.values()), {}, {}
+        for control in running:
+            control.cancel()
         self.chat.release()
         if self.step is not None:
             self.step.release()
@@ -56,8 +65,11 @@ class Workspace:
 class Workspaces:
     """Workspaces by session id, created on first use; least recently used released beyond a bound."""
 
-    def __init__(self, engine: Engine, max_tabs: int = 1024) -> None:
+    def __init__(self, engine: Engine, max_tabs: int = 512) -> None:
+        if max_tabs < 1:
+            raise PlaygroundError(f"The workspace bound must be at least 1 tab, got {max_tabs}")
         self.engine = engine
+        self.max_tabs = max_tabs
         self._store: SessionStore[Workspace] = SessionStore(max_tabs, what="workspace")
         self._lock = threading.Lock()
 

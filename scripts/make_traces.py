@@ -19,6 +19,14 @@ from playground.engine.loading import load_model
 from playground.settings import load_settings
 from playground.ui.beam_tab import BeamHandlers
 from playground.ui.chat_tab import ChatHandlers
+from playground.ui.hood_tab import (
+    ATTENTION_TEXT,
+    BATCH_PROMPTS,
+    LENS_TEXT,
+    METHOD_LABELS,
+    SPEC_PRESETS,
+    HoodHandlers,
+)
 from playground.ui.step_tab import StepHandlers
 from playground.workspace import Workspaces
 
@@ -64,7 +72,27 @@ def main() -> None:
         progress=lambda *a, **k: None,
     )
     save(beam.beam_trace(), out / "beam-4x12.json")
+    record_hood(HoodHandlers(engine, load_settings(), workspaces), out)
     print(f"traces in {out}")
+
+
+def record_hood(hood: HoodHandlers, out: Path) -> None:
+    """One run of each Under the hood view with its default settings."""
+    copy_preset = next(iter(SPEC_PRESETS))
+    runs = {
+        "kv": lambda: hood.hood_kv(400, 12),
+        "pd": lambda: hood.hood_prefill([16, 64, 256, 1024, 2048], 6),
+        "attn": lambda: [hood.hood_attention(ATTENTION_TEXT, 15, 1)],
+        "lens": lambda: [hood.hood_lens(LENS_TEXT, False, [])],
+        "spec": lambda: hood.hood_speculative(
+            SPEC_PRESETS[copy_preset], True, next(iter(METHOD_LABELS)), 6, 22, 64, 0.0, "0"
+        ),
+        "batch": lambda: hood.hood_batching(BATCH_PROMPTS, 8, 16, True),
+    }
+    for view, run in runs.items():
+        for _ in run():
+            pass
+        save(hood.hood_trace(view), out / f"hood-{view}.json")
 
 
 def save(path: str, target: Path) -> None:

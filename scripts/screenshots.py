@@ -1,4 +1,5 @@
-"""Take the README screenshots of every tab: .venv/bin/python scripts/screenshots.py"""
+"""Take the README screenshots of every tab, presenter mode and dark mode:
+.venv/bin/python scripts/screenshots.py"""
 
 from __future__ import annotations
 
@@ -39,7 +40,30 @@ def main() -> None:
         page.get_by_role("tab", name="KV cache").click()
         page.wait_for_timeout(2000)
         page.screenshot(path=docs / "kv.png", full_page=True)
+        page.get_by_role("tab", name="Under the hood").click()
+        page.locator("#hood-kv-run").click()
+        page.wait_for_function("document.querySelector('#hood-kv-status')?.innerText.includes('Done')")
+        page.screenshot(path=docs / "hood.png", full_page=True)
+    _stage_shots(url, docs)
     demo.close()
+
+
+def _stage_shots(url: str, docs: Path) -> None:
+    """Presenter mode at a projector's 1280x720, and dark mode (the Step tab, whose plots follow it)."""
+    from browser import browser_page
+
+    with browser_page(f"{url}?presenter=1", width=1280, height=720) as page:
+        page.locator("#chat-message textarea").fill("What is the capital of France?")
+        page.locator("#chat-send").click()
+        page.wait_for_function("document.querySelector('.chat-stats')?.innerText.includes('stopped')")
+        page.screenshot(path=docs / "presenter.png")
+    with browser_page(f"{url}?__theme=dark", width=1400, height=1000) as page:
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        page.locator("body").click(position={"x": 5, "y": 5})
+        page.keyboard.press("1")
+        page.wait_for_timeout(1500)
+        page.screenshot(path=docs / "dark.png", full_page=True)
 
 
 if __name__ == "__main__":

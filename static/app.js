@@ -5,4 +5,16 @@
       document.activeElement.blur();
     }
   });
+  // One-line tooltips for buttons (Gradio buttons take no title): what the button teaches.
+  const tips = {
+    "step-open-lens": "This step's next token after every layer: the logit lens (Under the hood)",
+    "step-continue-chat": "Continue this path as a chat answer with the same settings",
+  };
+  const addTips = () => {
+    for (const [id, tip] of Object.entries(tips)) {
+      const el = document.getElementById(id);
+      if (el && !el.title) el.title = tip;
+    }
+  };
+  new MutationObserver(addTips).observe(document.body, { childList: true, subtree: true });
 }

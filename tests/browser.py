@@ -24,8 +24,8 @@ def chromium_path() -> str | None:
 
 
 @contextmanager
-def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
-    """A Playwright page on `url`, in a fresh profile; closed on exit."""
+def browser_context(width: int = 1400, height: int = 1000) -> Iterator[object]:
+    """A Playwright browser context in a fresh profile (each of its pages is a tab); closed on exit."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
@@ -36,14 +36,27 @@ def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[ob
             headless=True,
             viewport={"width": width, "height": height},
         )
-        page = context.new_page()
-        page.set_default_timeout(60_000)
-        page.goto(url)
-        page.wait_for_selector("#header")
         try:
-            yield page
+            yield context
         finally:
             context.close()
+
+
+def new_tab(context: object, url: str) -> object:
+    """A new tab of context on url, once the app has drawn its header (tabs of one context share
+    storage, as a person's tabs do)."""
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(url)
+    page.wait_for_selector("#header")
+    return page
+
+
+@contextmanager
+def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
+    """A Playwright page on `url`, in a fresh profile; closed on exit."""
+    with browser_context(width, height) as context:
+        yield new_tab(context, url)
 
 
 @contextmanager
@@ -65,10 +78,7 @@ def chromium_browser() -> Iterator[object]:
 def open_page(browser: object, url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
     """A page on `url` in its own fresh context (no shared storage), closed on exit."""
     context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(url)
-    page.wait_for_selector("#header")
+    page = new_tab(context, url)
     try:
         yield page
     finally:

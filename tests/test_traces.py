@@ -98,7 +98,9 @@ def test_foreign_corrupt_and_newer_traces_are_refused_with_a_reason(recorded, tm
 
 def test_the_bundled_gallery_loads_and_covers_every_tab():
     traces = load_traces(GALLERY)
-    assert {t.kind for t in traces} >= {"chat", "step", "beam"}
+    assert {t.kind for t in traces} == {"chat", "step", "beam", "hood"}
+    hood_views = {t.data["view"] for t in traces if t.kind == "hood"}
+    assert hood_views == {"kv", "pd", "attn", "lens", "spec", "batch"}  # one run of each lesson
     assert all(t.version == TRACE_VERSION for t in traces)
 
 
@@ -146,6 +148,9 @@ def test_replay_in_a_browser_marks_every_view_recorded(tmp_path):
             page.wait_for_function("document.querySelector('#step-text .step-text .tok')")
             page.get_by_role("tab", name="Beam search").click()
             page.wait_for_function("document.querySelector('#beam-plot .js-plotly-plot')")
-            assert page.locator(".recorded-badge").count() >= 3
+            page.get_by_role("tab", name="Under the hood").click()
+            page.wait_for_function("document.querySelector('#replay-hood-plot-0 .js-plotly-plot')")
+            assert "Attention and the causal mask" in page.locator("#replay-hood-summary").inner_text()
+            assert page.locator(".recorded-badge").count() >= 4
     finally:
         demo.close()

@@ -33,6 +33,9 @@ class Capabilities:
     cache_bytes: bool  # the real KV cache can be built and its bytes measured
     score: bool  # log-probs of every token of a given text (prompt scoring)
     batched: bool  # many sequences in one forward (beams, the batching view)
+    # direct, timed forwards of the model (engine/probes.py): cache on/off, prefill vs decode,
+    # speculative drafting and verifying, padded batches; a remote server hides these
+    probes: bool = False
     reasons: dict[str, str] = field(default_factory=dict)
     # One line per view on where the numbers come from, for engines that differ from the in-process
     # one (empty for it). Keys: "engine" (which server, how tested), "distribution" (top-N only: the

@@ -4,7 +4,8 @@ A feature names its sequence with a key (a step session, a chat answer, a view).
 keeps the cache, the token ids it covers and the next-token logits after its last few
 lengths, so an undo is a crop with no forward. Least recently used entries are evicted once
 their bytes exceed the bound; a sequence whose entry was evicted is recomputed from its ids
-on its next call. Thread-safe: an entry is taken out while the engine works on it.
+on its next call. Thread-safe: an entry is taken out while the engine works on it; a key
+dropped meanwhile (its tab closed) stays dropped when the entry is checked in.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class CacheEntry:
     logits: OrderedDict[int, torch.Tensor] = field(default_factory=OrderedDict)
 
     def remember(self, length: int, row: torch.Tensor) -> None:
-        self.logits[length] = row
+        # A row is often a view into the scores of many positions: keep only its own bytes.
+        self.logits[length] = row.clone() if _shares_storage(row) else row
         self.logits.move_to_end(length)
         while len(self.logits) > REMEMBERED_LOGITS:
             self.logits.popitem(last=False)
@@ -48,6 +50,10 @@ class CacheEntry:
         return storage_bytes(self.cache) + sum(t.untyped_storage().nbytes() for t in self.logits.values())
 
 
+def _shares_storage(row: torch.Tensor) -> bool:
+    return row.untyped_storage().nbytes() > row.numel() * row.element_size()
+
+
 class KVStore:
     """LRU store of CacheEntry by key, bounded in bytes. The entry just stored is never evicted
     by its own put (a single sequence larger than the bound still works, alone)."""
@@ -58,13 +64,29 @@ class KVStore:
         self.max_bytes = int(max_bytes)
         self.evictions = 0
         self._entries: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
+        self._out: dict[str, int] = {}  # key -> how many of its entries are checked out now
+        self._drops: dict[str, int] = {}  # key -> drops while checked out (a check-out's ticket)
         self._lock = threading.Lock()
 
-    def take(self, key: str) -> CacheEntry | None:
-        """Remove and return the entry for key (None when absent or evicted)."""
+    def check_out(self, key: str) -> tuple[CacheEntry | None, int]:
+        """Take key's entry out to work on it; returns it (None when absent) and the ticket that
+        check_in needs."""
         with self._lock:
+            self._out[key] = self._out.get(key, 0) + 1
             item = self._entries.pop(key, None)
-            return None if item is None else item[0]
+            return (None if item is None else item[0]), self._drops.get(key, 0)
+
+    def check_in(self, key: str, entry: CacheEntry, ticket: int) -> None:
+        """Store a checked-out entry again, unless key was dropped since (its tab closed)."""
+        with self._lock:
+            dropped = self._drops.get(key, 0) != ticket
+            left = self._out.pop(key, 1) - 1
+            if left > 0:
+                self._out[key] = left
+            else:
+                self._drops.pop(key, None)
+        if not dropped:
+            self.put(key, entry)
 
     def peek(self, key: str) -> CacheEntry | None:
         """The entry for key, left in place (marked most recently used)."""
@@ -86,8 +108,11 @@ class KVStore:
                 self.evictions += 1
 
     def drop(self, key: str) -> None:
+        """Forget key's entry, also one checked out now (check_in will not store it again)."""
         with self._lock:
             self._entries.pop(key, None)
+            if key in self._out:
+                self._drops[key] = self._drops.get(key, 0) + 1
 
     def keys(self) -> list[str]:
         with self._lock:

@@ -135,6 +135,7 @@ class LocalEngine:
             cache_bytes=True,
             score=True,
             batched=True,
+            probes=True,
         )
 
     def describe(self) -> str:
@@ -223,10 +224,12 @@ class LocalEngine:
             _crop_entry(entry, length)
 
     def fork(self, key: str, new_key: str) -> None:
-        entry = self.kv_store.peek(key)
-        twin = CacheEntry()
-        if entry is not None and entry.cache is not None:
-            twin = CacheEntry(copy_cache(entry.cache), list(entry.ids), entry.logits.copy())
+        # Checked out, so no other call writes the cache while it is copied (an entry in use
+        # elsewhere is absent here: the fork then recomputes from its ids, never a stale copy).
+        with self._checked_out(key) as entry, holding(self.lock, None):
+            twin = CacheEntry()
+            if entry.cache is not None:
+                twin = CacheEntry(copy_cache(entry.cache), list(entry.ids), entry.logits.copy())
         self.kv_store.put(new_key, twin)
 
     def release(self, key: str) -> None:
@@ -240,13 +243,16 @@ class LocalEngine:
     @contextmanager
     def _checked_out(self, key: str | None) -> Iterator[CacheEntry]:
         """Take key's entry out of the store while working on it (a concurrent call on the same
-        key recomputes instead of sharing a cache), and put it back afterwards."""
-        entry = (self.kv_store.take(key) if key else None) or CacheEntry()
+        key recomputes instead of sharing a cache), and give it back afterwards."""
+        if not key:
+            yield CacheEntry()
+            return
+        taken, ticket = self.kv_store.check_out(key)
+        entry = taken or CacheEntry()
         try:
             yield entry
-        finally:
-            if key:
-                self.kv_store.put(key, entry)
+        finally:  # not stored again when the key was released meanwhile (its tab closed)
+            self.kv_store.check_in(key, entry, ticket)
 
     # --- the forward passes -----------------------------------------------------------------
 

@@ -8,18 +8,20 @@ from typing import Any
 import gradio as gr
 
 from playground.engine.base import Engine
-from playground.settings import Settings
+from playground.settings import Settings, load_settings
 from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
 from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab
-from playground.ui.common import connect, friendly_errors, set_model_concurrency
+from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_model_concurrency
+from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
+from playground.ui.hood_tab import LENS_FROM_STEP_OUTPUTS, build_hood_tab
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, build_kv_tab
 from playground.ui.links import link_of, make_query
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-CSS_FILES = ("app.css", "step.css", "stage.css")
-JS_FILES = ("app.js", "keys.js", "beam.js", "theme.js")
+CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css")
+JS_FILES = ("app.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The selected tab's id, read in the browser when "Copy link" is pressed (tab buttons have no ids).
 CURRENT_TAB_JS = """(tab, ...rest) => {
   const ids = {"Chat": "chat", "Step by step": "step", "Beam search": "beam", "KV cache": "kv",
@@ -80,9 +82,14 @@ def remote_header_markdown(engine: Any) -> str:
     )
 
 
-def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
+def build_demo(
+    engine: Engine, settings: Settings, draft: Engine | None = None, workspaces: Workspaces | None = None
+) -> gr.Blocks:
+    """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
+    tabs' objects (default: a store bounded by settings)."""
     set_model_concurrency(settings.model_concurrency)
-    workspaces = Workspaces(engine)
+    if workspaces is None:
+        workspaces = Workspaces(engine, settings.max_workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
         toolbar = _header(engine)
         with gr.Tabs() as tabs:
@@ -94,18 +101,17 @@ def build_demo(engine: Engine, settings: Settings) -> gr.Blocks:
                 beam_w, beam_h = build_beam_tab(engine, workspaces)
             with gr.Tab("KV cache", id="kv"):
                 kv_w, kv_h = build_kv_tab(engine)
+            with gr.Tab("Under the hood", id="hood"):
+                hood_w, hood_h = build_hood_tab(engine, settings, workspaces, draft=draft)
         _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
+        _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
         tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w}
         _wire_links(
             demo, tabs, toolbar, tab_widgets, {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
         )
-
-        def release_tab(request: gr.Request) -> None:
-            """A closed browser tab frees its sessions and their KV caches."""
-            workspaces.release(request.session_hash)
-
-        demo.unload(release_tab)
+        release_closed_tabs(demo, workspaces)
     demo.queue(default_concurrency_limit=settings.model_concurrency)
+    seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
     return demo
 
 
@@ -198,29 +204,48 @@ def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: 
         beam_open,
         VIEW_OUTPUTS,
         api_name="step_open_beam_node",
+        show_progress_on=[beam_w["status"], step_w["status"]],  # a wait shows in the tab clicked in
         **on,
     ).success(to_step, None, tabs, api_visibility="private")
     chat_open = {**step_w, "open_position": chat_w["open_position"]}
+    from_chat = {"show_progress_on": [chat_w["status"], step_w["status"]]}
     for trigger, handler, name in (
         (chat_w["open_step"].click, step_h.step_open_chat_token, "step_open_chat_token"),
         (chat_w["token_view"].click, step_h.open_clicked, None),
     ):
-        connect(trigger, handler, chat_open, VIEW_OUTPUTS, api_name=name, **on).success(
+        connect(trigger, handler, chat_open, VIEW_OUTPUTS, api_name=name, **on, **from_chat).success(
             to_step, None, tabs, api_visibility="private"
         )
     continue_chat = {**chat_w, "continue_chat": step_w["continue_chat"]}
     event = connect(
         step_w["continue_chat"].click, chat_h.chat_from_step, continue_chat, ANSWER_OUTPUTS,
         api_name="chat_from_step", trigger_mode="once", status="status",
+        show_progress_on=[step_w["status"], chat_w["status"]],
     )  # fmt: skip
     chat_w["answer_events"].append(event)
     event.then(to_chat, None, tabs, api_visibility="private")
 
 
-def launch_options() -> dict[str, object]:
-    """Theme, CSS and JS belong to launch() in Gradio 6."""
+def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood_h: Any) -> None:
+    """The Step tab's "Logit lens" button opens Under the hood > Logit lens at the current step."""
+
+    def to_hood() -> Any:
+        return gr.Tabs(selected="hood")
+
+    widgets = {**hood_w, "open_lens": step_w["open_lens"], "status": step_w["status"]}
+    connect(
+        step_w["open_lens"].click, hood_h.lens_for_step, widgets, LENS_FROM_STEP_OUTPUTS,
+        api_name="hood_lens_step", status="status",
+    ).success(to_hood, None, tabs, api_visibility="private")  # fmt: skip
+
+
+def launch_options(settings: Settings | None = None) -> dict[str, object]:
+    """Theme, CSS and JS belong to launch() in Gradio 6; so does the bound on Gradio's per-tab state,
+    which follows the workspace bound (settings from the environment when not given)."""
     scripts = [(STATIC_DIR / name).read_text().strip() for name in JS_FILES]
+    settings = settings or load_settings()
     return {
+        "state_session_capacity": settings.max_workspaces,
         "theme": gr.themes.Soft(),
         "css_paths": [STATIC_DIR / name for name in CSS_FILES],
         # Each file is one `() => {...}` function; launch() takes one, so call them in turn.

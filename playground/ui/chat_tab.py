@@ -341,8 +341,10 @@ class ChatHandlers:
     def chat_clear(self) -> dict[str, Any]:
         return {"message": "", "history": [], "token_view": "", "status": "", "branch": _no_branches()}
 
-    def chat_stopped(self, history: list, status: str) -> dict[str, Any]:
-        """After Stop: say so under the cut-off answer and in the statistics."""
+    def chat_stopped(self, history: list, status: str, request: gr.Request = None) -> dict[str, Any]:
+        """After Stop: cancel the model's work (within a chunk or a token) and say so under the
+        cut-off answer and in the statistics."""
+        self._workspace(request).chat.stop()
         history = list(history or [])
         if status.startswith(("Waiting", "Reading")):
             return {"history": history, "status": "Stopped before the first token."}

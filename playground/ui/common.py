@@ -13,6 +13,7 @@ import gradio as gr
 import torch
 
 from playground.errors import PlaygroundError
+from playground.ui.crowd import mark_queue_status
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +144,11 @@ def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
     output is set by name and an output a handler does not name is left as it is."""
 
     def convert(values: Any) -> Any:
-        return (
-            {widgets[name]: value for name, value in values.items()} if isinstance(values, dict) else values
-        )
+        if not isinstance(values, dict):
+            return values
+        if not values:  # nothing to set (a page load without a link): Gradio reads {} as one value
+            return gr.skip()
+        return {widgets[name]: value for name, value in values.items()}
 
     if inspect.isgeneratorfunction(fn):
 
@@ -178,8 +181,9 @@ def connect(
     parameters name its input components, `outputs` the components its {name: value} results may set.
 
     model: the event runs the model (the shared model queue, clear errors, a GPU on ZeroGPU).
-    status: the component that shows queue position, progress and the error mark, so that no
-    error ever covers an input or the content (the message itself is a toast)."""
+    status: the component that shows queue position, estimate and progress, and the error mark, so
+    that no error ever covers an input or the content (the message itself is a toast); an explicit
+    show_progress_on=[...] (a move between tabs: both tabs' status lines) replaces it."""
     handler = named_outputs(model_handler(fn) if model else friendly_errors(fn), widgets)
     options: dict[str, Any] = {**(model_event() if model else {"concurrency_limit": None}), **event}
     if api_name is None:
@@ -190,6 +194,8 @@ def connect(
         options.setdefault("show_progress_on", [widgets[status]])
     else:
         options.setdefault("show_progress", "hidden")
+    for component in options.get("show_progress_on") or []:
+        mark_queue_status(component)  # the queue position shows there as a line of text
     inputs = [widgets[name] for name in input_names(fn)]
     output_components = [widgets[name] for name in outputs]
     if isinstance(trigger, (list, tuple)):

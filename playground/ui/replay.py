@@ -19,6 +19,7 @@ from playground.traces import Trace, decode_data
 from playground.ui.beam_tab import render_beam_trace
 from playground.ui.chat_tab import render_chat_trace
 from playground.ui.common import connect
+from playground.ui.hood_record import PLOT_SLOTS, REPLAY_OUTPUTS, render_hood_trace
 from playground.ui.step_tab import render_step_trace, stage_choice
 
 TAB_NAMES = {"chat": "Chat", "step": "Step by step", "beam": "Beam search", "hood": "Under the hood"}
@@ -67,6 +68,10 @@ class ReplayHandlers:
         }
         return {**shown, "candidates": candidates_markdown(trace.data), "step_source": provenance(trace)}
 
+    def replay_hood(self, hood_trace: int) -> dict[str, Any]:
+        trace = self.pick("hood", hood_trace)
+        return {**decode_data(trace, {"hood": render_hood_trace}), "hood_source": provenance(trace)}
+
     def replay_beam(self, beam_trace: int) -> dict[str, Any]:
         trace = self.pick("beam", beam_trace)
         return {**decode_data(trace, {"beam": render_beam_trace}), "beam_source": provenance(trace)}
@@ -85,7 +90,12 @@ def build_replay_demo(traces: list[Trace]) -> gr.Blocks:
     with gr.Blocks(title="LLM generation playground · replay") as demo:
         gr.Markdown(header_markdown(traces), elem_id="header")
         with gr.Tabs():
-            for kind, build in (("chat", _chat_tab), ("step", _step_tab), ("beam", _beam_tab)):
+            for kind, build in (
+                ("chat", _chat_tab),
+                ("step", _step_tab),
+                ("beam", _beam_tab),
+                ("hood", _hood_tab),
+            ):
                 choices = [(trace_label(t), i) for i, t in enumerate(t for t in traces if t.kind == kind)]
                 if choices:
                     with gr.Tab(TAB_NAMES[kind], id=kind):
@@ -137,3 +147,18 @@ def _beam_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
     w["plot"] = gr.Plot(label="Search tree (recorded)", elem_id="beam-plot")
     w["table"] = gr.Dataframe(label="Returned hypotheses (best first)", interactive=False)
     _show(demo, w, "beam", handlers.replay_beam, ["plot", "status", "table"])
+
+
+def _hood_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: gr.Blocks) -> None:
+    """Any recorded Under the hood run: its summary, text, figures and table."""
+    _picker(w, "hood", choices)
+    w["hood_summary"] = gr.Markdown(elem_id="replay-hood-summary")
+    w["hood_html"] = gr.HTML()
+    for row in (PLOT_SLOTS[:2], PLOT_SLOTS[2:]):
+        with gr.Row():
+            for slot in row:
+                w[slot] = gr.Plot(visible=False, elem_id=f"replay-{slot.replace('_', '-')}")
+    w["hood_table"] = gr.Dataframe(
+        label="measurements (recorded)", interactive=False, wrap=True, visible=False
+    )
+    _show(demo, w, "hood", handlers.replay_hood, REPLAY_OUTPUTS)

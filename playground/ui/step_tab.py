@@ -577,6 +577,13 @@ def _action_rows(w: dict[str, Any]) -> None:
         w["continue_chat"] = gr.Button(
             "Continue as chat", size="sm", min_width=120, elem_id="step-continue-chat"
         )
+        w["open_lens"] = gr.Button(
+            "Logit lens",
+            size="sm",
+            min_width=90,
+            elem_id="step-open-lens",
+            elem_classes=["stage-hide"],
+        )
     with gr.Row(elem_classes=["stage-hide"]):
         w["force_text"] = gr.Textbox(
             label="force text", scale=3, info="Append any text, even unlikely tokens"
@@ -664,8 +671,8 @@ def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
         api_name="step_probability",
         **on,
     )
-    connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export")
-    connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace")
+    connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export", model=False)
+    connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace", status="status")
     connect(
         w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on
     )

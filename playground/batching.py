@@ -1,0 +1,180 @@
+"""Batching: N prompts decoded one by one vs together in one padded batch, on the loaded model.
+
+    result = batching(engine, [ids_a, ids_b, ...], new_tokens=32)
+    result.throughput_ratio        # batch tok/s ÷ one-by-one tok/s
+    result.solo_finished           # when each sequence was done, one by one (it waited its turn)
+    result.batch_finished          # when each was done in the batch
+    result.identical               # each sequence's tokens equal its solo greedy run
+
+Decoding is memory-bound: a step reads every weight once whether it serves one sequence or
+sixteen, so a batch turns the same weight reads into N tokens. The prompts are left-padded to
+one width and an attention mask hides the pads (as `generate` batches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.engine.control import Control
+from playground.engine.probes import Picker, Probes, greedy_picker
+from playground.errors import PlaygroundError
+from playground.kv import format_bytes, kv_cache_bytes
+from playground.views import Stopwatch, probes_needing, run_to_end, whole_in_range
+
+MAX_BATCH = 16
+MAX_NEW_TOKENS = 256
+MEMORY_MARGIN = 0.8  # use at most this share of the free memory
+
+
+@dataclass
+class BatchingResult:
+    prompts: list[list[int]]
+    new_tokens: int  # asked for (a sequence stops earlier at its EOS token)
+    solo_ids: list[list[int]] = field(default_factory=list)
+    batch_ids: list[list[int]] = field(default_factory=list)
+    solo_seconds: list[float] = field(default_factory=list)  # each sequence's own run
+    solo_finished: list[float] = field(default_factory=list)  # done at, from the start of the one-by-one runs
+    batch_finished: list[float] = field(default_factory=list)  # done at, from the start of the batch run
+    batch_seconds: float = 0.0
+    phase: str = ""
+
+    @property
+    def size(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def solo_tokens_per_second(self) -> float:
+        total = sum(self.solo_seconds)
+        return sum(len(ids) for ids in self.solo_ids) / total if total else 0.0
+
+    @property
+    def batch_tokens_per_second(self) -> float:
+        return sum(len(ids) for ids in self.batch_ids) / self.batch_seconds if self.batch_seconds else 0.0
+
+    @property
+    def throughput_ratio(self) -> float:
+        solo = self.solo_tokens_per_second
+        return self.batch_tokens_per_second / solo if solo else 0.0
+
+    @property
+    def same(self) -> list[bool]:
+        """Per sequence: the batch gave exactly its solo tokens."""
+        return [a == b for a, b in zip(self.solo_ids, self.batch_ids, strict=False)]
+
+    @property
+    def identical(self) -> bool:
+        return len(self.batch_ids) == self.size and all(self.same)
+
+
+def memory_needed(lm: Any, probes: Probes, size: int, width: int, new_tokens: int) -> int:
+    """Bytes a batch needs beyond the weights: its KV cache at full length, the prefill's
+    activations (hidden and MLP states, attention scores) and the kept logits."""
+    shape = probes.shape()
+    text = lm.config.get_text_config()
+    dtype = str(lm.dtype).removeprefix("torch.")
+    cache = kv_cache_bytes(lm.config, width + new_tokens, size, dtype, mode="transformers")
+    intermediate = int(getattr(text, "intermediate_size", None) or 4 * shape.hidden)
+    activations = size * width * (4 * shape.hidden + 2 * intermediate) * shape.element_bytes
+    scores = size * shape.heads * width * width * shape.element_bytes
+    return cache + activations + scores + 2 * size * shape.vocab * 4
+
+
+def check_fits(
+    lm: Any, probes: Probes, size: int, width: int, new_tokens: int, memory_bytes: int | None
+) -> None:
+    """Refuse a batch whose estimate exceeds MEMORY_MARGIN of the free memory."""
+    free = probes.free_memory_bytes() if memory_bytes is None else memory_bytes
+    need = memory_needed(lm, probes, size, width, new_tokens)
+    if free is not None and need > MEMORY_MARGIN * free:
+        raise PlaygroundError(
+            f"A batch of {size} × {width + new_tokens:,} tokens needs about {format_bytes(need)} "
+            f"(KV cache and activations) but only {format_bytes(free)} is free on {lm.device.type}: "
+            "use fewer prompts, shorter prompts or fewer new tokens."
+        )
+
+
+def batching(
+    lm: Any,
+    prompts: Sequence[Sequence[int]],
+    new_tokens: int,
+    *,
+    memory_bytes: int | None = None,
+    control: Control | None = None,
+) -> BatchingResult:
+    """Greedy-decode new_tokens after each prompt, one by one and then in one padded batch.
+    memory_bytes: the free memory to plan with (None: what the model's device has free now)."""
+    return run_to_end(iter_batching(lm, prompts, new_tokens, memory_bytes=memory_bytes, control=control))
+
+
+def iter_batching(
+    lm: Any,
+    prompts: Sequence[Sequence[int]],
+    new_tokens: int,
+    *,
+    memory_bytes: int | None = None,
+    control: Control | None = None,
+) -> Iterator[BatchingResult]:
+    """batching, yielding the result after each solo run and after each batch step."""
+    probes = probes_needing(lm, "batched")
+    prompts = [list(p) for p in prompts]
+    whole_in_range(len(prompts), 1, MAX_BATCH, "The number of prompts")
+    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, "New tokens")
+    for ids in prompts:
+        if not ids:
+            raise PlaygroundError("Every prompt needs at least one token: one of them is empty.")
+        if len(ids) + new_tokens > lm.context_length:
+            raise PlaygroundError(
+                f"{len(ids)} + {new_tokens} tokens is more than the context of {lm.context_length}."
+            )
+    width = max(len(p) for p in prompts)
+    check_fits(lm, probes, len(prompts), width, new_tokens, memory_bytes)
+    control = control or Control()
+    result = BatchingResult(prompts, new_tokens)
+    pickers = [greedy_picker(lm, p) for p in prompts]
+    yield from _solo_runs(lm, probes, result, pickers, control)
+    yield from _batch_run(lm, probes, result, pickers, control)
+    return result
+
+
+def _solo_runs(
+    lm: Any, probes: Probes, result: BatchingResult, pickers: list[Picker], control: Control
+) -> Iterator[BatchingResult]:
+    elapsed = 0.0
+    for i, (prompt, pick) in enumerate(zip(result.prompts, pickers, strict=True)):
+        result.phase = f"one by one: sequence {i + 1}/{result.size}"
+        yield result
+        sequence, ids, watch = probes.sequence(control=control), [], Stopwatch(control)
+        while len(ids) < result.new_tokens and not (ids and ids[-1] in lm.eos_token_ids):
+            rows, _ = sequence.advance(prompt + ids)
+            ids.append(pick(rows[-1], prompt + ids))
+        seconds = watch.seconds
+        elapsed += seconds
+        result.solo_ids.append(ids)
+        result.solo_seconds.append(seconds)
+        result.solo_finished.append(elapsed)
+
+
+def _batch_run(
+    lm: Any, probes: Probes, result: BatchingResult, pickers: list[Picker], control: Control
+) -> Iterator[BatchingResult]:
+    """All prompts in one batch; a finished row is fed pads until every row is done."""
+    batch, watch = probes.batch(result.prompts, control), Stopwatch(control)
+    result.batch_ids, result.batch_finished = [[] for _ in result.prompts], [0.0] * result.size
+    done = [False] * result.size
+    rows, _ = batch.prefill()
+    while True:
+        for i, ids in enumerate(result.batch_ids):
+            if not done[i]:
+                ids.append(pickers[i](rows[i], result.prompts[i] + ids))
+                done[i] = len(ids) == result.new_tokens or ids[-1] in lm.eos_token_ids
+                result.batch_finished[i] = watch.seconds
+        result.batch_seconds = watch.seconds
+        result.phase = f"batch: step {max(len(ids) for ids in result.batch_ids)}/{result.new_tokens}"
+        with watch.paused():
+            yield result
+        if all(done):
+            return
+        pad = max(lm.pad_token_id, 0)
+        rows, _ = batch.step([pad if done[i] else ids[-1] for i, ids in enumerate(result.batch_ids)])

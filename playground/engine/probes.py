@@ -1,0 +1,453 @@
+"""Direct forwards for the "Under the hood" views: what chat and the step tab never need.
+
+The views measure and look inside the model: attention weights (an eager-attention twin),
+each layer's hidden state through the final norm and the head (logit lens), a sequence with
+its own KV cache on any model (the engine's, a first-k-layers twin for early-exit drafts, a
+draft engine's), a forward with no cache at all (recomputation), and a left-padded batch
+with an attention mask (batching).
+
+A twin shares every weight tensor of the engine's model (nothing is copied) but has its own
+module tree and config. So the eager twin switches attention for the attention view alone:
+the engine's model keeps its fast attention (SDPA, or what the GPU path compiles), and no
+other request ever sees a changed config. Every forward holds the engine's lock for one
+chunk or one step and checks the request's Control between them (Stop acts within a step).
+
+    probes = probes_for(engine)
+    maps = probes.attentions(ids)            # (layers, heads, seq, seq)
+    seq = probes.sequence(exit_layer=8)      # a cached sequence on the first 8 layers
+    rows, seconds = seq.advance(ids, last=1)
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from playground.engine.cache import filled_layer_bytes, new_cache
+from playground.engine.control import Control, check, holding
+from playground.errors import PlaygroundError
+
+FINAL_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_layer_norm", "final_norm")
+MAX_TWINS = 4  # eager + a few early-exit depths; each is module objects only (weights shared)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the cost estimates need to know about the model."""
+
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    hidden: int
+    vocab: int
+    matmul_params: (
+        int  # weights multiplied per token: every Linear, the head included (not the embedding lookup)
+    )
+    head_params: int  # of which the LM head (computed for kept rows only)
+    weight_bytes: int  # bytes of every weight (read once per forward)
+    element_bytes: int  # bytes per value in the model's dtype (activations, KV cache)
+
+
+class Probes:
+    """The views' forwards over one LocalEngine (see the module docstring). Get it with probes_for."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self._twins: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self._twin_lock = threading.Lock()
+        self._keeps_logits: dict[int, bool] = {}
+
+    @property
+    def model(self) -> Any:
+        return self.engine.model
+
+    @property
+    def device(self) -> torch.device:
+        return self.engine.device
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.get_text_config().num_hidden_layers)
+
+    # --- sequences and batches ------------------------------------------------------------
+
+    def sequence(self, exit_layer: int | None = None, control: Control | None = None) -> ProbeSequence:
+        """An empty sequence with its own KV cache: on the whole model, or (exit_layer=k) on its
+        first k layers followed by the final norm and the head (an early-exit draft)."""
+        model = self.model if exit_layer is None else self.early_exit_twin(exit_layer)
+        return ProbeSequence(self, model, control)
+
+    def batch(self, prompts: Sequence[Sequence[int]], control: Control | None = None) -> ProbeBatch:
+        """Several sequences decoded together in one left-padded batch (see ProbeBatch)."""
+        return ProbeBatch(self, [list(p) for p in prompts], control)
+
+    # --- one-off forwards -------------------------------------------------------------------
+
+    def recompute(self, ids: Sequence[int], control: Control | None = None) -> tuple[torch.Tensor, float]:
+        """All of ids read again from nothing (what every step costs without a KV cache): the
+        next-token logits (vocab,) float32 and the seconds of model work. Read in the engine's
+        prefill chunks, as a prompt is, so other users and Stop get a turn between chunks; the
+        keys and values built on the way are thrown away afterwards."""
+        rows, seconds = self.sequence(control=control).advance(ids)
+        return rows[-1], seconds
+
+    @torch.inference_mode()
+    def attentions(self, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:
+        """Attention weights (layers, heads, seq, seq) float32 on the CPU, from an eager-attention
+        twin of the model (exactly what transformers' eager output_attentions returns)."""
+        self._check(ids)
+        twin = self.eager_twin()
+        check(control)
+        with holding(self.engine.lock, control), self.memory_guard():
+            out = twin(input_ids=self._tensor([list(ids)]), use_cache=False, output_attentions=True,
+                       **self._keep(twin, 1))  # fmt: skip
+            if not out.attentions or any(a is None for a in out.attentions):
+                raise PlaygroundError(
+                    f"{self.engine.name} returned no attention weights, even with eager attention."
+                )
+            return torch.stack([a[0].float() for a in out.attentions]).cpu()
+
+    @torch.inference_mode()
+    def layer_logits(self, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:
+        """The logit lens: logits (layers, vocab) float32 for the token after ids, row i from the
+        hidden state after decoder layer i + 1 through the final norm and the head.
+
+        transformers returns num_layers + 1 hidden states (the embeddings first) and replaces the
+        last one by the final norm's output, so that row is the model's own logits: the final
+        norm is never applied twice. The prefix is read in cached chunks (cancellable); only the
+        last token's forward keeps hidden states."""
+        self._check(ids)
+        sequence = self.sequence(control=control)
+        if len(ids) > 1:
+            sequence.advance(list(ids[:-1]))
+        out = sequence.forward_raw([ids[-1]], output_hidden_states=True)
+        hidden = out.hidden_states  # (layers + 1) x (1, 1, hidden)
+        if hidden is None or len(hidden) != self.num_layers + 1:
+            raise PlaygroundError(f"{self.engine.name} did not return one hidden state per layer.")
+        last = out.logits[0, -1:].float()  # the model's own: its last hidden state is already normed
+        if len(hidden) == 2:
+            return last
+        with holding(self.engine.lock, control), torch.inference_mode():
+            middle = torch.cat([h[0, -1:] for h in hidden[1:-1]])  # (layers - 1, hidden)
+            rows = self.head(self.final_norm()(middle)).float()  # (layers - 1, vocab)
+        return torch.cat([rows, last])
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head on normed hidden states (..., hidden) -> logits (..., vocab), with the
+        model's final logit soft-capping where it has one (Gemma 2)."""
+        logits = self.model.get_output_embeddings()(hidden)
+        cap = getattr(self.model.config.get_text_config(), "final_logit_softcapping", None)
+        return torch.tanh(logits / cap) * cap if cap else logits
+
+    def final_norm(self) -> Any:
+        """The decoder's final normalisation module (applied before the head)."""
+        decoder = _decoder(self.model)
+        for name in FINAL_NORM_NAMES:
+            module = getattr(decoder, name, None)
+            if isinstance(module, torch.nn.Module):
+                return module
+        raise PlaygroundError(
+            f"Cannot find the final norm of {type(self.model).__name__}: no logit lens for it."
+        )
+
+    # --- twins -----------------------------------------------------------------------------
+
+    def eager_twin(self) -> Any:
+        """The model with eager attention (returns weights), sharing the engine's weights."""
+        return self._twin(("eager", 0), lambda twin: twin.set_attn_implementation("eager"))
+
+    def early_exit_twin(self, exit_layer: int) -> Any:
+        """The model cut after its first exit_layer decoder layers; the final norm and the head
+        follow as usual (weights shared)."""
+        total = self.num_layers
+        if isinstance(exit_layer, bool) or not isinstance(exit_layer, int) or not 1 <= exit_layer < total:
+            raise PlaygroundError(
+                f"Early exit needs k between 1 and {total - 1} layers (the model has {total}; k = {total} "
+                f"would be the model itself), got {exit_layer!r}."
+            )
+        return self._twin(("exit", exit_layer), lambda twin: _cut_layers(twin, exit_layer))
+
+    def _twin(self, key: tuple[str, int], adjust: Callable[[Any], None]) -> Any:
+        with self._twin_lock:
+            twin = self._twins.get(key)
+            if twin is None:
+                twin = shared_weights_copy(self.model)
+                adjust(twin)
+                self._twins[key] = twin
+                while len(self._twins) > MAX_TWINS:
+                    self._twins.popitem(last=False)
+            self._twins.move_to_end(key)
+            return twin
+
+    # --- what the model is, what memory is left ---------------------------------------------
+
+    def shape(self) -> ModelShape:
+        model, text = self.model, self.model.config.get_text_config()
+        heads = int(text.num_attention_heads)
+        head = model.get_output_embeddings().weight
+        embed = model.get_input_embeddings().weight
+        params = sum(p.numel() for p in model.parameters())
+        tied = head.data_ptr() == embed.data_ptr()
+        return ModelShape(
+            layers=int(text.num_hidden_layers),
+            heads=heads,
+            kv_heads=int(getattr(text, "num_key_value_heads", None) or heads),
+            head_dim=int(getattr(text, "head_dim", None) or text.hidden_size // heads),
+            hidden=int(text.hidden_size),
+            vocab=int(head.shape[0]),
+            matmul_params=params - embed.numel() + (head.numel() if tied else 0),
+            head_params=head.numel(),
+            weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+            element_bytes=torch.finfo(self.engine.dtype).bits // 8,
+        )
+
+    def free_memory_bytes(self) -> int | None:
+        """Memory free for new tensors on the model's device (None when it cannot be told)."""
+        if self.device.type == "cuda":
+            return int(torch.cuda.mem_get_info(self.device)[0])
+        if self.device.type == "cpu":
+            return _meminfo_available()
+        return None
+
+    # --- helpers shared by sequences and batches ---------------------------------------------
+
+    def synchronize(self) -> None:
+        """Wait for queued GPU work, so that a timing covers the model's real work."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @contextmanager
+    def memory_guard(self) -> Iterator[None]:
+        try:
+            yield
+        except torch.OutOfMemoryError:
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            raise PlaygroundError(
+                f"Out of memory on {self.device.type}: try a shorter text, fewer tokens or a smaller batch."
+            ) from None
+
+    def _keep(self, model: Any, rows: int) -> dict[str, Any]:
+        """logits_to_keep=rows where the model's forward takes it (only those rows reach the head)."""
+        key = id(type(model))
+        if key not in self._keeps_logits:
+            self._keeps_logits[key] = "logits_to_keep" in inspect.signature(model.forward).parameters
+        return {"logits_to_keep": rows} if self._keeps_logits[key] else {}
+
+    def _tensor(self, rows: list[list[int]]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
+
+    def _check(self, ids: Sequence[int]) -> None:
+        self.engine._check_ids(list(ids), 1)
+
+
+class ProbeSequence:
+    """One sequence with its own KV cache on one model (the engine's or a twin), outside the
+    engine's store: the views time every forward of it themselves."""
+
+    def __init__(self, probes: Probes, model: Any, control: Control | None = None) -> None:
+        self.probes, self.model, self.control = probes, model, control
+        self.cache = new_cache(model.config)
+        self.ids: list[int] = []
+        self.last_seconds = 0.0  # model time of the last forward (lock wait excluded)
+
+    def advance(self, target: Sequence[int], last: int = 1) -> tuple[torch.Tensor, float]:
+        """Make the cache cover target: crop to the common prefix, forward the rest in the engine's
+        prefill chunks. Returns the logits (last, vocab) float32 after target's last `last` ids and
+        the seconds of model work (lock waits excluded)."""
+        target = list(target)
+        self.probes._check(target)
+        if not 1 <= last <= len(target):
+            raise PlaygroundError(f"Scores asked for the last {last} of {len(target)} tokens.")
+        self.crop(min(_common_prefix(self.ids, target), len(target) - last))
+        new, rows, seconds = target[len(self.ids) :], [], 0.0
+        chunk = self.probes.engine.prefill_chunk
+        for start in range(0, len(new), chunk):
+            piece = new[start : start + chunk]
+            keep = max(0, min(len(piece), last - (len(new) - start - len(piece))))
+            out = self.forward_raw(piece, keep=max(keep, 1))
+            seconds += self.last_seconds
+            if keep:
+                rows.append(out.logits[0, -keep:].float())
+        return torch.cat(rows), seconds
+
+    @torch.inference_mode()
+    def forward_raw(self, piece: Sequence[int], keep: int = 1, **kwargs: Any) -> Any:
+        """One forward of piece into the cache (one lock hold); transformers' own output."""
+        check(self.control)
+        probes = self.probes
+        with holding(probes.engine.lock, self.control), probes.memory_guard():
+            started = time.perf_counter()
+            out = self.model(
+                input_ids=probes._tensor([list(piece)]), past_key_values=self.cache, use_cache=True,
+                **probes._keep(self.model, keep), **kwargs,
+            )  # fmt: skip
+            probes.synchronize()
+            self.last_seconds = time.perf_counter() - started
+        self.ids.extend(piece)
+        return out
+
+    def crop(self, length: int) -> None:
+        """Forget every id after the first `length` (the cache is cut, not copied)."""
+        if length < len(self.ids):
+            self.cache.crop(length - len(self.ids))
+            del self.ids[length:]
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of the filled keys and values (what the KV formula predicts)."""
+        return sum(filled_layer_bytes(self.cache))
+
+
+class ProbeBatch:
+    """Sequences decoded together: prompts left-padded to one width, an attention mask hiding the
+    pads, positions counted from each prompt's own start (as `generate` batches)."""
+
+    def __init__(self, probes: Probes, prompts: list[list[int]], control: Control | None = None) -> None:
+        if not prompts:
+            raise PlaygroundError("A batch needs at least one prompt.")
+        for ids in prompts:
+            probes._check(ids)
+        self.probes, self.prompts, self.control = probes, prompts, control
+        self.cache = new_cache(probes.model.config)
+        self.mask: torch.Tensor | None = None  # (batch, width) 1 for real tokens, 0 for pads
+        self.positions: torch.Tensor | None = None  # (batch, 1) position of each row's last token
+
+    def prefill(self) -> tuple[torch.Tensor, float]:
+        """All prompts in one forward: next-token logits (batch, vocab) and seconds."""
+        width = max(len(p) for p in self.prompts)
+        pad = self.probes.engine.pad_token_id
+        pad = pad if pad >= 0 else 0
+        ids = [[pad] * (width - len(p)) + p for p in self.prompts]
+        mask = [[0] * (width - len(p)) + [1] * len(p) for p in self.prompts]
+        self.mask = self.probes._tensor(mask)
+        positions = (self.mask.cumsum(-1) - 1).clamp(min=0)  # (batch, width)
+        return self._forward(self.probes._tensor(ids), positions)
+
+    def step(self, tokens: Sequence[int]) -> tuple[torch.Tensor, float]:
+        """One token per row (a finished row gets a pad and its scores are ignored)."""
+        if self.mask is None or self.positions is None:
+            raise PlaygroundError("Prefill the batch before stepping it.")
+        if len(tokens) != len(self.prompts):
+            raise PlaygroundError(
+                f"A batch step takes one token per row ({len(self.prompts)}), got {len(tokens)}."
+            )
+        self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
+        return self._forward(self.probes._tensor([[t] for t in tokens]), self.positions + 1)
+
+    @torch.inference_mode()
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, float]:
+        check(self.control)
+        probes = self.probes
+        with holding(probes.engine.lock, self.control), probes.memory_guard():
+            started = time.perf_counter()
+            out = probes.model(
+                input_ids=input_ids, attention_mask=self.mask, position_ids=positions,
+                past_key_values=self.cache, use_cache=True, **probes._keep(probes.model, 1),
+            )  # fmt: skip
+            rows = out.logits[:, -1].float()  # (batch, vocab)
+            probes.synchronize()
+            seconds = time.perf_counter() - started
+        self.positions = positions[:, -1:]
+        return rows, seconds
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+_probes_lock = threading.Lock()
+
+
+def probes_for(engine: Any) -> Probes:
+    """The engine's Probes, made once and kept on the engine (so its twins are built once and go
+    with the engine)."""
+    if not hasattr(engine, "model") or not hasattr(engine, "lock"):
+        raise PlaygroundError(f"The {getattr(engine, 'kind', '?')} engine cannot run these views.")
+    with _probes_lock:
+        probes = getattr(engine, "_probes", None)
+        if probes is None:
+            probes = engine._probes = Probes(engine)
+        return probes
+
+
+def shared_weights_copy(model: Any) -> Any:
+    """A copy of the model's module tree and config whose parameters and buffers ARE the
+    original's tensors (deepcopy with a memo that maps each tensor to itself)."""
+    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    try:
+        return copy.deepcopy(model, memo)
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        raise PlaygroundError(f"Cannot make a weight-sharing copy of {type(model).__name__}: {exc}") from None
+
+
+def _decoder(model: Any) -> Any:
+    """The decoder stack (LlamaModel inside LlamaForCausalLM, and the like)."""
+    getter = getattr(model, "get_decoder", None)
+    try:
+        decoder = getter() if getter is not None else None
+    except (AttributeError, ValueError, NotImplementedError):
+        decoder = None
+    return decoder if decoder is not None else getattr(model, "base_model", model)
+
+
+def _cut_layers(twin: Any, keep: int) -> None:
+    """Keep the first `keep` decoder layers of a twin (its config says so too, for its cache)."""
+    text = twin.config.get_text_config()
+    total = int(text.num_hidden_layers)
+    parent, name, layers = _layer_list(twin, total)
+    setattr(parent, name, torch.nn.ModuleList(list(layers)[:keep]))
+    text.num_hidden_layers = keep
+    if isinstance(getattr(text, "layer_types", None), list):
+        text.layer_types = text.layer_types[:keep]
+
+
+def _layer_list(model: Any, total: int) -> tuple[Any, str, torch.nn.ModuleList]:
+    """The ModuleList holding the decoder layers: (its parent, its attribute name, the list)."""
+    for qualified, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == total and qualified:
+            parent_name, _, name = qualified.rpartition(".")
+            return model.get_submodule(parent_name), name, module
+    raise PlaygroundError(f"Cannot find the decoder layers of {type(model).__name__}: no early exit for it.")
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
+    """MemAvailable from /proc/meminfo in bytes (Linux); None elsewhere."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+Picker = Callable[[torch.Tensor, Sequence[int]], int]  # (logits (vocab,), ids so far) -> token id
+
+
+def greedy_picker(engine: Any, prompt_ids: Sequence[int]) -> Picker:
+    """Greedy choice exactly as `generate(do_sample=False)` makes it: the processors the model's
+    generation config asks for (none for most models), then the argmax (first index on ties)."""
+    processors = engine.generation_processors(list(prompt_ids))
+
+    def pick(row: torch.Tensor, ids: Sequence[int]) -> int:
+        scores = row.reshape(1, -1)
+        if len(processors):
+            scores = processors(torch.tensor([list(ids)], dtype=torch.long, device=row.device), scores)
+        return int(scores.argmax(dim=-1))
+
+    return pick

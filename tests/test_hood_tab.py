@@ -1,0 +1,193 @@
+"""The Under the hood tab's handlers as plain functions, the step -> lens move, and the API."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hood_helpers import other_tokenizer
+
+from playground.errors import PlaygroundError
+from playground.settings import load_settings
+from playground.step import StepSession
+from playground.ui import hood_tab
+from playground.ui.hood_tab import (
+    ATTN_OUTPUTS,
+    BATCH_OUTPUTS,
+    KV_OUTPUTS,
+    LENS_OUTPUTS,
+    PD_OUTPUTS,
+    SPEC_OUTPUTS,
+    HoodHandlers,
+)
+from playground.workspace import Workspaces
+from tests.conftest import make_tiny_llama
+
+LOOKUP = "prompt lookup (n-grams of the context)"
+EARLY = "early exit (the model's first k layers)"
+DRAFT = "draft model (--draft-model)"
+
+
+@pytest.fixture(scope="module")
+def handlers(embedded_lm):
+    return HoodHandlers(embedded_lm, load_settings(), Workspaces(embedded_lm))
+
+
+def request(session: str) -> SimpleNamespace:
+    return SimpleNamespace(session_hash=session)
+
+
+def test_kv_streams_live_figures_then_the_summary(handlers):
+    updates = list(handlers.hood_kv(32, 3))
+    assert len(updates) == 4  # one per token, then the final view
+    assert set(updates[0]) == {"kv_status", "kv_latency", "kv_cumulative", "kv_bytes"}
+    assert set(updates[-1]) == set(KV_OUTPUTS)
+    summary = updates[-1]["kv_summary"]
+    assert "Tokens: identical ✓" in summary and "exactly the formula ✓" in summary
+    assert updates[-1]["kv_status"].startswith("Done: token 3/3")
+    names = [trace.name for trace in updates[-1]["kv_latency"].data]
+    assert any("KV cache" in str(n) for n in names) and any("whole prefix" in str(n) for n in names)
+
+
+def test_prefill_vs_decode_table_and_figures(handlers):
+    final = list(handlers.hood_prefill([64, 16], 2))[-1]
+    assert set(final) == set(PD_OUTPUTS)
+    assert [row[0] for row in final["pd_table"]] == [16, 64]
+    assert "memory bandwidth" in final["pd_summary"]
+    assert final["pd_throughput"].layout.xaxis.type == "log"
+
+
+def test_attention_view_and_its_clicks(handlers):
+    out = handlers.hood_attention("The cat sat on the mat.", 15, 2, request("a"))
+    assert set(out) == set(ATTN_OUTPUTS)
+    assert "attention sink" in out["attn_summary"] and "eager attention" in out["attn_status"]
+    assert out["attn_position"]["value"] == out["attn_position"]["maximum"] == 6  # the last of 7 tokens
+    clicked = handlers.hood_attention_cell("3,4:1700000000", "The cat sat on the mat.", 2, request("a"))
+    assert (clicked["attn_layer"]["value"], clicked["attn_head"]["value"]) == (3, 4)
+    assert "layer 3, head 4" in clicked["attn_map"].layout.title.text
+    focus = handlers.hood_attention_focus("The cat sat on the mat.", 30, 9, 1, request("a"))
+    assert "query 1" in focus["attn_row"].layout.title.text
+    with pytest.raises(PlaygroundError, match="Not a grid cell"):
+        handlers.hood_attention_cell("nonsense", "The cat", 0, request("a"))
+
+
+def test_over_long_attention_text_is_refused(handlers):
+    with pytest.raises(PlaygroundError, match="at most 256 tokens and this text has"):
+        handlers.hood_attention("word " * 400, 1, 1, request("b"))
+
+
+def test_lens_view_candidates_and_clicks(handlers, embedded_lm):
+    out = handlers.hood_lens("The capital of France is", False, [])
+    assert set(out) == set(LENS_OUTPUTS) and "Next token: **␣Paris**" in out["lens_summary"]
+    ids = out["lens_ids"]
+    picked = handlers.hood_lens_pick("4528:99", ids, [])  # ' London', clicked in the top-tokens chart
+    assert picked["lens_candidates"]["value"] == [4528]
+    assert [trace.name for trace in picked["lens_tracks"].data][:3:2] == ["␣Paris (chosen)", "␣London"]
+    with pytest.raises(PlaygroundError, match="Run the lens first"):
+        handlers.hood_lens_candidates([], [4528])
+
+
+def test_lens_for_step_reads_the_step_session(handlers, embedded_lm):
+    workspace = handlers.workspaces.get("step-tab")
+    with pytest.raises(PlaygroundError, match="No step-by-step session yet"):
+        handlers.lens_for_step(request("step-tab"))
+    session = workspace.use_step(StepSession(embedded_lm, "The capital of France is"))
+    session.greedy(1)
+    out = handlers.lens_for_step(request("step-tab"))
+    assert out["lens_ids"] == session.ids and out["lens_text"].endswith(session.text)
+    assert out["lens_status"].startswith("From the Step tab") and out["hood_views"].selected == "hood-lens"
+
+
+def test_speculative_view_shows_rounds_and_the_parity_verdict(handlers):
+    copy_task = next(iter(hood_tab.SPEC_PRESETS.values()))
+    updates = list(handlers.hood_speculative(copy_task, True, LOOKUP, 6, 20, 12, 0, "0"))
+    final = updates[-1]
+    assert set(final) == set(SPEC_OUTPUTS)
+    assert updates[0]["spec_status"].startswith("Running: plain decoding")
+    assert "Identical to plain greedy decoding ✓" in final["spec_summary"]
+    assert "accepted draft" in final["spec_rounds"] and final["spec_checks"]
+
+
+def test_speculative_bad_input_from_the_ui(handlers, embedded_lm):
+    with pytest.raises(PlaygroundError, match="Early exit needs k between 1 and 29"):
+        list(handlers.hood_speculative("hi", True, EARLY, 4, 30, 8, 0, "0"))
+    with pytest.raises(PlaygroundError, match="Draft length must be a whole number from 1 to 16"):
+        list(handlers.hood_speculative("hi", True, LOOKUP, 20, 10, 8, 0, "0"))
+    with pytest.raises(PlaygroundError, match="No draft model is loaded: start the app with --draft-model"):
+        list(handlers.hood_speculative("hi", True, DRAFT, 4, 10, 8, 0, "0"))
+    stranger = make_tiny_llama(other_tokenizer(), vocab_size=5)
+    other = HoodHandlers(embedded_lm, load_settings(), Workspaces(embedded_lm), draft=stranger)
+    with pytest.raises(PlaygroundError, match="different tokenizer"):
+        list(other.hood_speculative("hi", True, DRAFT, 4, 10, 8, 0, "0"))
+
+
+def test_draft_model_from_the_ui(embedded_lm):
+    draft = make_tiny_llama(embedded_lm.tokenizer, seed=3)
+    handlers = HoodHandlers(embedded_lm, load_settings(), Workspaces(embedded_lm), draft=draft)
+    final = list(handlers.hood_speculative("Say hi.", True, DRAFT, 2, 10, 8, 0, "0"))[-1]
+    assert "**draft model (--draft-model)**" in final["spec_summary"] and "Identical" in final["spec_summary"]
+
+
+def test_batching_view(handlers):
+    updates = list(handlers.hood_batching("What is 2+2?\nName a colour.\nSay hi.", 2, 4, True))
+    final = updates[-1]
+    assert set(final) == set(BATCH_OUTPUTS)
+    assert [row[1] for row in final["batch_table"]] == ["What is 2+2?", "Name a colour."]
+    assert all(row[3] == "✓" for row in final["batch_table"])
+    assert "Every sequence's tokens equal its solo run ✓" in final["batch_summary"]
+    with pytest.raises(PlaygroundError, match="3 prompts asked for but only 2 given"):
+        list(handlers.hood_batching("a\nb", 3, 4, True))
+    with pytest.raises(PlaygroundError, match="number of prompts must be a whole number from 1 to 16"):
+        list(handlers.hood_batching("a\n" * 20, 17, 4, True))
+
+
+def test_api_endpoints_are_named(app_client):
+    endpoints = app_client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    names = ["kv_on_off", "prefill_decode", "attention", "attention_focus", "lens", "lens_candidates"]
+    for name in [*names, "lens_step", "speculative", "batching"]:
+        assert f"/hood_{name}" in endpoints
+    parameters = [p["parameter_name"] for p in endpoints["/hood_speculative"]["parameters"]]
+    assert parameters[:3] == ["spec_prompt", "spec_chat", "spec_method"]
+
+
+def test_api_lens_and_a_clear_error(app_client):
+    result = app_client.predict("The capital of France is", False, [], api_name="/hood_lens")
+    assert "Paris" in result[1]
+    with pytest.raises(Exception, match="at most 256 tokens"):
+        app_client.predict("word " * 400, 1, 1, api_name="/hood_attention")
+
+
+def test_stop_cancels_the_running_request_within_a_step(tiny_lm):
+    handlers = HoodHandlers(tiny_lm, load_settings(), Workspaces(tiny_lm))
+    run = handlers.hood_kv(400, 60, request("s"))
+    next(run)
+    handlers.stop("kv", request("s"))
+    with pytest.raises(PlaygroundError, match="Stopped"):
+        next(run)
+    assert not handlers.workspaces.get("s").running  # a finished run forgets its control
+    handlers.stop("kv", request("nobody"))  # nothing running: harmless
+
+
+def test_a_closed_tab_cancels_its_running_view(tiny_lm):
+    handlers = HoodHandlers(tiny_lm, load_settings(), Workspaces(tiny_lm))
+    run = handlers.hood_kv(400, 60, request("closing"))
+    next(run)
+    handlers.workspaces.release("closing")  # what the page's unload does
+    with pytest.raises(PlaygroundError, match="Stopped"):
+        next(run)
+
+
+def test_draft_model_option_and_a_tokenizer_mismatch_at_start_up(tmp_path, tiny_lm, monkeypatch):
+    import app
+
+    assert app.parse_args(["--draft-model", "some/model"]).draft_model == "some/model"
+    monkeypatch.setenv("PLAYGROUND_DRAFT_MODEL", "other/model")
+    assert app.parse_args([]).draft_model == "other/model"
+    monkeypatch.delenv("PLAYGROUND_DRAFT_MODEL")
+    assert app.create_draft(load_settings(draft_model=None), tiny_lm) is None
+    stranger = make_tiny_llama(other_tokenizer(), vocab_size=5)
+    stranger.model.save_pretrained(tmp_path)
+    stranger.tokenizer.save_pretrained(tmp_path)
+    settings = load_settings(draft_model=str(tmp_path), device="cpu")
+    with pytest.raises(PlaygroundError, match="has a different tokenizer"):
+        app.create_draft(settings, tiny_lm)
