@@ -208,13 +208,13 @@ def test_on_stage_in_dark_mode_the_tree_fits_the_window_with_larger_light_text(p
     # down, so it may get only the 200 px minimum; tests/test_stage.py checks the fit with the
     # embedded model's short texts).
     top = page.evaluate("document.querySelector('#beam-plot').getBoundingClientRect().top")
-    assert found["figure"]["bottom"] <= max(VIEWPORT["height"] - 12, top + 200) + 1
+    assert found["figure"]["bottom"] <= max(VIEWPORT["height"] - 12, top + 280) + 1
     assert len(found["labels"]) >= 3  # still labelled at the larger size
     assert_labels_inside_and_apart(found)
     assert min(page.evaluate(LABEL_FONTS)) >= 16  # readable from the back (12 px at the desk)
     layout = page.evaluate(
-        f"(() => {{ const l = document.querySelector('{PLOT}')._fullLayout;"
-        " return [l.font.color, l.paper_bgcolor, l.plot_bgcolor]; }})()"
+        f"() => {{ const l = document.querySelector('{PLOT}')._fullLayout;"
+        " return [l.font.color, l.paper_bgcolor, l.plot_bgcolor]; }"
     )
     assert layout[0] == "#e5e7eb" and all("255, 255, 255" not in c and c != "#fff" for c in layout[1:])
 

@@ -31,6 +31,7 @@ ROOT_PX = 13.0  # the prompt's marker
 STAR_PX = 18.0  # a returned hypothesis's star
 ROW_PX = 30  # preferred px per row; taller trees squeeze into MAX_HEIGHT
 MIN_HEIGHT, MAX_HEIGHT = 360, 600  # px of the whole figure (it fits a 720 px high window)
+MIN_AREA_PX = 100.0  # the smallest plot area (inside the margins) a tree is drawn in
 MARGIN = {"l": 10, "r": 80, "t": 44, "b": 76}  # px; r holds the colour bar, b the axis and legend
 PAD_PX = {"left": 52, "right": 72, "top": 24, "bottom": 14}  # left: "prompt" left of the root
 FOLD_MIN_ROW_PX = 9.0  # below this many px per row "+N pruned" marks are not drawn
@@ -61,7 +62,8 @@ class PlotFrame:
         no taller than the room below its top (static/theme.js fits other figures the same way)."""
         height = min(MAX_HEIGHT, max(MIN_HEIGHT, rows * ROW_PX + self.margin_y + PAD_PX["top"]))
         if self.presenter and self.room > 0:
-            height = max(STAGE_MIN_HEIGHT, min(height, self.room))
+            # never a plot area under MIN_AREA_PX (the legend's rows on stage take their share)
+            height = max(STAGE_MIN_HEIGHT, self.margin_y + MIN_AREA_PX, min(height, self.room))
         return int(height)
 
 
@@ -276,7 +278,7 @@ def fold_marks(tree: BeamTree, points: dict[int, Point], unfolded: set[int]) -> 
 def fit_area(points: dict[int, Point], folds: list[Fold], frame: PlotFrame, height: int) -> Area:
     """Axis ranges that show the whole tree inside the plot area, with PAD_PX around it."""
     width = max(frame.width - frame.margin_x, 100.0)
-    plot_height = max(height - frame.margin_y, 100.0)
+    plot_height = max(height - frame.margin_y, MIN_AREA_PX)
     xs = [p.x for p in points.values()] + [f.x for f in folds]
     ys = [p.y for p in points.values()] + [f.y for f in folds]
     px_x = (width - PAD_PX["left"] - PAD_PX["right"]) / max(max(xs) - min(xs), 1.0)
