@@ -10,6 +10,7 @@ replay.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from playground.beam import BeamTree
 from playground.chat import ChatSession
@@ -19,6 +20,9 @@ from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
 from playground.sessions import SessionStore
 from playground.step import StepSession
+
+if TYPE_CHECKING:
+    from playground.plots.beam import PlotFrame
 
 
 class Workspace:
@@ -32,6 +36,9 @@ class Workspace:
         self.step_view: tuple[int, str] = (10, "raw")  # candidates in its chart, stage shown
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
+        self.beam_unfolded: set[int] = set()  # nodes whose pruned candidates its tree shows one by one
+        self.beam_window: tuple[float, float, float, float] | None = None  # its zoomed view; None: fit
+        self.beam_frame: PlotFrame | None = None  # its plot's size in the browser (static/beam.js)
         self.hood_runs: dict[str, dict] = {}  # Under the hood: what each view shows now, by view
         self.running: dict[str, Control] = {}  # view -> the control of its running request
         self.lock = threading.RLock()  # one change at a time per tab

@@ -29,6 +29,10 @@
     return Math.round(Math.max(200, Math.min(height, window.innerHeight - top - 12)));
   };
 
+  // A figure that sizes its own text and height for the stage (the beam tree places its labels
+  // for them, see static/beam.js) only gets the dark colours here.
+  const stageSized = (gd) => gd.layout?.meta?.stage_sized === true;
+
   const layoutPatch = (gd, sizes) => {
     const patch = {};
     const want = (key, value, current) => {
@@ -49,12 +53,14 @@
         want(`${name}.linecolor`, GRID, layout[name]?.linecolor);
       }
     }
+    if (stageSized(gd)) return patch;  // static/beam.js keeps its height
     want("font.size", presenter() ? Math.round(sizes.font * STAGE_SCALE) : sizes.font, layout.font?.size || 12);
     if (sizes.height) want("height", presenter() ? fitHeight(gd, sizes.height) : sizes.height, layout.height);
     return patch;
   };
 
   const textPatch = (gd, sizes) => {
+    if (stageSized(gd)) return null;
     const wanted = sizes.text.map((size) => (presenter() ? Math.round(size * STAGE_SCALE) : size));
     const current = (gd.data || []).map((trace) => trace.textfont?.size || 12);
     return wanted.some((size, i) => size !== current[i]) ? { "textfont.size": wanted } : null;

@@ -82,9 +82,10 @@ def test_choosing_a_node_gives_its_prefix(run, tiny_lm):
     text = run.handlers.beam_select_node(node_id, TAB)
     assert text == decode_ids(tiny_lm.tokenizer, tree.prefix_ids(node_id))
     assert run.handlers.workspaces.get(TAB.session_hash).beam_node == node_id
-    clicked = run.handlers.beam_click_node(f"{node_id}:12345", TAB)
-    assert clicked == {"node": node_id, "prefix_text": text}
-    assert run.handlers.beam_click_node("", TAB) == {}
+    clicked = run.handlers.beam_click_node(f"{node_id}:12345", 1, True, "svg", TAB)
+    assert clicked["node"] == node_id and clicked["prefix_text"] == text  # and the plot, the node ringed
+    assert json.loads(clicked["plot"].plot)["data"][-1]["name"] == "chosen node"
+    assert run.handlers.beam_click_node("", 1, True, "svg", TAB) == {}
     with pytest.raises(PlaygroundError, match="not in this tree"):
         run.handlers.beam_select_node(10**6, TAB)
     with pytest.raises(PlaygroundError, match="Run a search first"):

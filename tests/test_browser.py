@@ -167,6 +167,8 @@ def wait_until_stable(page, selector: str, interval_ms: int = 300) -> str:
 
 def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page):
     page.get_by_role("tab", name="Beam search").click()
+    page.get_by_label("Pruned candidates drawn per node").first.fill("1")  # else they fold into "+N"
+    page.keyboard.press("Tab")
     page.get_by_role("button", name="Run beam search").click()
     page.wait_for_function("document.querySelector('#beam-plot .js-plotly-plot')?.dataset.clickWired")
     prefix = page.get_by_label("Prefix (prompt + tokens up to the node)")

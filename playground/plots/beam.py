@@ -1,238 +1,328 @@
 """Plotly figures from plain data (no model, no gradio): the beam search tree.
 
-`beam_tree_figure(tree)` lays the tree out left to right: x is the step, every leaf gets its
-own row (best cumulative log-prob on top), a parent sits at the middle of its children.
+`beam_tree_figure(tree)` draws the tree left to right (x is the step) with the level of detail
+that fits the figure's size: playground/plots/beam_layout.py decides where every mark goes,
+which pruned candidates fold into a "+N pruned" mark and which labels fit; this module turns
+that into traces. `beam_tree_data` gives the same figure as a plain dict (what the Beam tab
+sends: building plotly objects for thousands of nodes costs more than the layout).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 
-from playground.beam import FINISHED, KEPT, PRUNED, ROOT, BeamNode, BeamTree
+from playground.beam import FINISHED, KEPT, PRUNED, BeamTree
+from playground.plots.beam_layout import (
+    FONT_PX,
+    MARGIN,
+    ROOT_PX,
+    STAR_PX,
+    Drawing,
+    Fold,
+    PlotFrame,
+    Point,
+    focus_window,
+    lay_out,
+)
+from playground.plots.labels import FONT_FAMILY
+
+__all__ = [
+    "PlotFrame",
+    "beam_tree_data",
+    "beam_tree_figure",
+    "early_stopping_word",
+    "figure_config",
+    "node_focus",
+]
 
 COLORSCALE = "Viridis"
-PRUNED_COLOR = "rgba(150, 150, 150, 0.55)"
-EDGE_COLOR = "rgba(90, 90, 90, 0.8)"
+PRUNED_COLOR = "rgba(150, 150, 150, 0.75)"
+PRUNED_TEXT = "#8c8c8c"  # readable on light and dark backgrounds, like every colour here
+EDGE_COLOR = "rgba(128, 128, 128, 0.85)"
 GREEDY_COLOR = "#e4572e"
-ROW_PX = 16  # vertical pixels per leaf row before zooming
+ROOT_COLOR = "#8c8c8c"
+HYPOTHESIS_TEXT = "#b8860b"
+CHOSEN_COLOR = "#2a7de1"
+GRID_COLOR = "rgba(128, 128, 128, 0.18)"
+TRANSPARENT = "rgba(0, 0, 0, 0)"  # the page's background shows through, light or dark
+DARK_TEXT = "#e5e7eb"  # titles, labels and ticks on a dark page (plotly's default #444 on a light one)
 HOVER = (
     "<b>%{customdata[0]}</b> (node #%{customdata[5]})<br>step %{x}<br>"
     "log-prob %{customdata[1]:.4f}<br>cum log-prob %{customdata[2]:.4f}<br>"
     "normalised score %{customdata[3]:.4f}<br>%{customdata[4]}<extra></extra>"
 )
-
-
-@dataclass
-class _Point:
-    """A drawn node: a tree node or a greedy token off the tree (id < 0)."""
-
-    id: int
-    parent: int
-    x: float
-    label: str
-    logprob: float
-    cum: float
-    score: float
-    fate: str  # root, kept, pruned, finished or "greedy"
-    detail: str
-    y: float = 0.0
+# In the page each trace's group has class "trace<uid>" (e.g. ".tracefolds"), empty or not.
+TRACE_UIDS = {
+    "pruned edges": "pruned-edges",
+    "beam edges": "beam-edges",
+    "pruned": "pruned",
+    "pruned, folded (click)": "folds",
+    "kept (circle) / finished (square)": "nodes",
+    "prompt": "prompt",
+    "returned hypotheses": "hypotheses",
+    "greedy path": "greedy",
+    "greedy tokens off the tree": "greedy-off",
+    "chosen node": "chosen",
+}
 
 
 def figure_config(image_format: str = "png") -> dict[str, Any]:
-    """Plotly config for the modebar: zoom with the wheel, download as PNG or SVG."""
+    """Plotly config: the wheel zooms (static/beam.js lets it only while the plot has focus); a
+    double click fits the whole tree again (static/beam.js asks the server, which knows the fit,
+    so plotly's own reset buttons go); the camera downloads PNG or SVG at twice the size."""
     if image_format not in ("png", "svg"):
         raise ValueError(f"image_format must be 'png' or 'svg', got {image_format!r}")
     return {
         "scrollZoom": True,
+        "doubleClick": False,
         "displaylogo": False,
+        "modeBarButtonsToRemove": ["autoScale2d", "resetScale2d", "select2d", "lasso2d"],
         "toImageButtonOptions": {"format": image_format, "filename": "beam-search-tree", "scale": 2},
     }
 
 
-def beam_tree_figure(tree: BeamTree, pruned_per_parent: int = 2, show_greedy: bool = True) -> go.Figure:
+def beam_tree_figure(
+    tree: BeamTree,
+    pruned_per_parent: int = 0,
+    show_greedy: bool = True,
+    *,
+    unfolded: Iterable[int] = (),
+    chosen: int | None = None,
+    window: Sequence[float] | None = None,
+    frame: PlotFrame | None = None,
+) -> go.Figure:
     """The beam search tree as a figure.
 
-    Kept and finished nodes are coloured by their length-normalised score; up to
-    pruned_per_parent pruned candidates per expanded node (best first) are drawn grey;
-    returned hypotheses are stars labelled with rank and final score; the greedy path is a
-    dashed overlay (its tokens off the tree are drawn as open diamonds).
+    Kept and finished nodes are coloured by their length-normalised score; the best
+    pruned_per_parent pruned candidates of each node are drawn grey, the rest fold into one
+    "+N pruned" mark (all are drawn for the nodes in `unfolded`); returned hypotheses are stars
+    labelled with rank and final score; the greedy path is a dashed overlay (its tokens off the
+    tree are open diamonds); `chosen` gets a ring, and its path and subtree are labelled first.
+    window: the zoomed (x0, x1, y0, y1) to draw (None: the whole tree); frame: the figure's size
+    in the browser. Only labels that fit are drawn; every node keeps its hover.
     """
-    points = _visible_points(tree, pruned_per_parent, show_greedy)
-    _layout_rows(points)
-    fig = go.Figure()
-    _add_edges(fig, points)
-    _add_nodes(fig, points)
-    _add_hypotheses(fig, tree, points)
-    if show_greedy and tree.greedy:
-        _add_greedy(fig, tree, points)
-    _style(fig, tree, points)
-    return fig
-
-
-def _node_point(node: BeamNode) -> _Point:
-    detail = (
-        node.fate + (f", rank {node.rank}" if node.rank else "") + (f" ({node.note})" if node.note else "")
-    )
-    label = "prompt" if node.fate == ROOT else node.label
-    return _Point(
-        node.id,
-        -1 if node.parent is None else node.parent,
-        node.step,
-        label,
-        node.logprob,
-        node.cum_logprob,
-        node.score,
-        node.fate,
-        detail,
+    return go.Figure(
+        beam_tree_data(
+            tree, pruned_per_parent, show_greedy, unfolded=unfolded, chosen=chosen, window=window, frame=frame
+        )
     )
 
 
-def _visible_points(tree: BeamTree, pruned_per_parent: int, show_greedy: bool) -> dict[int, _Point]:
-    """Every kept/finished node, the best pruned children of each node, greedy tokens off the tree."""
-    points = {0: _node_point(tree.nodes[0])}
-    for node in tree.nodes[1:]:
-        if node.fate != PRUNED:
-            points[node.id] = _node_point(node)
-    for parent in [0] + [n.id for n in tree.nodes if n.fate == KEPT]:
-        pruned = [c for c in tree.children(parent) if tree.nodes[c].fate == PRUNED]
-        for child in pruned[: max(0, pruned_per_parent)]:
-            points[child] = _node_point(tree.nodes[child])
+def beam_tree_data(
+    tree: BeamTree,
+    pruned_per_parent: int = 0,
+    show_greedy: bool = True,
+    *,
+    unfolded: Iterable[int] = (),
+    chosen: int | None = None,
+    window: Sequence[float] | None = None,
+    frame: PlotFrame | None = None,
+) -> dict[str, Any]:
+    """beam_tree_figure as a plain {"data": [...], "layout": {...}} dict."""
+    d = lay_out(tree, pruned_per_parent, show_greedy, unfolded, chosen, window, frame)
+    traces = [*_edges(d), _pruned(d), _folds(d), _live(d), _root(d), _hypotheses(tree, d)]
     if show_greedy and tree.greedy:
-        parent = 0
-        for token in tree.greedy:
-            if token.node_id is not None:
-                points.setdefault(token.node_id, _node_point(tree.nodes[token.node_id]))
-                parent = token.node_id
-                continue
-            point_id = -token.step
-            points[point_id] = _Point(
-                point_id,
-                parent,
-                token.step,
-                token.label,
-                token.logprob,
-                token.cum_logprob,
-                token.cum_logprob / token.step**tree.settings.length_penalty,
-                "greedy",
-                "greedy path, off the tree",
-            )
-            parent = point_id
-    return points
+        traces += _greedy(tree, d)
+    if d.chosen is not None:
+        traces.append(_chosen(d, d.points[d.chosen]))
+    for trace in traces:
+        trace.update(type="scatter", uid=TRACE_UIDS[trace["name"]])
+    return {"data": traces, "layout": _layout(tree, d)}
 
 
-def _layout_rows(points: dict[int, _Point]) -> None:
-    """y = -row: leaves take consecutive rows in depth-first order, best cum log-prob first;
-    a parent sits halfway between its first and last child."""
-    children: dict[int, list[int]] = {}
-    for point in points.values():
-        if point.id != 0:
-            children.setdefault(point.parent, []).append(point.id)
-    for ids in children.values():
-        ids.sort(key=lambda i: (points[i].fate == "greedy", -points[i].cum))
-    next_row = 0
-    stack: list[tuple[int, bool]] = [(0, False)]
-    while stack:  # iterative post-order: deep trees must not hit the recursion limit
-        point_id, expanded = stack.pop()
-        kids = children.get(point_id, [])
-        if not kids:
-            points[point_id].y, next_row = -next_row, next_row + 1
-        elif expanded:
-            points[point_id].y = (points[kids[0]].y + points[kids[-1]].y) / 2
-        else:
-            stack.append((point_id, True))
-            stack.extend((kid, False) for kid in reversed(kids))
+def node_focus(
+    tree: BeamTree,
+    node: int,
+    pruned_per_parent: int = 0,
+    show_greedy: bool = True,
+    *,
+    unfolded: Iterable[int] = (),
+    window: Sequence[float] | None = None,
+    frame: PlotFrame | None = None,
+) -> tuple[float, float, float, float] | None:
+    """The window to zoom to when `node` is clicked so that its subtree's labels fit (None:
+    stay, the view labels it already); see beam_layout.focus_window."""
+    drawing = lay_out(tree, pruned_per_parent, show_greedy, unfolded, node, window, frame)
+    return focus_window(drawing, node)
 
 
-def _edges(points: dict[int, _Point], keep: set[str]) -> tuple[list[float | None], list[float | None]]:
+# --- traces -------------------------------------------------------------------------------------
+
+
+def _r(value: float) -> float:
+    """Coordinates to 4 decimals: the payload is smaller, the picture the same."""
+    return round(value, 4)
+
+
+def _n(value: float) -> float:
+    """Hover numbers to 6 decimals (they show 4): the same numbers on screen, a smaller payload."""
+    return round(value, 6)
+
+
+def _lines(segments: Iterable[tuple[Point | Fold, Point]]) -> dict[str, list[float | None]]:
     xs: list[float | None] = []
     ys: list[float | None] = []
-    for point in points.values():
-        if point.id != 0 and point.fate in keep and point.parent in points:
-            parent = points[point.parent]
-            xs += [parent.x, point.x, None]
-            ys += [parent.y, point.y, None]
-    return xs, ys
+    for start, end in segments:
+        xs += [_r(start.x), _r(end.x), None]
+        ys += [_r(start.y), _r(end.y), None]
+    return {"x": xs, "y": ys}
 
 
-def _add_edges(fig: go.Figure, points: dict[int, _Point]) -> None:
-    for name, fates, line in (
-        ("pruned edges", {PRUNED}, {"color": PRUNED_COLOR, "width": 1}),
-        ("beam edges", {KEPT, FINISHED}, {"color": EDGE_COLOR, "width": 1.6}),
-    ):
-        xs, ys = _edges(points, fates)
-        fig.add_trace(
-            go.Scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip", line=line, showlegend=False)
-        )
+def _edges(d: Drawing) -> list[dict[str, Any]]:
+    points = d.points
+    pruned = [(points[p.parent], p) for p in points.values() if p.fate == PRUNED and p.parent in points]
+    folds = [(points[f.parent], f) for f in d.shown_folds()]
+    beams = [
+        (points[p.parent], p) for p in points.values() if p.fate in (KEPT, FINISHED) and p.parent in points
+    ]
+    common = {"mode": "lines", "hoverinfo": "skip", "showlegend": False}
+    return [
+        {
+            "name": "pruned edges",
+            **_lines([*pruned, *folds]),
+            "line": {"color": PRUNED_COLOR, "width": 1},
+            **common,
+        },
+        {"name": "beam edges", **_lines(beams), "line": {"color": EDGE_COLOR, "width": 1.6}, **common},
+    ]
 
 
-def _scatter(
-    points: list[_Point], name: str, marker: dict[str, Any], text_color: str | None = None
-) -> go.Scatter:
-    return go.Scatter(
-        x=[p.x for p in points],
-        y=[p.y for p in points],
-        mode="markers+text",
-        name=name,
-        text=[p.label for p in points],
-        textposition="top center",
-        textfont={"size": 11, **({"color": text_color} if text_color else {})},
-        marker=marker,
-        customdata=[[p.label, p.logprob, p.cum, p.score, p.detail, p.id] for p in points],
-        hovertemplate=HOVER,
-    )
-
-
-def _add_nodes(fig: go.Figure, points: dict[int, _Point]) -> None:
-    pruned = [p for p in points.values() if p.fate == PRUNED]
-    fig.add_trace(_scatter(pruned, "pruned", {"color": PRUNED_COLOR, "size": 7}, text_color="#999999"))
-    live = [p for p in points.values() if p.fate in (KEPT, FINISHED)]
-    scores = [p.score for p in live]
-    marker = {
-        "color": scores,
-        "colorscale": COLORSCALE,
-        "size": 11,
-        "line": {"width": 1, "color": "#333333"},
-        "symbol": ["square" if p.fate == FINISHED else "circle" for p in live],
-        "colorbar": {"title": {"text": "score"}, "thickness": 12},
+def _nodes(d: Drawing, points: list[Point], name: str, marker: dict[str, Any], font: dict[str, Any]) -> dict:
+    """A markers+text trace of points: placed labels only, every point with its hover."""
+    texts = [d.text(("node", p.id)) for p in points]
+    return {
+        "name": name,
+        "x": [_r(p.x) for p in points],
+        "y": [_r(p.y) for p in points],
+        "mode": "markers+text",
+        "text": [t for t, _ in texts],
+        "textposition": [position for _, position in texts],
+        "textfont": {"size": d.font_px, **font},
+        "marker": marker,
+        "customdata": [[p.label, _n(p.logprob), _n(p.cum), _n(p.score), p.detail, p.id] for p in points],
+        "hovertemplate": HOVER,
     }
-    fig.add_trace(_scatter(live, "kept (circle) / finished (square)", marker))
-    root = points[0]
-    fig.add_trace(_scatter([root], "prompt", {"color": "#333333", "size": 13, "symbol": "triangle-right"}))
 
 
-def _add_hypotheses(fig: go.Figure, tree: BeamTree, points: dict[int, _Point]) -> None:
-    """Stars on the returned hypotheses, labelled '#rank score'."""
-    hyps = [h for h in tree.hypotheses if h.node_id in points]
-    fig.add_trace(
-        go.Scatter(
-            x=[points[h.node_id].x for h in hyps],
-            y=[points[h.node_id].y for h in hyps],
-            mode="markers+text",
-            name="returned hypotheses",
-            text=[f"#{h.rank} {h.score:.3f}" for h in hyps],
-            textposition="middle right",
-            textfont={"size": 12, "color": "#b8860b"},
-            marker={"symbol": "star", "size": 18, "color": "gold", "line": {"width": 1, "color": "#8a6d00"}},
-            customdata=[[h.text, h.score, h.cum_logprob, len(h.token_ids)] for h in hyps],
-            hovertemplate="<b>hypothesis</b> %{text}<br>%{customdata[0]}<br>cum log-prob %{customdata[2]:.4f}"
-            "<br>%{customdata[3]} tokens<extra></extra>",
-        )
-    )
+def _pruned(d: Drawing) -> dict[str, Any]:
+    pruned = [p for p in d.points.values() if p.fate == PRUNED]
+    marker = {"color": PRUNED_COLOR, "size": d.pruned_px}
+    return _nodes(d, pruned, "pruned", marker, {"size": d.font_px - 1, "color": PRUNED_TEXT})
 
 
-def _add_greedy(fig: go.Figure, tree: BeamTree, points: dict[int, _Point]) -> None:
-    """The greedy path: a dashed line from the prompt through its tokens."""
+def _live(d: Drawing) -> dict[str, Any]:
+    live = [p for p in d.points.values() if p.fate in (KEPT, FINISHED)]
+    marker = {
+        "color": [p.score for p in live],
+        "colorscale": COLORSCALE,
+        "size": d.node_px,
+        "line": {"width": 1, "color": "rgba(0, 0, 0, 0.6)"},
+        "symbol": ["square" if p.fate == FINISHED else "circle" for p in live],
+        "colorbar": {"title": {"text": "score"}, "thickness": 10, "len": 0.8, "xpad": 6},
+    }
+    return _nodes(d, live, "kept (circle) / finished (square)", marker, {})
+
+
+def _root(d: Drawing) -> dict[str, Any]:
+    marker = {"color": ROOT_COLOR, "size": ROOT_PX, "symbol": "triangle-right"}
+    return _nodes(d, [d.points[0]], "prompt", marker, {})
+
+
+def _fold_hover(fold: Fold, parent: Point) -> str:
+    """The folded candidates with their true numbers."""
+    if fold.unfolded:
+        return f"the pruned candidates after {parent.label} (node #{parent.id}): click to fold them"
+    lines = [f"<b>{fold.label}</b> after {parent.label} (node #{parent.id}), step {fold.x:g}"]
+    lines += [f"{n.label}: log-prob {n.logprob:.4f}, cum log-prob {n.cum_logprob:.4f}" for n in fold.hidden]
+    return "<br>".join([*lines, "click to unfold"])
+
+
+def _folds(d: Drawing) -> dict[str, Any]:
+    """The "+N pruned" marks (a plus; a minus once unfolded): click to unfold / fold."""
+    folds = d.shown_folds()
+    texts = [d.text(("fold", f.parent)) for f in folds]
+    marker = {
+        "symbol": ["line-ew-open" if f.unfolded else "cross-thin-open" for f in folds],
+        "size": d.fold_px,
+        "color": PRUNED_TEXT,
+        "line": {"width": 2, "color": PRUNED_TEXT},
+    }
+    return {
+        "name": "pruned, folded (click)",
+        "x": [_r(f.x) for f in folds],
+        "y": [_r(f.y) for f in folds],
+        "mode": "markers+text",
+        "text": [t for t, _ in texts],
+        "textposition": [position for _, position in texts],
+        "textfont": {"size": d.font_px - 1, "color": PRUNED_TEXT},
+        "marker": marker,
+        # [label, count, -, -, hover, parent id, "fold"]: static/beam.js sends "fold-<parent>" on a click
+        "customdata": [
+            [f.label, len(f.hidden), 0, 0, _fold_hover(f, d.points[f.parent]), f.parent, "fold"]
+            for f in folds
+        ],
+        "hovertemplate": "%{customdata[4]}<extra></extra>",
+    }
+
+
+def _hypotheses(tree: BeamTree, d: Drawing) -> dict[str, Any]:
+    """Stars on the returned hypotheses, labelled '#rank score' where it fits; a click chooses."""
+    hyps = [h for h in tree.hypotheses if h.node_id in d.points]
+    texts = [d.text(("hyp", h.node_id)) for h in hyps]
+    marker = {"symbol": "star", "size": STAR_PX, "color": "gold", "line": {"width": 1, "color": "#8a6d00"}}
+    return {
+        "name": "returned hypotheses",
+        "x": [_r(d.points[h.node_id].x) for h in hyps],
+        "y": [_r(d.points[h.node_id].y) for h in hyps],
+        "mode": "markers+text",
+        "text": [t for t, _ in texts],
+        "textposition": [position for _, position in texts],
+        "textfont": {"size": d.font_px, "color": HYPOTHESIS_TEXT},
+        "marker": marker,
+        "customdata": [[h.text, h.score, h.cum_logprob, len(h.token_ids), h.rank, h.node_id] for h in hyps],
+        "hovertemplate": "<b>hypothesis #%{customdata[4]}</b> score %{customdata[1]:.4f}<br>%{customdata[0]}"
+        "<br>cum log-prob %{customdata[2]:.4f}<br>%{customdata[3]} tokens<extra></extra>",
+    }
+
+
+def _greedy(tree: BeamTree, d: Drawing) -> list[dict[str, Any]]:
+    """The greedy path: a dashed line from the prompt through its tokens; off-tree diamonds."""
     ids = [0] + [t.node_id if t.node_id is not None else -t.step for t in tree.greedy or []]
-    path = [points[i] for i in ids if i in points]
-    line = {"color": GREEDY_COLOR, "width": 2.5, "dash": "dash"}
-    xs, ys = [p.x for p in path], [p.y for p in path]
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="greedy path", hoverinfo="skip", line=line))
+    path = [d.points[i] for i in ids if i in d.points]
+    line = {
+        "name": "greedy path",
+        "x": [_r(p.x) for p in path],
+        "y": [_r(p.y) for p in path],
+        "mode": "lines",
+        "hoverinfo": "skip",
+        "line": {"color": GREEDY_COLOR, "width": 2.5, "dash": "dash"},
+    }
+    marker = {"symbol": "diamond-open", "size": d.node_px, "color": GREEDY_COLOR, "line": {"width": 2}}
     off = [p for p in path if p.fate == "greedy"]
-    marker = {"symbol": "diamond-open", "size": 10, "color": GREEDY_COLOR, "line": {"width": 2}}
-    fig.add_trace(_scatter(off, "greedy tokens off the tree", marker, text_color=GREEDY_COLOR))
+    return [line, _nodes(d, off, "greedy tokens off the tree", marker, {"color": GREEDY_COLOR})]
+
+
+def _chosen(d: Drawing, point: Point) -> dict[str, Any]:
+    """A ring around the chosen node (what "Open in Step by step" opens)."""
+    return {
+        "name": "chosen node",
+        "x": [_r(point.x)],
+        "y": [_r(point.y)],
+        "mode": "markers",
+        "hoverinfo": "skip",
+        "marker": {
+            "symbol": "circle-open",
+            "size": d.node_px + 9,
+            "color": CHOSEN_COLOR,
+            "line": {"width": 2.5},
+        },
+    }
+
+
+# --- layout -------------------------------------------------------------------------------------
 
 
 def early_stopping_word(value: bool | str) -> str:
@@ -242,22 +332,64 @@ def early_stopping_word(value: bool | str) -> str:
     return str(value)
 
 
-def _style(fig: go.Figure, tree: BeamTree, points: dict[int, _Point]) -> None:
-    rows = 1 - min(p.y for p in points.values())
+def _title(tree: BeamTree) -> str:
     s = tree.settings
-    fig.update_layout(
-        title={
-            "text": f"Beam search: {s.num_beams} beams, {tree.steps_run} steps, length penalty "
-            f"{s.length_penalty:g}, early stopping {early_stopping_word(s.early_stopping)} "
-            f"({tree.stop_reason})"
-        },
-        height=int(min(max(480, rows * ROW_PX), 1600)),
-        dragmode="pan",
-        hovermode="closest",
-        plot_bgcolor="white",
-        legend={"orientation": "h", "y": -0.08},
-        margin={"l": 20, "r": 20, "t": 60, "b": 40},
-        uirevision="beam-tree",
+    return (
+        f"Beam search: {s.num_beams} beams, {tree.steps_run} steps, length penalty {s.length_penalty:g}, "
+        f"early stopping {early_stopping_word(s.early_stopping)} ({tree.stop_reason})"
     )
-    fig.update_xaxes(title_text="step", dtick=1, range=[-0.5, tree.steps_run + 1.8], gridcolor="#eeeeee")
-    fig.update_yaxes(visible=False, range=[-rows + 0.2, 1.0])
+
+
+def _layout(tree: BeamTree, d: Drawing) -> dict[str, Any]:
+    """Transparent backgrounds (light and dark pages), fixed margins, the visible area's ranges,
+    and in meta what static/beam.js compares with the browser's view (fit, window, plot size,
+    dark page, presenter mode). On stage the text is larger here: meta.stage_sized tells
+    static/theme.js to leave this figure's text and height alone (its labels were placed for them)."""
+    area, fit, frame = d.area, d.fit, d.frame
+    scale = d.font_px / FONT_PX
+    last_step = int(max(p.x for p in d.points.values()))
+    tick = next((t for t in (1, 2, 4, 5, 10, 20) if t * area.px_per_x >= 28), 50)  # every step when zoomed in
+    legend = {
+        "orientation": "h",
+        "x": 0,
+        "y": 0,
+        "yref": "container",
+        "yanchor": "bottom",
+        "font": {"size": round(11 * scale)},
+    }
+    return {
+        "title": {
+            "text": _title(tree),
+            "x": 0.01,
+            "xanchor": "left",
+            "font": {"size": round(15 * min(scale, 1.2))},
+        },
+        "font": {"family": FONT_FAMILY, "size": d.font_px, **({"color": DARK_TEXT} if d.dark else {})},
+        "height": d.height,
+        "dragmode": "pan",
+        "hovermode": "closest",
+        "paper_bgcolor": TRANSPARENT,
+        "plot_bgcolor": TRANSPARENT,
+        "legend": legend,
+        "margin": {**MARGIN, "autoexpand": True},
+        "meta": {
+            "stage_sized": True,
+            "beam_view": {
+                "dark": d.dark,
+                "presenter": frame.presenter,
+                "room": frame.room,
+                "height": d.height,
+                "fit": [fit.x0, fit.x1, fit.y0, fit.y1],
+                "window": [area.x0, area.x1, area.y0, area.y1],
+                "area": [area.width, area.height],
+            },
+        },
+        "xaxis": {
+            "title": {"text": "step", "standoff": 2},
+            "range": [area.x0, area.x1],
+            "tickvals": list(range(0, last_step + 1, tick)),  # none past the tree
+            "gridcolor": GRID_COLOR,
+            "zeroline": False,
+        },
+        "yaxis": {"visible": False, "range": [area.y0, area.y1]},
+    }

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import plotly.io as pio
 from gradio.components.plot import PlotData
 
 from playground.beam import (
@@ -25,7 +27,7 @@ from playground.beam import (
 from playground.engine.base import Engine
 from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
-from playground.plots.beam import beam_tree_figure, early_stopping_word, figure_config
+from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect
 from playground.ui.links import link_of
@@ -48,12 +50,37 @@ def parse_early_stopping(value: Any) -> bool | str:
     return EARLY_STOPPING[value]
 
 
-def plot_value(tree: BeamTree, pruned_per_parent: Any, show_greedy: bool, image_format: str) -> PlotData:
-    """The figure as Gradio's plot payload, with a modebar that zooms and downloads PNG or SVG."""
-    fig = beam_tree_figure(tree, int(pruned_per_parent), bool(show_greedy))
-    data = json.loads(fig.to_json())
+def plot_value(
+    tree: BeamTree, pruned_per_parent: Any, show_greedy: bool, image_format: str, ws: Workspace | None = None
+) -> PlotData:
+    """The figure as Gradio's plot payload, with a modebar that zooms and downloads PNG or SVG;
+    drawn for the tab's view (unfolded nodes, chosen node, zoomed window, plot size) when given."""
+    view: dict[str, Any] = {}
+    if ws is not None:
+        view = {"unfolded": ws.beam_unfolded, "chosen": ws.beam_node, "window": ws.beam_window}
+        view["frame"] = ws.beam_frame
+    data = beam_tree_data(tree, int(pruned_per_parent), bool(show_greedy), **view)
     data["config"] = figure_config(str(image_format).lower())
-    return PlotData(type="plotly", plot=json.dumps(data))
+    return PlotData(
+        type="plotly", plot=pio.to_json(data, validate=False, remove_uids=False)
+    )  # NaN / inf as null, like plotly
+
+
+def parse_view(view: str) -> tuple[PlotFrame, tuple[float, float, float, float] | None]:
+    """static/beam.js's report 'x0,x1,y0,y1,area_w,area_h,fig_w,fig_h,fit,dark,presenter,room:time'
+    -> the plot's frame (size, dark page, presenter mode, room below its top) and its zoomed
+    window (None when it shows the whole tree)."""
+    try:
+        values = [float(v) for v in view.split(":")[0].split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 12 or not all(math.isfinite(v) for v in values):
+        raise PlaygroundError(f"Not a view of the tree: {view!r}.")
+    x0, x1, y0, y1, area_w, area_h, fig_w, fig_h, fit, dark, presenter, room = values
+    if not (x1 > x0 and y1 > y0 and 0 < area_w <= fig_w and 0 < area_h <= fig_h and room >= 0):
+        raise PlaygroundError(f"Not a view of the tree: {view!r}.")
+    frame = PlotFrame(fig_w, fig_w - area_w, fig_h - area_h, bool(dark), bool(presenter), room)
+    return frame, None if fit else (x0, x1, y0, y1)
 
 
 def status_markdown(tree: BeamTree) -> str:
@@ -159,8 +186,9 @@ class BeamHandlers:
         )  # fmt: skip
         ws = self._workspace(request)
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
+        ws.beam_unfolded, ws.beam_window = set(), None
         return {
-            "plot": plot_value(tree, pruned, show_greedy, image_format),
+            "plot": plot_value(tree, pruned, show_greedy, image_format, ws),
             "status": status_markdown(tree),
             "table": hypothesis_rows(tree),
             "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),
@@ -208,15 +236,45 @@ class BeamHandlers:
     def beam_redraw(
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
     ) -> dict[str, Any]:
-        tree = self._workspace(request).beam
-        return {} if tree is None else {"plot": plot_value(tree, pruned, show_greedy, image_format)}
+        ws = self._workspace(request)
+        return {} if ws.beam is None else {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws)}
 
-    def beam_click_node(self, clicked: str, request: gr.Request = None) -> dict[str, Any]:
-        """A node clicked in the plot (static/beam.js writes 'id:time'): choose it."""
-        node_id = clicked.split(":")[0] if clicked else ""
-        if not node_id.isdigit() or self._workspace(request).beam is None:
+    def beam_click_node(
+        self, clicked: str, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
+    ) -> dict[str, Any]:
+        """A click in the plot (static/beam.js writes 'id:time' or 'fold-id:time'): a node is
+        chosen (ringed, its path and subtree labelled first; where they don't fit the view zooms
+        to its subtree); a '+N pruned' marker unfolds its candidates, or folds them again."""
+        target = clicked.split(":")[0] if clicked else ""
+        ws = self._workspace(request)
+        if ws.beam is None:
             return {}
-        return {"node": int(node_id), "prefix_text": self.beam_select_node(int(node_id), request)}
+        if target.startswith("fold-") and target[5:].isdigit():
+            ws.beam_unfolded ^= {int(target[5:])}
+            return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws)}
+        if not target.isdigit():
+            return {}
+        prefix = self.beam_select_node(int(target), request)
+        view = {"unfolded": ws.beam_unfolded, "window": ws.beam_window, "frame": ws.beam_frame}
+        ws.beam_window = (
+            node_focus(ws.beam, int(target), int(pruned), bool(show_greedy), **view) or ws.beam_window
+        )
+        return {
+            "node": int(target),
+            "prefix_text": prefix,
+            "plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws),
+        }
+
+    def beam_view(
+        self, view: str, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
+    ) -> dict[str, Any]:
+        """The plot was zoomed, panned or resized (static/beam.js reports it): redraw the labels
+        and markers that fit the new view."""
+        ws = self._workspace(request)
+        if ws.beam is None or not view:
+            return {}
+        ws.beam_frame, ws.beam_window = parse_view(view)
+        return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws)}
 
     def beam_select_node(self, node: Any, request: gr.Request = None) -> str:
         """Choose a node: its prefix (prompt + tokens up to it), and what Step by step will open."""
@@ -295,10 +353,10 @@ def _view_options() -> dict[str, Any]:
         c["pruned"] = gr.Slider(
             0,
             3,
-            value=2,
+            value=0,
             step=1,
-            label="Pruned candidates shown per node",
-            info="Grey: tokens that were scored but lost the race for a beam.",
+            label="Pruned candidates drawn per node",
+            info="Grey: scored but lost the race for a beam; the rest fold into a grey +N (click to unfold).",
         )
         c["show_greedy"] = gr.Checkbox(
             label="Overlay the greedy path",
@@ -316,11 +374,16 @@ def _view_options() -> dict[str, Any]:
 
 def _results() -> dict[str, Any]:
     c: dict[str, Any] = {"status": gr.Markdown(elem_id="beam-status")}
-    c["plot"] = gr.Plot(
-        label="Search tree (click a node to choose it; scroll to zoom, drag to pan)", elem_id="beam-plot"
+    gr.Markdown(
+        "Click a node to choose it, a grey **+N** to unfold its pruned candidates. Click the tree, "
+        "then the wheel zooms (Esc releases it); drag pans; a double click fits the tree again.",
+        elem_classes=["beam-plot-help", "stage-hide"],
     )
-    # static/beam.js writes the clicked node's id here (a plotly click is not a Gradio event).
+    c["plot"] = gr.Plot(label="Search tree", show_label=False, elem_id="beam-plot")
+    # static/beam.js writes the clicked node's id here (a plotly click is not a Gradio event),
+    # and the plot's view (ranges, size) after a zoom, pan or resize.
     c["clicked"] = gr.Textbox(visible="hidden", elem_id="beam-clicked-node", label="clicked node")
+    c["view"] = gr.Textbox(visible="hidden", elem_id="beam-view", label="plot view")
     c["table"] = gr.Dataframe(
         headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False,
         elem_classes=["stage-hide"],
@@ -366,8 +429,14 @@ def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     connect(
         redraw, h.beam_redraw, w, ["plot"], api_name="beam_redraw", model=False, trigger_mode="always_last"
     )
-    connect(w["node"].input, h.beam_select_node, w, ["prefix_text"], api_name="beam_select_node", model=False)
-    connect(w["clicked"].change, h.beam_click_node, w, ["node", "prefix_text"], api_name=None, model=False)
+    chosen = connect(
+        w["node"].input, h.beam_select_node, w, ["prefix_text"], api_name="beam_select_node", model=False
+    )
+    connect(chosen.success, h.beam_redraw, w, ["plot"], api_name=None, model=False)  # the ring moves
+    clicked = ["node", "prefix_text", "plot"]
+    connect(w["clicked"].change, h.beam_click_node, w, clicked, api_name=None, model=False)
+    view = {"trigger_mode": "always_last"}
+    connect(w["view"].change, h.beam_view, w, ["plot"], api_name=None, model=False, **view)
     connect(w["export"].click, h.beam_export, w, ["export_file"], api_name="beam_export", model=False)
     connect(w["save_trace"].click, h.beam_trace, w, ["export_file"], api_name="beam_trace", model=False)
 
