@@ -9,6 +9,7 @@ the real embedded model. The graph-capture tests run only where CUDA exists.
 from __future__ import annotations
 
 import math
+import weakref
 
 import pytest
 import torch
@@ -16,8 +17,15 @@ from conftest import make_tiny_llama
 
 from playground.beam import beam_search
 from playground.engine import DecodePlan, LocalEngine, SamplingSettings, TokenRecord
-from playground.engine.slots import Slot, bucket_lengths, graph_row_counts
-from playground.engine.static import DecodeStatus, StaticConfig, StaticSequence, static_wanted, zero_gpu
+from playground.engine.slots import KVShape, Slot, bucket_lengths, graph_row_counts
+from playground.engine.static import (
+    DecodeStatus,
+    StaticConfig,
+    StaticDecoder,
+    StaticSequence,
+    static_wanted,
+    zero_gpu,
+)
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
 from playground.step import StepSession
@@ -304,6 +312,65 @@ def test_more_sequences_than_slots_are_parked_and_restored(
     for key in keys:
         eager.release(key)
         static.release(key)
+
+
+def test_parked_copies_count_in_the_kv_store_and_are_evicted_over_its_bound(
+    sharp_tiny: LocalEngine,
+) -> None:
+    """Five sequences, two slots: every parked copy is in the store's total, which stays under the
+    bound by evicting (each parked copy is freed with its sequence)."""
+    engine = LocalEngine(
+        sharp_tiny.model,
+        sharp_tiny.tokenizer,
+        sharp_tiny.device,
+        sharp_tiny.dtype,
+        "t",
+        decode="static",
+        static_config=TINY,
+        kv_store_bytes=1,  # set below, from the sizes
+    )
+    assert engine.prepare_decode().path == "static"
+    store, prompt = engine.kv_store, list(range(3, 43))
+    row_bytes = engine.vocab_size * 4  # each entry remembers one float32 next-token row
+    copy_bytes = KVShape.of(engine.model, engine.device).bytes_per_token() * (len(prompt) + 1)
+    store.max_bytes = 5 * row_bytes + 2 * copy_bytes  # room for five rows and two parked copies
+    sequences = {}  # weak references: an evicted sequence must be freed, parked copy and slot
+    for n in range(5):
+        engine.sync(f"s{n}", [n + 3, *prompt])
+        sequences[f"s{n}"] = weakref.ref(engine.kv_store.peek(f"s{n}").cache)
+    kept = set(store.keys())
+    parked = [k for k in kept if not sequences[k]().resident]
+    assert len(parked) == 2 and all(sequences[k]().storage_bytes() == copy_bytes for k in parked)
+    assert store.total_bytes == sum(store.peek(k).nbytes() for k in kept) == 4 * row_bytes + 2 * copy_bytes
+    assert store.evictions == 1 and kept == {"s1", "s2", "s3", "s4"}
+    assert sequences["s0"]() is None  # s0 was parked first, so evicted first: its copy is gone
+    for key in kept:
+        engine.release(key)
+
+
+def test_a_one_off_prefill_or_score_does_not_park_a_live_sequence(
+    tiny_pair: tuple[LocalEngine, LocalEngine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eager, static = tiny_pair
+    ids = eager.tokenizer("A live chat and a live step session", add_special_tokens=False).input_ids
+    for key in ("chat", "step"):  # both slots taken by live sequences
+        static.sync(key, ids)
+    live = [static.kv_store.peek(key).cache for key in ("chat", "step")]
+    assert all(seq.resident for seq in live)
+    parks = count_calls(monkeypatch, StaticDecoder, "_resident")
+    assert_same_rows(static.prefill([*ids, 7], last=3), eager.prefill([*ids, 7], last=3))
+    assert_same_rows(static.score([*ids, 7, 9], 2), eager.score([*ids, 7, 9], 2))
+    assert not parks and all(seq.resident and seq.parked is None for seq in live)
+    for key in ("chat", "step"):
+        static.release(key)
+
+
+def test_default_slots_are_one_more_than_the_model_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().slot_count() == 3 == StaticConfig().slots
+    monkeypatch.setenv("PLAYGROUND_MODEL_CONCURRENCY", "4")
+    assert load_settings().slot_count() == 5
+    monkeypatch.setenv("PLAYGROUND_STATIC_SLOTS", "2")
+    assert load_settings().slot_count() == 2
 
 
 def test_a_released_sequence_frees_its_slot(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:

@@ -6,6 +6,10 @@ lengths, so an undo is a crop with no forward. Least recently used entries are e
 their bytes exceed the bound; a sequence whose entry was evicted is recomputed from its ids
 on its next call. Thread-safe: an entry is taken out while the engine works on it; a key
 dropped meanwhile (its tab closed) stays dropped when the entry is checked in.
+
+Most caches only change size while taken out, so their size is measured when put back. A cache
+that says `resized_in_store` (the static path's sequences: another sequence's step parks one by
+copying its rows out of a slot while it sits here) is measured again on every count instead.
 """
 
 from __future__ import annotations
@@ -47,7 +51,18 @@ class CacheEntry:
 
     def nbytes(self) -> int:
         """Bytes held: the cache's storage (spare room included) plus the remembered logits."""
-        return storage_bytes(self.cache) + sum(t.untyped_storage().nbytes() for t in self.logits.values())
+        return self.cache_bytes() + self.logits_bytes()
+
+    def cache_bytes(self) -> int:
+        return storage_bytes(self.cache)
+
+    def logits_bytes(self) -> int:
+        return sum(t.untyped_storage().nbytes() for t in self.logits.values())
+
+    @property
+    def resized_in_store(self) -> bool:
+        """True when the cache's memory can change while the entry sits in the store."""
+        return bool(getattr(self.cache, "resized_in_store", False))
 
 
 def _shares_storage(row: torch.Tensor) -> bool:
@@ -63,6 +78,7 @@ class KVStore:
             raise PlaygroundError(f"The KV store bound must be > 0 bytes, got {max_bytes}")
         self.max_bytes = int(max_bytes)
         self.evictions = 0
+        # key -> (entry, bytes measured when put; the cache's own bytes excluded when it is re-measured)
         self._entries: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
         self._out: dict[str, int] = {}  # key -> how many of its entries are checked out now
         self._drops: dict[str, int] = {}  # key -> drops while checked out (a check-out's ticket)
@@ -98,13 +114,19 @@ class KVStore:
             return item[0]
 
     def put(self, key: str, entry: CacheEntry) -> None:
-        """Store (or re-measure) an entry, then evict least recently used others over the bound."""
-        size = entry.nbytes()
+        """Store (or re-measure) an entry, then evict least recently used others over the bound
+        (what the static path parked since the last count included)."""
+        size = entry.logits_bytes() + (0 if entry.resized_in_store else entry.cache_bytes())
         with self._lock:
             self._entries[key] = (entry, size)
             self._entries.move_to_end(key)
-            while self._total() > self.max_bytes and len(self._entries) > 1:
-                del self._entries[next(iter(self._entries))]
+            sizes = [(old, _size(*item)) for old, item in self._entries.items()]
+            total = sum(bytes_ for _, bytes_ in sizes)
+            for old, bytes_ in sizes[:-1]:  # least recently used first; never the entry just put
+                if total <= self.max_bytes:
+                    break
+                del self._entries[old]  # a parked static copy is freed with its sequence
+                total -= bytes_
                 self.evictions += 1
 
     def drop(self, key: str) -> None:
@@ -124,4 +146,9 @@ class KVStore:
             return self._total()
 
     def _total(self) -> int:
-        return sum(size for _, size in self._entries.values())
+        return sum(_size(entry, size) for entry, size in self._entries.values())
+
+
+def _size(entry: CacheEntry, measured: int) -> int:
+    """An entry's bytes now: as measured when put, plus its cache's bytes read now if they can change."""
+    return measured + entry.cache_bytes() if entry.resized_in_store else measured

@@ -133,7 +133,7 @@ def load_model(
     model.eval()
     elapsed = time.perf_counter() - started
     first_param_device = next(model.parameters()).device
-    static = StaticConfig(capacity=settings.static_tokens, slots=settings.static_slots)
+    static = StaticConfig(capacity=settings.static_tokens, slots=settings.slot_count())
     loaded = LocalEngine(
         model,
         tokenizer,

@@ -200,8 +200,8 @@ class LocalEngine:
     def prefill(
         self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
-        if key is None:
-            return _finish(self._advance(CacheEntry(), list(ids), last, control))[0]
+        if key is None:  # a one-off forward: a growable cache, never a static slot (no live sequence parked)
+            return _finish(self._advance(CacheEntry(new_cache(self.config)), list(ids), last, control))[0]
         self.release(key)
         return self.sync(key, ids, last=last, control=control)
 

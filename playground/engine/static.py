@@ -58,7 +58,9 @@ class StaticConfig:
     """Sizes of the static path (PLAYGROUND_STATIC_TOKENS / PLAYGROUND_STATIC_SLOTS set the first two)."""
 
     capacity: int = 8192  # tokens per sequence slot (capped at the model's context)
-    slots: int = 2  # sequences held in slots at once; others are parked in plain memory
+    # sequences held in slots at once (default: model_concurrency 2, plus 1); others are parked in
+    # plain memory. Each slot is allocated at full capacity: capacity x KV bytes per token.
+    slots: int = 3
     beam_rows: int = 16  # beams one batched step can hold (the beam tab's most)
     beam_capacity: int = 1024  # tokens per beam row (prompt + steps); longer searches run eagerly
     min_bucket: int = 256  # shortest attention length a step graph reads
@@ -153,6 +155,10 @@ class StaticSequence:
     """One sequence's keys and values on the static path (what CacheEntry.cache holds): in a slot,
     parked in plain tensors, or past the slots' capacity in a DynamicCache run eagerly."""
 
+    # Another sequence's step can park this one (copy its rows out of the slot) while its entry sits
+    # in the KV store: the store measures it again whenever it counts (engine/kv_store.py).
+    resized_in_store = True
+
     def __init__(self, decoder: StaticDecoder) -> None:
         self.decoder = decoder
         self.length = 0  # tokens covered
@@ -188,11 +194,13 @@ class StaticSequence:
             self.slot, self.parked, self.dynamic, self.length = None, None, None, 0
 
     def storage_bytes(self) -> int:
-        """Memory held beyond the preallocated slots (a parked copy or a dynamic cache)."""
-        if self.dynamic is not None:
-            return storage_bytes(self.dynamic)
-        if self.parked is not None and not self.resident:
-            return sum(t.numel() * t.element_size() for t in self.parked)
+        """Memory held beyond the preallocated slots (a parked copy or a dynamic cache). Read without
+        the model lock (the KV store counts while others decode): each field is read once."""
+        dynamic, parked = self.dynamic, self.parked
+        if dynamic is not None:
+            return storage_bytes(dynamic)
+        if parked is not None:
+            return sum(t.untyped_storage().nbytes() for t in parked)
         return 0
 
 
