@@ -201,14 +201,16 @@ def test_after_a_cancelled_long_prefill_a_short_request_starts_at_once(embedded_
     )
     control = Control()
     started = threading.Event()
-
+    chunk_times: list[float] = []
     outcome: list[BaseException] = []
 
     def long_user() -> None:
         try:
             for update in stream_chat(embedded_lm, long_request, control=control):
                 if update.progress is not None:
-                    started.set()
+                    chunk_times.append(time.perf_counter())
+                    if len(chunk_times) >= 2:
+                        started.set()
         except Cancelled as exc:
             outcome.append(exc)
 
@@ -221,8 +223,11 @@ def test_after_a_cancelled_long_prefill_a_short_request_starts_at_once(embedded_
     first_token = time.perf_counter() - begun
     thread.join(30)
     assert not thread.is_alive() and len(outcome) == 1  # the long request ended with Cancelled
-    assert answer.timings.prefill_seconds < alone + 2.0
-    assert first_token < alone + 2.0, f"waited {first_token:.1f} s for the first token (alone: {alone:.2f} s)"
+    # The cancelled request ends at its next chunk boundary: 2 s, or more on a machine so loaded
+    # that one prefill chunk itself takes longer.
+    allowed = alone + max(2.0, 1.5 * (chunk_times[1] - chunk_times[0]))
+    assert answer.timings.prefill_seconds < allowed
+    assert first_token < allowed, f"waited {first_token:.1f} s for the first token (alone: {alone:.2f} s)"
     assert answer.timings.wait_seconds < 2.0
 
 
