@@ -28,7 +28,7 @@ def test_embedded_batch_tokens_equal_each_solo_run(embedded_lm):
     assert result.solo_finished == pytest.approx(
         [sum(result.solo_seconds[: i + 1]) for i in range(4)]
     )  # one by one: each waits for those before it
-    assert max(result.batch_finished) == pytest.approx(result.batch_seconds)
+    assert max(result.batch_finished) == pytest.approx(result.batch_seconds, rel=1e-3)
     assert result.batch_tokens_per_second > 0 and result.throughput_ratio > 0
 
 

@@ -131,6 +131,11 @@ def check_presenter_layout(page) -> None:
     page.get_by_role("tab", name="Beam search").click()
     page.get_by_role("button", name="Run beam search").click()
     wait_for_status(page, "#beam-status", "stopped:")
+    # The tree is drawn again for the room on stage once the browser has told its size (beam.js).
+    page.wait_for_function(
+        "document.querySelector('#beam-plot .js-plotly-plot')?.layout?.meta?.beam_view?.room > 0",
+        timeout=60_000,
+    )
     page.wait_for_timeout(800)
     for selector in ("#beam-plot", "#beam-prompt"):
         assert_in_viewport(page, selector)
