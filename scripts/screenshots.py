@@ -53,6 +53,7 @@ def _stage_shots(url: str, docs: Path) -> None:
     from browser import browser_page
 
     with browser_page(f"{url}?presenter=1", width=1280, height=720) as page:
+        page.get_by_label("Temperature").first.fill("0")  # greedy: the answer the Step and Beam tabs give
         page.locator("#chat-message textarea").fill("What is the capital of France?")
         page.locator("#chat-send").click()
         page.wait_for_function("document.querySelector('.chat-stats')?.innerText.includes('stopped')")

@@ -120,11 +120,12 @@ def cache_bytes_figure(lengths: Sequence[int], measured: Sequence[int], formula:
     fig.add_scatter(
         x=list(lengths),
         y=[b / 2**20 for b in formula],
-        name="formula: 2 × layers × KV heads × head_dim × tokens × bytes",
+        name="the KV tab's formula",
         mode="lines",
         line={"color": "rgba(128,128,128,0.9)", "width": 6},
         customdata=list(formula),
-        hovertemplate="%{x} tokens: %{customdata:,} bytes (formula)<extra></extra>",
+        hovertemplate="%{x} tokens: %{customdata:,} bytes (2 × layers × KV heads × head_dim × tokens × bytes)"
+        "<extra></extra>",
     )
     fig.add_scatter(
         x=list(lengths),
