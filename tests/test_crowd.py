@@ -160,10 +160,11 @@ def test_timings_of_an_answer_never_reach_the_next_prompt():
 
 
 def test_kv_store_check_in_respects_drops_made_while_checked_out():
+    computed = SimpleNamespace(layers=[])  # a cache (no tensors: 0 bytes)
     store = KVStore(10**6)
     entry, ticket = store.check_out("a")
     assert entry is None
-    store.check_in("a", CacheEntry(ids=[1]), ticket)
+    store.check_in("a", CacheEntry(computed, ids=[1]), ticket)
     assert store.keys() == ["a"]
     entry, ticket = store.check_out("a")
     assert entry.ids == [1] and store.keys() == []
@@ -172,7 +173,10 @@ def test_kv_store_check_in_respects_drops_made_while_checked_out():
     assert store.keys() == []
     store.drop("b")  # a drop while nothing is checked out does not affect later check-outs
     entry, ticket = store.check_out("b")
-    store.check_in("b", CacheEntry(), ticket)
+    store.check_in("b", CacheEntry(computed), ticket)
+    assert store.keys() == ["b"]
+    entry, ticket = store.check_out("c")
+    store.check_in("c", CacheEntry(), ticket)  # nothing computed: nothing kept
     assert store.keys() == ["b"]
 
 

@@ -101,7 +101,7 @@ class KVStore:
                 self._out[key] = left
             else:
                 self._drops.pop(key, None)
-        if not dropped:
+        if not dropped and entry.cache is not None:  # an entry with nothing computed is not kept
             self.put(key, entry)
 
     def peek(self, key: str) -> CacheEntry | None:

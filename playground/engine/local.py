@@ -227,9 +227,9 @@ class LocalEngine:
         # Checked out, so no other call writes the cache while it is copied (an entry in use
         # elsewhere is absent here: the fork then recomputes from its ids, never a stale copy).
         with self._checked_out(key) as entry, holding(self.lock, None):
-            twin = CacheEntry()
-            if entry.cache is not None:
-                twin = CacheEntry(copy_cache(entry.cache), list(entry.ids), entry.logits.copy())
+            if entry.cache is None:  # nothing to copy: new_key computes its ids when used
+                return
+            twin = CacheEntry(copy_cache(entry.cache), list(entry.ids), entry.logits.copy())
         self.kv_store.put(new_key, twin)
 
     def release(self, key: str) -> None:
