@@ -262,9 +262,9 @@ class LocalEngine:
         Rows the entry remembers are reused (all of them and a cache covering target: a crop, no
         forward). Otherwise crop to the common prefix, or to just before the first row to compute,
         and forward the rest in chunks (yielding progress)."""
-        self._check_ids(target, last)
-        lengths = range(len(target) - last + 1, len(target) + 1)
         common = _common_prefix(entry.ids, target)
+        self._check_ids(target, last, checked=common)  # the cached ids were checked when added
+        lengths = range(len(target) - last + 1, len(target) + 1)
         known = 0  # leading rows the entry remembers (a pick then forwards only the new token)
         while known < last and lengths[known] <= common and lengths[known] in entry.logits:
             known += 1
@@ -341,7 +341,9 @@ class LocalEngine:
                 "prompt, fewer tokens or fewer beams."
             ) from None
 
-    def _check_ids(self, ids: Sequence[int], last: int) -> None:
+    def _check_ids(self, ids: Sequence[int], last: int, checked: int = 0) -> None:
+        """Clear messages for an empty or too long sequence, a bad token id (after the first
+        `checked` ids, known good) or a `last` outside the sequence."""
         if not ids:
             raise PlaygroundError("No tokens to run: the sequence is empty.")
         if len(ids) > self.context_length:
@@ -350,7 +352,8 @@ class LocalEngine:
             )
         vocab = self.vocab_size
         bad = next(
-            (t for t in ids if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab), None
+            (t for t in ids[checked:] if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab),
+            None,
         )
         if bad is not None:
             check_token_id(bad, vocab)

@@ -147,9 +147,20 @@ class StepSession:
     @property
     def ledger(self) -> list[LedgerEntry]:
         """Per generated step: the token's record and the running totals (the chain rule)."""
+        return self._ledger_tail(len(self.path) - 1)
+
+    def _ledger_tail(self, count: int) -> list[LedgerEntry]:
+        """The ledger's last `count` entries. Only those are built (an action returns its own
+        steps: at a 4,000-step path, building every entry cost more than the forward's extra
+        attention); the running total before them is a plain sum, in the same order."""
         with self._lock:
-            entries, total = [], 0.0
-            for step, node_id in enumerate(self.path[1:], start=1):
+            nodes = self.path[1:]
+            first = len(nodes) - count
+            total = 0.0
+            for node_id in nodes[:first]:
+                total += self.tree.nodes[node_id].token.logprob  # type: ignore[union-attr]
+            entries = []
+            for step, node_id in enumerate(nodes[first:], start=first + 1):
                 record = self.tree.nodes[node_id].token
                 total += record.logprob  # type: ignore[union-attr]
                 entries.append(LedgerEntry(step, node_id, record, total, _perplexity(total, step)))  # type: ignore[arg-type]
@@ -226,7 +237,7 @@ class StepSession:
             token_id = check_token_id(token_id, self.engine.vocab_size)
             self._check_room(1)
             self._append([token_id], "pick")
-            return self.ledger[-1]
+            return self._ledger_tail(1)[-1]
 
     def force(self, text: str) -> list[LedgerEntry]:
         """Append any text (tokenized on its own, possibly several tokens, one forward)."""
@@ -246,7 +257,7 @@ class StepSession:
                 return []
             self._check_room(len(checked))
             self._append(checked, "force")
-            return self.ledger[-len(checked) :]
+            return self._ledger_tail(len(checked))
 
     def greedy(self, n: int = 1, progress: StepProgressFn | None = None) -> list[LedgerEntry]:
         """Append the most likely token n times (stops after an end-of-sequence token)."""
@@ -280,7 +291,7 @@ class StepSession:
                     progress(done, n)
                 if token_id in self.engine.eos_token_ids:
                     break
-            return self.ledger[start - 1 :]
+            return self._ledger_tail(len(self.path) - start)
 
     def _sample_one(self, settings: SamplingSettings, generator: torch.Generator, source: str) -> int:
         final = sampling_stages(self._scores(), self.ids, settings)[-1]
