@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 from typing import Any
 
@@ -63,8 +65,16 @@ def release_closed_tabs(demo: gr.Blocks, workspaces: Workspaces) -> None:
     def release_tab(request: gr.Request) -> None:
         workspaces.release(request.session_hash)
         forget_gradio_state(demo, request.session_hash)
+        return_freed_memory()
 
     demo.unload(release_tab)
+
+
+def return_freed_memory() -> None:
+    """Give the C heap's freed pages back to the system (glibc keeps them otherwise, so a server's
+    memory only grows as tabs come and go). A no-op where malloc_trim does not exist."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def forget_gradio_state(demo: gr.Blocks, session_hash: str | None) -> None:
