@@ -37,7 +37,7 @@ from playground.engine.static import (
     static_wanted,
     zero_gpu,
 )
-from playground.engine.tokens import check_token_id
+from playground.engine.tokens import check_token_id, common_prefix
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
 
@@ -262,7 +262,7 @@ class LocalEngine:
         Rows the entry remembers are reused (all of them and a cache covering target: a crop, no
         forward). Otherwise crop to the common prefix, or to just before the first row to compute,
         and forward the rest in chunks (yielding progress)."""
-        common = _common_prefix(entry.ids, target)
+        common = common_prefix(entry.ids, target)
         self._check_ids(target, last, checked=common)  # the cached ids were checked when added
         lengths = range(len(target) - last + 1, len(target) + 1)
         known = 0  # leading rows the entry remembers (a pick then forwards only the new token)
@@ -522,14 +522,6 @@ def _finish(advance: Advance) -> tuple[torch.Tensor, float]:
             next(advance)
         except StopIteration as done:
             return done.value
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def _crop_entry(entry: CacheEntry, length: int) -> None:

@@ -35,6 +35,7 @@ import torch
 
 from playground.engine.cache import filled_layer_bytes, new_cache
 from playground.engine.control import Control, check, holding
+from playground.engine.tokens import common_prefix
 from playground.errors import PlaygroundError
 
 FINAL_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_layer_norm", "final_norm")
@@ -270,7 +271,7 @@ class ProbeSequence:
         self.probes._check(target)
         if not 1 <= last <= len(target):
             raise PlaygroundError(f"Scores asked for the last {last} of {len(target)} tokens.")
-        self.crop(min(_common_prefix(self.ids, target), len(target) - last))
+        self.crop(min(common_prefix(self.ids, target), len(target) - last))
         new, rows, seconds = target[len(self.ids) :], [], 0.0
         chunk = self.probes.engine.prefill_chunk
         for start in range(0, len(new), chunk):
@@ -418,11 +419,6 @@ def _layer_list(model: Any, total: int) -> tuple[Any, str, torch.nn.ModuleList]:
             parent_name, _, name = qualified.rpartition(".")
             return model.get_submodule(parent_name), name, module
     raise PlaygroundError(f"Cannot find the decoder layers of {type(model).__name__}: no early exit for it.")
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def _meminfo_available(path: str = "/proc/meminfo") -> int | None:

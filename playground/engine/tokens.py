@@ -110,3 +110,9 @@ def check_token_id(token_id: Any, vocab_size: int) -> int:
     if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < vocab_size:
         raise PlaygroundError(f"Token id {token_id!r} is outside the vocabulary (0..{vocab_size - 1}).")
     return token_id
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids two sequences share (what a cache for one can keep for the other)."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)

@@ -38,7 +38,7 @@ from playground.engine.remote.adapter import (
     StreamToken,
 )
 from playground.engine.sampling import SamplingSettings, choose, final_scores, seeded_generator
-from playground.engine.tokens import check_token_id
+from playground.engine.tokens import check_token_id, common_prefix
 from playground.errors import PlaygroundError
 
 MAX_SEQUENCES = 4096  # sequence keys remembered (least recently used forgotten)
@@ -276,7 +276,7 @@ class RemoteEngine:
     ) -> None:
         """seq becomes ids; the distributions after ids[:m] for m in lengths are fetched unless
         remembered (full: with the engine's whole top-N; else knowing the next given token will do)."""
-        _cut(seq, _common_prefix(seq.ids, ids))
+        _cut(seq, common_prefix(seq.ids, ids))
         seq.ids = list(ids)
         missing = [m for m in lengths if not self._usable(seq.unpark(m), ids, m, full)]
         if missing:
@@ -554,14 +554,6 @@ class RemoteEngine:
     def kv_figures(self) -> ServerKV | None:
         """The server's KV capacity and usage (vLLM, SGLang; None where the engine does not say)."""
         return self.adapter.kv_figures()
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def _cut(seq: _Sequence, length: int) -> None:
