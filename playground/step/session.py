@@ -77,7 +77,9 @@ class StepSession:
             )
         self.settings = validate_settings(settings)
         self.tree = GenerationTree(self.prompt_ids)
-        self.path: list[int] = [ROOT]
+        self.path: list[int] = [ROOT]  # read-only outside: _set_path and _push keep what follows in step
+        self._path_ids: list[int] = []  # token id of each generated node on the path
+        self._path_totals: list[float] = []  # running sum of their log-probs (the ledger's chain rule)
         self.key = f"step:{uuid.uuid4().hex}"  # this session's sequence in the engine
         self._lock = threading.RLock()
 
@@ -101,7 +103,7 @@ class StepSession:
             engine, prompt, chat, settings=settings, conversation=conversation, system_prompt=system_prompt
         )
         session._check_room(len(records))
-        session.path += session.tree.extend(ROOT, records)
+        session._set_path([ROOT, *session.tree.extend(ROOT, records)])
         if cache_from is not None:
             engine.fork(cache_from, session.key)
         return session
@@ -120,12 +122,12 @@ class StepSession:
     @property
     def token_ids(self) -> list[int]:
         """Generated token ids on the current path (without the prompt)."""
-        return [self.tree.nodes[n].token.id for n in self.path[1:]]  # type: ignore[union-attr]
+        return list(self._path_ids)
 
     @property
     def ids(self) -> list[int]:
         """Prompt ids followed by the generated ids."""
-        return self.prompt_ids + self.token_ids
+        return self.prompt_ids + self._path_ids
 
     @property
     def records(self) -> list[TokenRecord]:
@@ -150,21 +152,21 @@ class StepSession:
         return self._ledger_tail(len(self.path) - 1)
 
     def _ledger_tail(self, count: int) -> list[LedgerEntry]:
-        """The ledger's last `count` entries. Only those are built (an action returns its own
-        steps: at a 4,000-step path, building every entry cost more than the forward's extra
-        attention); the running total before them is a plain sum, in the same order."""
+        """The ledger's last `count` entries. Only those are built: an action returns its own
+        steps, and at a 4,000-step path building every entry cost more than the forward's extra
+        attention. The running totals are kept with the path."""
         with self._lock:
-            nodes = self.path[1:]
-            first = len(nodes) - count
-            total = 0.0
-            for node_id in nodes[:first]:
-                total += self.tree.nodes[node_id].token.logprob  # type: ignore[union-attr]
-            entries = []
-            for step, node_id in enumerate(nodes[first:], start=first + 1):
-                record = self.tree.nodes[node_id].token
-                total += record.logprob  # type: ignore[union-attr]
-                entries.append(LedgerEntry(step, node_id, record, total, _perplexity(total, step)))  # type: ignore[arg-type]
-            return entries
+            first = len(self.path) - 1 - count
+            return [
+                LedgerEntry(step, node_id, record, total, _perplexity(total, step))  # type: ignore[arg-type]
+                for step, node_id, record, total in zip(
+                    range(first + 1, len(self.path)),
+                    self.path[first + 1 :],
+                    (self.tree.nodes[n].token for n in self.path[first + 1 :]),
+                    self._path_totals[first:],
+                    strict=True,
+                )
+            ]
 
     def next_logits(self) -> torch.Tensor:
         """Raw next-token scores (vocab,) at the tip (no forward when the engine remembers them)."""
@@ -311,12 +313,12 @@ class StepSession:
                     f"Nothing to undo: {generated} generated token{'s' * (generated != 1)}, "
                     f"and undo asked for {n}."
                 )
-            self.path = self.path[:-n]
+            self._set_path(self.path[:-n])
 
     def switch_to(self, node_id: int) -> None:
         """Make node_id the tip (the cache follows on the next step: crop + forward the rest)."""
         with self._lock:
-            self.path = self.tree.path(node_id)
+            self._set_path(self.tree.path(node_id))
 
     def release(self) -> None:
         """Free this session's cache in the engine."""
@@ -381,11 +383,25 @@ class StepSession:
             records = self._describe(rows[:-1], token_ids, source, time.perf_counter() - started)
             records[0].sampled_prob = sampled
             for record in records:
-                self.path.append(self.tree.add(self.tip, record))
+                self._push(self.tree.add(self.tip, record))
         except BaseException:
             self.tree.truncate(old_count)
-            self.path = old_path
+            self._set_path(old_path)
             raise
+
+    def _set_path(self, path: list[int]) -> None:
+        """Make `path` (node ids from the root) the current path, with its ids and totals."""
+        self.path, self._path_ids, self._path_totals = [ROOT], [], []
+        for node_id in path[1:]:
+            self._push(node_id)
+
+    def _push(self, node_id: int) -> None:
+        """Extend the current path by one node (its ids and running total follow)."""
+        record = self.tree.nodes[node_id].token
+        total = self._path_totals[-1] if self._path_totals else 0.0
+        self.path.append(node_id)
+        self._path_ids.append(record.id)  # type: ignore[union-attr]
+        self._path_totals.append(total + record.logprob)  # type: ignore[union-attr]
 
 
 def _perplexity(cum_logprob: float, steps: int) -> float:
