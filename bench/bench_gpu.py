@@ -225,9 +225,8 @@ def main() -> None:
     results: dict[str, Any] = {"requests_s": first_vs_tenth(engine, request)}  # before anything else
     results["chat"] = chat_figures(engine, request, args.repeats)
     prefixes = [int(p) for p in args.prefixes.split(",")]
-    results["step_p50_ms"] = {
-        str(n): statistics.median(step_times(engine, n, max(args.repeats, 5))) * 1000 for n in prefixes
-    }
+    step_seconds = step_times(engine, prefixes, max(args.repeats, 5))
+    results["step_p50_ms"] = {str(n): statistics.median(t) * 1000 for n, t in step_seconds.items()}
     results["beams"], results["steps"] = args.beams, args.steps
     results["beam"] = beam_figures(engine, args.beams, args.steps, args.repeats)
     results["bound"] = bound_figures(engine, results["chat"]["prompt_tokens"] + args.tokens // 2)

@@ -47,27 +47,30 @@ def session_at(engine: LocalEngine, length: int) -> StepSession:
     return session
 
 
-def step_times(engine: LocalEngine, length: int, repeats: int) -> list[float]:
-    """Seconds of each of `repeats` steps: pick the top candidate (one forward of one token) and
-    read the next top-10 candidates on the host. Between steps, untimed, an undo and the tip's row
-    (as the UI shows it) put the cache back at `length` tokens, so every step really forwards."""
-    session = session_at(engine, length)
-    token = session.candidates(1)[0].token_id
+def step_times(engine: LocalEngine, lengths: list[int], repeats: int) -> dict[int, list[float]]:
+    """Seconds of each of `repeats` steps per prefix length: pick the top candidate (one forward
+    of one token) and read the next top-10 candidates on the host. The lengths take turns, one
+    step each, so a change in the machine's load falls on all of them alike. Between steps,
+    untimed, an undo and the tip's row (as the UI shows it) put the cache back at its length, so
+    every step really forwards. On the static path each session holds one of the slots (3 by
+    default): more lengths than slots would time the parking of caches too."""
+    sessions = {n: session_at(engine, n) for n in lengths}
+    tokens = {n: session.candidates(1)[0].token_id for n, session in sessions.items()}
+    times: dict[int, list[float]] = {n: [] for n in lengths}
+    for _ in range(repeats + 1):  # the first round is a warm-up
+        for n, session in sessions.items():
+            times[n].append(timed(lambda s=session, t=tokens[n]: step(s, t), engine.device))
+            session.undo()
+            session.next_logits()  # a crop: the next pick is not served from remembered rows
+    for session in sessions.values():
+        session.release()
+    return {n: seconds[1:] for n, seconds in times.items()}
 
-    def step() -> None:
-        session.pick(token)
-        session.candidates(10)
 
-    def back() -> None:
-        session.undo()
-        session.next_logits()  # a crop: the next pick is not served from remembered rows
-
-    times = []
-    for _ in range(repeats + 1):  # the first is a warm-up
-        times.append(timed(step, engine.device))
-        back()
-    session.release()
-    return times[1:]
+def step(session: StepSession, token: int) -> None:
+    """One step as the UI makes it: pick a token, then read the next top-10 candidates."""
+    session.pick(token)
+    session.candidates(10)
 
 
 def recompute_seconds(engine: LocalEngine, length: int, repeats: int) -> float:
@@ -97,7 +100,7 @@ def main() -> None:
     prefixes = [int(p) for p in args.prefixes.split(",")]
     engine = load_from_args(args)
     print(describe_engine(engine))
-    medians = {n: statistics.median(step_times(engine, n, args.repeats)) for n in prefixes}
+    medians = {n: statistics.median(t) for n, t in step_times(engine, prefixes, args.repeats).items()}
     for n, seconds in medians.items():
         print(f"step at {n:>5} tokens (KV cache): {seconds * 1000:8.2f} ms  (median of {args.repeats})")
     short, long = prefixes[0], prefixes[-1]
