@@ -1,5 +1,6 @@
-"""Step-by-step latency: one step (pick + the top-10 candidates on the host + undo) with the
-session's KV cache at a short vs a long prefix, and against recomputing the whole prefix.
+"""Step-by-step latency: one step (pick + the top-10 candidates on the host; the undo between
+steps is not timed) with the session's KV cache at prefixes of several lengths, and against
+recomputing the whole prefix.
 
     python bench/bench_step.py [--device cpu|cuda] [--random-weights | --config PATH]
                                [--decode auto|static|eager] [--repeats N] [--prefixes 10,1000,4000]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from browser import browser_page, chromium_path
+from playwright.sync_api import Error as PlaywrightError
 
 pytestmark = [
     pytest.mark.browser,
@@ -165,6 +166,24 @@ def wait_until_stable(page, selector: str, interval_ms: int = 300) -> str:
         text = again
 
 
+def settled_box(page, plot: str, trace_name: str) -> dict:
+    """The on-screen box of the first point of a trace, scrolled into view, once the plot has
+    stopped redrawing (a late relayout replaces the point elements: then look again)."""
+    for _ in range(5):
+        names = page.evaluate(f"document.querySelector('{plot} .js-plotly-plot').data.map(t => t.name)")
+        trace = page.locator(f"{plot} .scatterlayer .trace").nth(names.index(trace_name))
+        point = trace.locator(".points path").first
+        try:
+            point.scroll_into_view_if_needed(timeout=5000)
+            page.wait_for_timeout(300)
+            box = point.bounding_box(timeout=5000)
+            if box is not None and box == point.bounding_box(timeout=5000):
+                return box
+        except PlaywrightError:
+            pass  # redrawn under us
+    raise AssertionError(f"the {trace_name!r} points of {plot} kept moving")
+
+
 def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page):
     page.get_by_role("tab", name="Beam search").click()
     page.get_by_label("Pruned candidates drawn per node").first.fill("1")  # else they fold into "+N"
@@ -176,11 +195,7 @@ def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page
     best = prefix.input_value()  # the best hypothesis is chosen after a search
     assert best.startswith("The best thing about beam search is")
 
-    names = page.evaluate("document.querySelector('#beam-plot .js-plotly-plot').data.map(t => t.name)")
-    pruned = page.locator("#beam-plot .scatterlayer .trace").nth(names.index("pruned"))
-    node = pruned.locator(".points path").first  # a pruned node is never on the best path
-    node.scroll_into_view_if_needed()
-    box = node.bounding_box()
+    box = settled_box(page, "#beam-plot", "pruned")  # a pruned node is never on the best path
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_function(
         "best => [...document.querySelectorAll('textarea')].some(t => t.value !== best"

@@ -41,7 +41,8 @@ def full_forward_logprobs(lm, session: StepSession) -> torch.Tensor:
 
 
 def snapshot(session: StepSession) -> tuple:
-    return (list(session.ids), list(session.path), len(session.nodes), [e.logprob for e in session.ledger])
+    ledger = [(e.logprob, e.cum_logprob) for e in session.ledger]
+    return (list(session.ids), list(session.path), len(session.nodes), ledger)
 
 
 def count_forwards(monkeypatch, session: StepSession) -> list[int]:

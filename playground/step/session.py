@@ -15,6 +15,7 @@ model's own scores:
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -313,7 +314,11 @@ class StepSession:
                     f"Nothing to undo: {generated} generated token{'s' * (generated != 1)}, "
                     f"and undo asked for {n}."
                 )
-            self._set_path(self.path[:-n])
+            self.path, self._path_ids, self._path_totals = (
+                self.path[:-n],
+                self._path_ids[:-n],
+                self._path_totals[:-n],
+            )
 
     def switch_to(self, node_id: int) -> None:
         """Make node_id the tip (the cache follows on the next step: crop + forward the rest)."""
@@ -390,10 +395,12 @@ class StepSession:
             raise
 
     def _set_path(self, path: list[int]) -> None:
-        """Make `path` (node ids from the root) the current path, with its ids and totals."""
-        self.path, self._path_ids, self._path_totals = [ROOT], [], []
-        for node_id in path[1:]:
-            self._push(node_id)
+        """Make `path` (node ids from the root) the current path, with its ids and totals, in one
+        assignment (a reader without the lock sees the old path or the new one, never half)."""
+        records = [self.tree.nodes[n].token for n in path[1:]]
+        ids = [record.id for record in records]  # type: ignore[union-attr]
+        totals = list(itertools.accumulate(record.logprob for record in records))  # type: ignore[union-attr]
+        self.path, self._path_ids, self._path_totals = list(path), ids, totals
 
     def _push(self, node_id: int) -> None:
         """Extend the current path by one node (its ids and running total follow)."""
