@@ -166,6 +166,19 @@ def test_undo_then_the_same_pick_gives_the_same_candidates(embedded_lm, monkeypa
     )
 
 
+def test_a_token_chosen_again_after_undo_says_how_it_was_chosen_this_time(tiny_lm) -> None:
+    session = StepSession(tiny_lm, PROMPT)
+    session.greedy(2)
+    greedy_token, node = session.token_ids[-1], session.tip
+    session.undo()
+    entry = session.pick(greedy_token)
+    assert session.tip == node  # the same node of the tree
+    assert entry.token.source == "pick" and session.ledger[-1].token.source == "pick"
+    session.undo()
+    sampled = session.sample(seed=0)
+    assert sampled.token.source == "sample" and sampled.token.sampled_prob is not None
+
+
 def test_undo_far_back_crops_and_recomputes_one_token(embedded_lm, monkeypatch) -> None:
     monkeypatch.setattr(kv_store_module, "REMEMBERED_LOGITS", 2)  # remember only a couple of positions
     session = StepSession(embedded_lm, PROMPT)
@@ -267,12 +280,24 @@ def test_seeded_sampling_and_greedy_match_generate(embedded_lm) -> None:
 # --- bad input: clear message, session unchanged -------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [-1, 49152, 10**9, True, "12", 3.0, None])
-def test_bad_token_ids_are_refused(tiny_lm, bad) -> None:
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (-1, "outside the vocabulary"),
+        (49152, "outside the vocabulary"),
+        (10**9, "outside the vocabulary"),
+        (True, "not a whole number"),
+        ("12", "not a whole number"),
+        ("abc", "not a whole number"),
+        (3.0, "not a whole number"),
+        (None, "not a whole number"),
+    ],
+)
+def test_bad_token_ids_are_refused(tiny_lm, bad, message) -> None:
     session = StepSession(tiny_lm, PROMPT)
     session.greedy(2)
     before = snapshot(session)
-    with pytest.raises(PlaygroundError, match="outside the vocabulary") as info:
+    with pytest.raises(PlaygroundError, match=message) as info:
         session.pick(bad)
     assert repr(bad) in str(info.value)
     assert snapshot(session) == before

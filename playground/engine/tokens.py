@@ -107,7 +107,11 @@ def stream_pieces(tokenizer: Any, ids: Sequence[int], start: int) -> list[str]:
 
 def check_token_id(token_id: Any, vocab_size: int) -> int:
     """token_id itself when it is an int inside the vocabulary; else a clear error."""
-    if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < vocab_size:
+    if isinstance(token_id, bool) or not isinstance(token_id, int):
+        raise PlaygroundError(
+            f"Token id {token_id!r} is not a whole number: a token id is one of 0..{vocab_size - 1}."
+        )
+    if not 0 <= token_id < vocab_size:
         raise PlaygroundError(f"Token id {token_id!r} is outside the vocabulary (0..{vocab_size - 1}).")
     return token_id
 

@@ -388,7 +388,11 @@ class StepSession:
             records = self._describe(rows[:-1], token_ids, source, time.perf_counter() - started)
             records[0].sampled_prob = sampled
             for record in records:
-                self._push(self.tree.add(self.tip, record))
+                node_id = self.tree.add(self.tip, record)
+                # A token chosen again (after an undo) keeps its node, but the record says how it
+                # was chosen this time (the "how" column, the after-sampling probability).
+                self.tree.nodes[node_id].token = record
+                self._push(node_id)
         except BaseException:
             self.tree.truncate(old_count)
             self._set_path(old_path)
