@@ -16,5 +16,16 @@
       if (el && !el.title) el.title = tip;
     }
   };
-  new MutationObserver(addTips).observe(document.body, { childList: true, subtree: true });
+  // On stage the step text is a short scrolling box (static/stage.css): keep its end in view.
+  const showNewestTokens = () => {
+    const stream = document.querySelector("body.presenter #step-text .token-stream");
+    if (stream && stream.dataset.shownLength !== String(stream.innerHTML.length)) {
+      stream.dataset.shownLength = String(stream.innerHTML.length);
+      stream.scrollTop = stream.scrollHeight;
+    }
+  };
+  new MutationObserver(() => {
+    addTips();
+    showNewestTokens();
+  }).observe(document.body, { childList: true, subtree: true });
 }

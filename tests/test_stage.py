@@ -97,6 +97,33 @@ def test_presenter_mode_fits_each_tabs_main_visual_and_controls_in_1280x720(brow
         check_presenter_layout(page)
 
 
+def test_on_stage_a_long_step_path_shows_its_newest_lines_and_the_chart_stays_in_view(browser, launched_app):
+    with open_page(browser, f"{launched_app}/?tab=step", **VIEWPORT) as page:
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")
+        page.get_by_label("force text").fill(
+            "\n\n1. A robot may not injure a human being.\n2. A robot must obey\n3."
+        )
+        page.get_by_role("button", name="Force", exact=True).click()
+        page.wait_for_function("document.querySelector('#step-text').innerText.includes('must obey')")
+        page.locator("#step-status").click()  # no text box has the focus: keys work
+        page.keyboard.press("p")
+        page.wait_for_function("document.body.classList.contains('presenter')")
+        before = page.locator("#step-status").inner_text()
+        page.keyboard.press("n")  # a greedy step re-renders the text on stage
+        page.wait_for_function(
+            "text => document.querySelector('#step-status').innerText !== text", arg=before
+        )
+        page.wait_for_timeout(800)  # the chart fits itself to the room left
+        for selector in ("#step-chart", "#step-greedy", "#step-cand-1", "#step-text"):
+            assert_in_viewport(page, selector)
+        scroll = page.evaluate(
+            "(() => { const s = document.querySelector('#step-text .token-stream');"
+            " return [s.scrollTop, s.scrollHeight, s.clientHeight]; })()"
+        )
+        assert scroll[1] > scroll[2] and scroll[0] + scroll[2] >= scroll[1] - 2, scroll  # at its end
+
+
 def check_presenter_layout(page) -> None:
     page.wait_for_function("document.body.classList.contains('presenter')")  # the app's script ran
     page.get_by_role("tab", name="Step by step").click()
