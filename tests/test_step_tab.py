@@ -75,6 +75,14 @@ def test_handlers_pick_undo_force_sample(handlers, embedded_lm) -> None:
     assert "5 generated tokens" in view["status"]
 
 
+def test_an_empty_raw_prompt_starts_from_the_start_token_and_says_so(handlers) -> None:
+    assert (
+        "Prompt: 1 token (an empty prompt: the start token only)"
+        in handlers.step_start("", False, TAB)["status"]
+    )
+    assert "Prompt: 5 tokens ·" in handlers.step_start("The capital of France is", False, TAB)["status"]
+
+
 def test_handlers_refuse_bad_input_without_change(handlers) -> None:
     handlers.step_start(PROMPT, False, TAB)
     before = ledger_tokens(handlers.step_greedy(TAB))

@@ -113,7 +113,11 @@ def text_html(snap: StepSnapshot) -> str:
 def status_markdown(snap: StepSnapshot) -> str:
     used, limit = snap.prompt_tokens + len(snap.records), snap.context_limit
     if not snap.records:
-        return f"Prompt: {snap.prompt_tokens:,} tokens · context {used:,}/{limit:,}"
+        empty = (
+            " (an empty prompt: the start token only)" if not snap.prompt and snap.prompt_tokens == 1 else ""
+        )
+        tokens = f"{snap.prompt_tokens:,} token{'s' * (snap.prompt_tokens != 1)}{empty}"
+        return f"Prompt: {tokens} · context {used:,}/{limit:,}"
     steps = len(snap.records)
     count = f"{steps} generated token{'s' * (steps != 1)}"
     totals = f"log P = {snap.cum_logprobs[-1]:.3f} · perplexity {snap.perplexity(steps):.2f}"
