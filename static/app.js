@@ -16,11 +16,12 @@
       if (el && !el.title) el.title = tip;
     }
   };
-  // On stage the step text is a short scrolling box (static/stage.css): keep its end in view.
+  // On stage the step text is a short scrolling box (static/stage.css): each new text (a new
+  // element on every update) opens at its end; a hand scroll afterwards stays where it is.
   const showNewestTokens = () => {
-    const stream = document.querySelector("body.presenter #step-text .token-stream");
-    if (stream && stream.dataset.shownLength !== String(stream.innerHTML.length)) {
-      stream.dataset.shownLength = String(stream.innerHTML.length);
+    const stream = document.querySelector("body.presenter #step-text .token-stream:not([data-scrolled])");
+    if (stream) {
+      stream.dataset.scrolled = "end";
       stream.scrollTop = stream.scrollHeight;
     }
   };

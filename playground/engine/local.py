@@ -350,13 +350,8 @@ class LocalEngine:
             raise PlaygroundError(
                 f"{len(ids)} tokens is more than the model's context of {self.context_length} tokens."
             )
-        vocab = self.vocab_size
-        bad = next(
-            (t for t in ids[checked:] if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab),
-            None,
-        )
-        if bad is not None:
-            check_token_id(bad, vocab)
+        for token_id in ids[checked:]:
+            check_token_id(token_id, self.vocab_size)
         if not 1 <= last <= len(ids):
             raise PlaygroundError(f"Scores asked for the last {last} of {len(ids)} tokens.")
 

@@ -119,6 +119,6 @@ def check_token_id(token_id: Any, vocab_size: int) -> int:
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading token ids two sequences share (what a cache for one can keep for the other)."""
     n = min(len(a), len(b))
-    if list(a[:n]) == list(b[:n]):  # the usual case (one sequence extends the other), at C speed
+    if a[:n] == b[:n]:  # the usual case (one list extends the other), at C speed
         return n
     return next((i for i in range(n) if a[i] != b[i]), n)
