@@ -146,7 +146,7 @@ def create_draft(settings: Settings, engine: Any) -> Any:
     if not settings.draft_model:
         return None
     from playground.engine.loading import load_model
-    from playground.speculative import check_draft
+    from playground.hood.speculative import check_draft
 
     draft = load_model(
         settings.draft_model, settings.device, settings.dtype, cache_dir=settings.cache_dir,

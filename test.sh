@@ -8,5 +8,7 @@ scripts/install_browser.sh || echo "warning: no Chromium: browser tests will be 
 scripts/build_llama_server.sh >/dev/null || echo "warning: no llama-server: remote-engine tests will be skipped"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# Python 3.10 (ZeroGPU Spaces run 3.10.13): no newer API anywhere
+.venv/bin/vermin -q -t=3.10- --no-tips --violations --eval-annotations --exclude-regex '^\.venv/' playground app.py bench scripts tests
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec .venv/bin/python -m pytest -q -rs --durations=15 "$@"

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, median_seconds, verdict
-from playground.model import embedded_cache_dir, load_model
+from playground.engine.loading import embedded_cache_dir, load_model
 
 GOAL = 0.25
 

@@ -2,7 +2,7 @@
 
     python -m bench.bench_kv_on_off [--device cpu|cuda] [--random-weights] [--prefix 1000] [--steps 6]
 
-Ours: playground.cost.kv_on_off (a cached step vs a no-cache forward of the whole prefix, same
+Ours: playground.hood.kv_on_off (a cached step vs a no-cache forward of the whole prefix, same
 greedy tokens). Plain transformers: one step with a DynamicCache vs `model(ids, use_cache=False)`
 at the same length. Prints the medians and the off / on ratio of each.
 """
@@ -20,7 +20,7 @@ from transformers import DynamicCache
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, median_seconds
-from playground.cost import kv_on_off, preset_ids
+from playground.hood import kv_on_off, preset_ids
 
 
 def plain_transformers(lm, ids: list[int], repeats: int) -> tuple[float, float]:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, synchronize, verdict
 from playground.engine.prompts import encode_prompt
-from playground.speculative import speculative_decode
+from playground.hood.speculative import speculative_decode
 
 GOAL = 1.5
 PARAGRAPH = (

@@ -78,8 +78,11 @@ def recompute_seconds(engine: LocalEngine, length: int, repeats: int) -> float:
     """Median of the same step without a cache: forward the whole prefix + token, top-10."""
     ids = prefix_ids(engine, length + 1)
 
-    def step() -> None:
-        logits = engine.run_model(ids, logits_to_keep=1).logits[0, -1].float()
+    input_ids = torch.tensor([ids], device=engine.device)
+
+    @torch.inference_mode()
+    def step() -> None:  # plain transformers: one forward of the whole prefix, no cache
+        logits = engine.model(input_ids=input_ids, use_cache=False, logits_to_keep=1).logits[0, -1].float()
         torch.topk(torch.softmax(logits, -1), 10).indices.tolist()
 
     step()  # warm-up

@@ -1,1 +1,39 @@
-"""LLM generation playground: the engine (no UI imports outside playground.ui)."""
+"""LLM generation playground: the Python API (no UI imports outside playground.ui).
+
+    import playground
+    lm = playground.load_model()                      # the embedded SmolLM2-135M-Instruct, offline
+    answer = playground.run_chat(lm, playground.ChatRequest([{"role": "user", "content": "Hi!"}]))
+    session = playground.StepSession(lm, "The capital of France is")
+    tree = playground.beam_search(lm, "The best thing about", num_beams=4, max_new_tokens=6)
+    playground.kv_cache_bytes(lm.config, seq_len=4096, dtype="float16")
+    playground.hood.kv_on_off(lm, playground.hood.preset_ids(lm.tokenizer, 200), new_tokens=4)
+
+The engine (playground.engine) is the only code that runs a model; chat, step, beam, kv and the
+lessons of "Under the hood" (playground.hood) are modules over it.
+"""
+
+from playground import hood
+from playground.beam import BeamTree, beam_search
+from playground.chat import ChatRequest, ChatSession, run_chat, stream_chat
+from playground.engine import Engine, SamplingSettings, connect, load_model
+from playground.errors import PlaygroundError
+from playground.kv import fit_on_gpu, kv_cache_bytes
+from playground.step import StepSession
+
+__all__ = [
+    "BeamTree",
+    "ChatRequest",
+    "ChatSession",
+    "Engine",
+    "PlaygroundError",
+    "SamplingSettings",
+    "StepSession",
+    "beam_search",
+    "connect",
+    "fit_on_gpu",
+    "hood",
+    "kv_cache_bytes",
+    "load_model",
+    "run_chat",
+    "stream_chat",
+]

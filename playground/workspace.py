@@ -39,7 +39,6 @@ class Workspace:
         self.beam_unfolded: set[int] = set()  # nodes whose pruned candidates its tree shows one by one
         self.beam_window: tuple[float, float, float, float] | None = None  # its zoomed view; None: fit
         self.beam_frame: PlotFrame | None = None  # its plot's size in the browser (static/beam.js)
-        self.hood_runs: dict[str, dict] = {}  # Under the hood: what each view shows now, by view
         self.running: dict[str, Control] = {}  # view -> the control of its running request
         self.lock = threading.RLock()  # one change at a time per tab
 
@@ -54,7 +53,7 @@ class Workspace:
     def release(self) -> None:
         """The tab closed (or was evicted): stop its running work and free its caches."""
         with self.lock:
-            running, self.running, self.hood_runs = list(self.running.values()), {}, {}
+            running, self.running = list(self.running.values()), {}
         for control in running:
             control.cancel()
         self.chat.release()

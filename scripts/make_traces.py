@@ -12,6 +12,9 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -19,14 +22,9 @@ from playground.engine.loading import load_model
 from playground.settings import load_settings
 from playground.ui.beam_tab import BeamHandlers
 from playground.ui.chat_tab import ChatHandlers
-from playground.ui.hood_tab import (
-    ATTENTION_TEXT,
-    BATCH_PROMPTS,
-    LENS_TEXT,
-    METHOD_LABELS,
-    SPEC_PRESETS,
-    HoodHandlers,
-)
+from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
+from playground.ui.hood.tab import run_handler, run_values
+from playground.ui.state import TabStates
 from playground.ui.step_tab import StepHandlers
 from playground.workspace import Workspaces
 
@@ -72,27 +70,19 @@ def main() -> None:
         progress=lambda *a, **k: None,
     )
     save(beam.beam_trace(), out / "beam-4x12.json")
-    record_hood(HoodHandlers(engine, load_settings(), workspaces), out)
+    with gr.Blocks():  # the tab's components: its defaults and its figures' labels
+        widgets, hood = build_hood_tab(engine, workspaces, TabStates(), VIEWS)
+    record_hood(hood, widgets, out)
     print(f"traces in {out}")
 
 
-def record_hood(hood: HoodHandlers, out: Path) -> None:
-    """One run of each Under the hood view with its default settings."""
-    copy_preset = next(iter(SPEC_PRESETS))
-    runs = {
-        "kv": lambda: hood.hood_kv(400, 12),
-        "pd": lambda: hood.hood_prefill([16, 64, 256, 1024, 2048], 6),
-        "attn": lambda: [hood.hood_attention(ATTENTION_TEXT, 15, 1)],
-        "lens": lambda: [hood.hood_lens(LENS_TEXT, False, [])],
-        "spec": lambda: hood.hood_speculative(
-            SPEC_PRESETS[copy_preset], True, next(iter(METHOD_LABELS)), 6, 22, 64, 0.0, "0"
-        ),
-        "batch": lambda: hood.hood_batching(BATCH_PROMPTS, 8, 16, True),
-    }
-    for view, run in runs.items():
-        for _ in run():
+def record_hood(hood: HoodTab, widgets: dict, out: Path) -> None:
+    """One run of each Under the hood lesson with its widgets' default values."""
+    tab = SimpleNamespace(session_hash="gallery")
+    for view in VIEWS:
+        for _ in run_handler(hood, view)(*run_values(view, widgets), tab):
             pass
-        save(hood.hood_trace(view), out / f"hood-{view}.json")
+        save(hood.trace(view, tab), out / f"hood-{view.key}.json")
 
 
 def save(path: str, target: Path) -> None:

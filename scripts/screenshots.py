@@ -13,7 +13,7 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 def main() -> None:
     from browser import browser_page
 
-    from playground.model import load_model
+    from playground import load_model
     from playground.settings import load_settings
     from playground.ui.app import build_demo, launch_options
 

@@ -12,12 +12,13 @@
   // - The mouse wheel scrolls the page unless the plot has focus: a click in it gives focus (the
   //   wheel then zooms), Escape or a click outside takes it away.
   const FOCUSED = "beam-plot-focused";
-  const send = (id, value) => {
-    const box = document.querySelector(`#${id} textarea, #${id} input`);
-    if (!box) return;
-    box.value = `${value}:${Date.now()}`; // always a new value, so a repeat counts
-    box.dispatchEvent(new Event("input", { bubbles: true }));
-  };
+  const send = window.playgroundSend; // static/plotclick.js
+  // A click on a node chooses it; on a grey "+N pruned" marker (data[6] "fold") unfolds it.
+  window.playgroundOnPlotClick("#beam-plot", "beam-clicked-node", (point) => {
+    const data = point.customdata;
+    if (!data || data[5] === undefined || data[5] === null) return null;
+    return data[6] === "fold" ? `fold-${data[5]}` : `${data[5]}`;
+  });
   const near = (a, b, tolerance) =>
     Array.isArray(a) && Array.isArray(b) && a.length === b.length &&
     a.every((v, i) => Math.abs(v - b[i]) <= tolerance[i]);
@@ -62,14 +63,8 @@
     document.querySelectorAll("#beam-plot .js-plotly-plot").forEach((plot) => reportView(plot));
 
   const wire = (plot) => {
-    if (plot.dataset.clickWired) return;
-    plot.dataset.clickWired = "1";
-    plot.on("plotly_click", (event) => {
-      const point = event.points && event.points[0];
-      const data = point && point.customdata;
-      if (!data || data[5] === undefined || data[5] === null) return;
-      send("beam-clicked-node", data[6] === "fold" ? `fold-${data[5]}` : `${data[5]}`);
-    });
+    if (plot.dataset.viewWired) return;
+    plot.dataset.viewWired = "1";
     // Each server redraw mounts a new plot (Gradio 6 re-creates it), drawn at the view the
     // server knows; a double click asks for the whole tree again.
     plot.on("plotly_doubleclick", () => {

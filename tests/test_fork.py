@@ -151,9 +151,9 @@ def test_chat_token_and_step_path_move_both_ways_with_their_records(embedded_lm,
     chat = ChatSession(embedded_lm)
     answer = list(chat.answer(ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=8), 1024))[-1]
     calls: list[int] = []
-    original = embedded_lm._forward
+    original = embedded_lm._piece
     monkeypatch.setattr(
-        embedded_lm, "_forward", lambda c, ids, last: calls.append(len(ids)) or original(c, ids, last)
+        embedded_lm, "_piece", lambda c, ids, last: calls.append(len(ids)) or original(c, ids, last)
     )
     step = StepSession.from_path(
         embedded_lm,

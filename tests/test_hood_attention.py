@@ -9,9 +9,8 @@ import pytest
 import torch
 from hood_helpers import eager_reference
 
-from playground.attention import MAX_TOKENS, attention_maps, attention_view
-from playground.engine.probes import probes_for
 from playground.errors import PlaygroundError
+from playground.hood.attention import MAX_TOKENS, attention_maps, attention_view
 
 TEXT = "The cat sat on the mat because it was warm, and the dog watched it from the door."
 
@@ -39,7 +38,7 @@ def test_app_model_keeps_its_fast_attention_and_shares_weights(embedded_lm):
     attention_maps(embedded_lm, ids)
     assert embedded_lm.model.config._attn_implementation == "sdpa"
     assert torch.equal(embedded_lm.prefill(ids), before)
-    twin = probes_for(embedded_lm).eager_twin()
+    twin = embedded_lm.probes.eager_twin()
     assert twin.config._attn_implementation == "eager"
     assert twin.lm_head.weight.data_ptr() == embedded_lm.model.lm_head.weight.data_ptr()
     assert twin.model.layers[3].mlp.up_proj.weight is embedded_lm.model.model.layers[3].mlp.up_proj.weight

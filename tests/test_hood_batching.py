@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from hood_helpers import generate_greedy
 
-from playground.batching import MAX_BATCH, batching, iter_batching, memory_needed
-from playground.engine.probes import probes_for
 from playground.engine.prompts import encode_prompt
 from playground.errors import PlaygroundError
+from playground.hood.batching import MAX_BATCH, batching, iter_batching, memory_needed
 
 QUESTIONS = [
     "What is 2+2?",
@@ -42,7 +41,7 @@ def test_tiny_batch_with_uneven_prompts_and_updates(tiny_lm):
 
 
 def test_batch_sizes_that_would_not_fit_are_refused(tiny_lm):
-    probes = probes_for(tiny_lm)
+    probes = tiny_lm.probes
     need = memory_needed(tiny_lm, probes, 16, 40, 32)
     with pytest.raises(
         PlaygroundError, match=r"A batch of 16 × 72 tokens needs about .* MiB .* is free on cpu"

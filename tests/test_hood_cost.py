@@ -6,18 +6,12 @@ from __future__ import annotations
 import pytest
 from hood_helpers import generate_greedy
 
-from playground.cost import (
-    ModelShape,
-    decode_work,
-    iter_kv_on_off,
-    kv_bytes_per_token,
-    kv_on_off,
-    prefill_vs_decode,
-    prefill_work,
-    preset_ids,
-)
 from playground.engine.control import Control
+from playground.engine.probes import ModelShape
 from playground.errors import Cancelled, PlaygroundError
+from playground.hood.common import preset_ids
+from playground.hood.kv_on_off import iter_kv_on_off, kv_on_off
+from playground.hood.prefill_decode import decode_work, kv_bytes_per_token, prefill_vs_decode, prefill_work
 
 
 def test_embedded_cached_and_recomputed_give_the_same_greedy_tokens(embedded_lm):
@@ -65,7 +59,7 @@ def test_kv_bad_input(tiny_lm):
 
 
 SHAPE = ModelShape(
-    layers=2, heads=4, kv_heads=2, head_dim=8, hidden=32, vocab=100,
+    layers=2, heads=4, kv_heads=2, head_dim=8, hidden=32, intermediate=64, vocab=100,
     matmul_params=10_000, head_params=3_200, weight_bytes=40_000, element_bytes=4,
 )  # fmt: skip
 
@@ -85,7 +79,7 @@ def test_work_estimates_on_hand_numbers():
 def test_prefill_vs_decode_on_the_tiny_model(tiny_lm):
     result = prefill_vs_decode(tiny_lm, lengths=(256, 16, 64), decode_tokens=2)
     assert [p.length for p in result.points] == [16, 64, 256]
-    assert result.chunk == tiny_lm.prefill_chunk and result.shape.layers == 2
+    assert result.chunk == tiny_lm.forwarder.prefill_chunk and result.shape.layers == 2
     for point in result.points:
         assert point.prefill_tokens_per_second > 0 and point.decode_tokens_per_second > 0
         assert point.prefill.intensity > point.decode.intensity

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.engine.probes import probes_for
 from playground.errors import PlaygroundError
-from playground.lens import LensView, Track, lens_view, logit_lens
+from playground.hood.lens import LensView, Track, lens_view, logit_lens
 
 PREFIX = "The capital of France is"
 
@@ -48,7 +47,7 @@ def test_the_last_hidden_state_is_not_normed_twice(embedded_lm):
 
 
 def test_long_prefix_is_read_in_chunks_with_the_same_answer(tiny_lm):
-    ids = list(range(10, 10 + 2 * tiny_lm.prefill_chunk - 30))  # two chunks
+    ids = list(range(10, 10 + 2 * tiny_lm.forwarder.prefill_chunk - 30))  # two chunks
     final, middle = reference_rows(tiny_lm, ids)
     probs = logit_lens(tiny_lm, ids)
     assert torch.allclose(probs[-1], final, atol=1e-5) and torch.allclose(probs[:-1], middle, atol=1e-5)
@@ -88,7 +87,7 @@ def test_bad_input(tiny_lm):
 def test_early_exit_twin_is_norm_and_head_after_k_layers(embedded_lm):
     """The early-exit draft's logits are the lens row of layer k."""
     ids = embedded_lm.tokenizer(PREFIX).input_ids
-    sequence = probes_for(embedded_lm).sequence(exit_layer=12)
+    sequence = embedded_lm.probes.sequence(exit_layer=12)
     rows, _ = sequence.advance(ids)
     assert len(sequence.cache.layers) == 12
     lens = logit_lens(embedded_lm, ids)

@@ -8,7 +8,7 @@ import torch
 from hood_helpers import copy_prompt, generate_greedy, other_tokenizer
 
 from playground.errors import PlaygroundError
-from playground.speculative import (
+from playground.hood.speculative import (
     accept_probability,
     lookup_draft,
     residual,

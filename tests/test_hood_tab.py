@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from hood_helpers import other_tokenizer
+from hood_tab_helpers import Hood, request
 
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
 from playground.step import StepSession
-from playground.ui import hood_tab
-from playground.ui.hood_tab import (
-    ATTN_OUTPUTS,
-    BATCH_OUTPUTS,
-    KV_OUTPUTS,
-    LENS_OUTPUTS,
-    PD_OUTPUTS,
-    SPEC_OUTPUTS,
-    HoodHandlers,
-)
-from playground.workspace import Workspaces
+from playground.ui.hood import speculative as spec_view
 from tests.conftest import make_tiny_llama
 
 LOOKUP = "prompt lookup (n-grams of the context)"
@@ -29,19 +18,19 @@ DRAFT = "draft model (--draft-model)"
 
 
 @pytest.fixture(scope="module")
-def handlers(embedded_lm):
-    return HoodHandlers(embedded_lm, load_settings(), Workspaces(embedded_lm))
+def hood(embedded_lm):
+    return Hood(embedded_lm)
 
 
-def request(session: str) -> SimpleNamespace:
-    return SimpleNamespace(session_hash=session)
+def outputs(hood: Hood, key: str) -> set[str]:
+    return set(hood.view(key).all_outputs)
 
 
-def test_kv_streams_live_figures_then_the_summary(handlers):
-    updates = list(handlers.hood_kv(32, 3))
+def test_kv_streams_live_figures_then_the_summary(hood):
+    updates = list(hood.run("kv", 32, 3))
     assert len(updates) == 4  # one per token, then the final view
     assert set(updates[0]) == {"kv_status", "kv_latency", "kv_cumulative", "kv_bytes"}
-    assert set(updates[-1]) == set(KV_OUTPUTS)
+    assert set(updates[-1]) == outputs(hood, "kv")
     summary = updates[-1]["kv_summary"]
     assert "Tokens: identical ✓" in summary and "exactly the formula ✓" in summary
     assert updates[-1]["kv_status"].startswith("Done: token 3/3")
@@ -49,96 +38,96 @@ def test_kv_streams_live_figures_then_the_summary(handlers):
     assert any("KV cache" in str(n) for n in names) and any("whole prefix" in str(n) for n in names)
 
 
-def test_prefill_vs_decode_table_and_figures(handlers):
-    final = list(handlers.hood_prefill([64, 16], 2))[-1]
-    assert set(final) == set(PD_OUTPUTS)
+def test_prefill_vs_decode_table_and_figures(hood):
+    final = hood.last("pd", [64, 16], 2)
+    assert set(final) == outputs(hood, "pd")
     assert [row[0] for row in final["pd_table"]] == [16, 64]
     assert "memory bandwidth" in final["pd_summary"]
     assert final["pd_throughput"].layout.xaxis.type == "log"
 
 
-def test_attention_view_and_its_clicks(handlers):
-    out = handlers.hood_attention("The cat sat on the mat.", 15, 2, request("a"))
-    assert set(out) == set(ATTN_OUTPUTS)
+def test_attention_view_and_its_clicks(hood):
+    out = hood.last("attn", "The cat sat on the mat.", 15, 2, session="a")
+    assert set(out) == outputs(hood, "attn")
     assert "attention sink" in out["attn_summary"] and "eager attention" in out["attn_status"]
     assert out["attn_position"]["value"] == out["attn_position"]["maximum"] == 6  # the last of 7 tokens
-    clicked = handlers.hood_attention_cell("3,4:1700000000", "The cat sat on the mat.", 2, request("a"))
+    attention = hood.view("attn")
+    clicked = attention.cell(hood.tab, "3,4:1700000000", "The cat sat on the mat.", 2, request("a"))
     assert (clicked["attn_layer"]["value"], clicked["attn_head"]["value"]) == (3, 4)
     assert "layer 3, head 4" in clicked["attn_map"].layout.title.text
-    focus = handlers.hood_attention_focus("The cat sat on the mat.", 30, 9, 1, request("a"))
+    focus = attention.focus(hood.tab, "The cat sat on the mat.", 30, 9, 1, request("a"))
     assert "query 1" in focus["attn_row"].layout.title.text
     with pytest.raises(PlaygroundError, match="Not a grid cell"):
-        handlers.hood_attention_cell("nonsense", "The cat", 0, request("a"))
+        attention.cell(hood.tab, "nonsense", "The cat", 0, request("a"))
 
 
-def test_over_long_attention_text_is_refused(handlers):
+def test_over_long_attention_text_is_refused(hood):
     with pytest.raises(PlaygroundError, match="at most 256 tokens and this text has"):
-        handlers.hood_attention("word " * 400, 1, 1, request("b"))
+        hood.last("attn", "word " * 400, 1, 1, session="b")
 
 
-def test_lens_view_candidates_and_clicks(handlers, embedded_lm):
-    out = handlers.hood_lens("The capital of France is", False, [])
-    assert set(out) == set(LENS_OUTPUTS) and "Next token: **␣Paris**" in out["lens_summary"]
+def test_lens_view_candidates_and_clicks(hood, embedded_lm):
+    out = hood.last("lens", "The capital of France is", False, [])
+    assert set(out) == outputs(hood, "lens") and "Next token: **␣Paris**" in out["lens_summary"]
     ids = out["lens_ids"]
-    picked = handlers.hood_lens_pick("4528:99", ids, [])  # ' London', clicked in the top-tokens chart
+    lens = hood.view("lens")
+    picked = lens.pick(hood.tab, "4528:99", ids, [])  # ' London', clicked in the top-tokens chart
     assert picked["lens_candidates"]["value"] == [4528]
     assert [trace.name for trace in picked["lens_tracks"].data][:3:2] == ["␣Paris (chosen)", "␣London"]
     with pytest.raises(PlaygroundError, match="Run the lens first"):
-        handlers.hood_lens_candidates([], [4528])
+        lens.candidates(hood.tab, [], [4528])
 
 
-def test_lens_for_step_reads_the_step_session(handlers, embedded_lm):
-    workspace = handlers.workspaces.get("step-tab")
+def test_lens_for_step_reads_the_step_session(hood, embedded_lm):
+    workspace = hood.workspaces.get("step-tab")
     with pytest.raises(PlaygroundError, match="No step-by-step session yet"):
-        handlers.lens_for_step(request("step-tab"))
+        hood.view("lens").at_step(hood.tab, request("step-tab"))
     session = workspace.use_step(StepSession(embedded_lm, "The capital of France is"))
     session.greedy(1)
-    out = handlers.lens_for_step(request("step-tab"))
+    out = hood.view("lens").at_step(hood.tab, request("step-tab"))
     assert out["lens_ids"] == session.ids and out["lens_text"].endswith(session.text)
     assert out["lens_status"].startswith("From the Step tab") and out["hood_views"].selected == "hood-lens"
 
 
-def test_speculative_view_shows_rounds_and_the_parity_verdict(handlers):
-    copy_task = next(iter(hood_tab.SPEC_PRESETS.values()))
-    updates = list(handlers.hood_speculative(copy_task, True, LOOKUP, 6, 20, 12, 0, "0"))
+def test_speculative_view_shows_rounds_and_the_parity_verdict(hood):
+    copy_task = next(iter(spec_view.PRESETS.values()))
+    updates = list(hood.run("spec", copy_task, True, LOOKUP, 6, 20, 12, 0, "0"))
     final = updates[-1]
-    assert set(final) == set(SPEC_OUTPUTS)
+    assert set(final) == outputs(hood, "spec")
     assert updates[0]["spec_status"].startswith("Running: plain decoding")
     assert "Identical to plain greedy decoding ✓" in final["spec_summary"]
     assert "accepted draft" in final["spec_rounds"] and final["spec_checks"]
 
 
-def test_speculative_bad_input_from_the_ui(handlers, embedded_lm):
+def test_speculative_bad_input_from_the_ui(hood, embedded_lm):
     with pytest.raises(PlaygroundError, match="Early exit needs k between 1 and 29"):
-        list(handlers.hood_speculative("hi", True, EARLY, 4, 30, 8, 0, "0"))
+        hood.last("spec", "hi", True, EARLY, 4, 30, 8, 0, "0")
     with pytest.raises(PlaygroundError, match="Draft length must be a whole number from 1 to 16"):
-        list(handlers.hood_speculative("hi", True, LOOKUP, 20, 10, 8, 0, "0"))
+        hood.last("spec", "hi", True, LOOKUP, 20, 10, 8, 0, "0")
     with pytest.raises(PlaygroundError, match="No draft model is loaded: start the app with --draft-model"):
-        list(handlers.hood_speculative("hi", True, DRAFT, 4, 10, 8, 0, "0"))
+        hood.last("spec", "hi", True, DRAFT, 4, 10, 8, 0, "0")
     stranger = make_tiny_llama(other_tokenizer(), vocab_size=5)
-    other = HoodHandlers(embedded_lm, load_settings(), Workspaces(embedded_lm), draft=stranger)
+    other = Hood(embedded_lm, draft=stranger)
     with pytest.raises(PlaygroundError, match="different tokenizer"):
-        list(other.hood_speculative("hi", True, DRAFT, 4, 10, 8, 0, "0"))
+        other.last("spec", "hi", True, DRAFT, 4, 10, 8, 0, "0")
 
 
 def test_draft_model_from_the_ui(embedded_lm):
     draft = make_tiny_llama(embedded_lm.tokenizer, seed=3)
-    handlers = HoodHandlers(embedded_lm, load_settings(), Workspaces(embedded_lm), draft=draft)
-    final = list(handlers.hood_speculative("Say hi.", True, DRAFT, 2, 10, 8, 0, "0"))[-1]
+    final = Hood(embedded_lm, draft=draft).last("spec", "Say hi.", True, DRAFT, 2, 10, 8, 0, "0")
     assert "**draft model (--draft-model)**" in final["spec_summary"] and "Identical" in final["spec_summary"]
 
 
-def test_batching_view(handlers):
-    updates = list(handlers.hood_batching("What is 2+2?\nName a colour.\nSay hi.", 2, 4, True))
-    final = updates[-1]
-    assert set(final) == set(BATCH_OUTPUTS)
+def test_batching_view(hood):
+    final = hood.last("batch", "What is 2+2?\nName a colour.\nSay hi.", 2, 4, True)
+    assert set(final) == outputs(hood, "batch")
     assert [row[1] for row in final["batch_table"]] == ["What is 2+2?", "Name a colour."]
     assert all(row[3] == "✓" for row in final["batch_table"])
     assert "Every sequence's tokens equal its solo run ✓" in final["batch_summary"]
     with pytest.raises(PlaygroundError, match="3 prompts asked for but only 2 given"):
-        list(handlers.hood_batching("a\nb", 3, 4, True))
+        hood.last("batch", "a\nb", 3, 4, True)
     with pytest.raises(PlaygroundError, match="number of prompts must be a whole number from 1 to 16"):
-        list(handlers.hood_batching("a\n" * 20, 17, 4, True))
+        hood.last("batch", "a\n" * 20, 17, 4, True)
 
 
 def test_api_endpoints_are_named(app_client):
@@ -157,23 +146,31 @@ def test_api_lens_and_a_clear_error(app_client):
         app_client.predict("word " * 400, 1, 1, api_name="/hood_attention")
 
 
-def test_stop_cancels_the_running_request_within_a_step(tiny_lm):
-    handlers = HoodHandlers(tiny_lm, load_settings(), Workspaces(tiny_lm))
-    run = handlers.hood_kv(400, 60, request("s"))
-    next(run)
-    handlers.stop("kv", request("s"))
-    with pytest.raises(PlaygroundError, match="Stopped"):
-        next(run)
-    assert not handlers.workspaces.get("s").running  # a finished run forgets its control
-    handlers.stop("kv", request("nobody"))  # nothing running: harmless
+def test_stop_ends_the_run_quietly_and_says_so(tiny_lm):
+    hood = Hood(tiny_lm)
+    run = hood.run("kv", 400, 60, session="s")
+    first = next(run)
+    assert first["kv_status"].startswith("Running:")
+    stopped = hood.stop("kv", session="s")
+    assert stopped == {"kv_status": "Stopped by you: press Run to start again.", "kv_summary": ""}
+    assert list(run) == []  # no error (no red toast): the run ends at its next step
+    assert not hood.workspaces.get("s").running  # a finished run forgets its control
+    assert hood.stop("kv", session="nobody") == {}  # nothing running: harmless
 
 
 def test_a_closed_tab_cancels_its_running_view(tiny_lm):
-    handlers = HoodHandlers(tiny_lm, load_settings(), Workspaces(tiny_lm))
-    run = handlers.hood_kv(400, 60, request("closing"))
+    hood = Hood(tiny_lm)
+    run = hood.run("kv", 400, 60, session="closing")
     next(run)
-    handlers.workspaces.release("closing")  # what the page's unload does
-    with pytest.raises(PlaygroundError, match="Stopped"):
+    hood.workspaces.release("closing")  # what the page's unload does
+    assert list(run) == []
+
+
+def test_a_failed_run_says_so_in_its_status_line(tiny_lm):
+    hood = Hood(tiny_lm)
+    run = hood.run("pd", [], 2)
+    assert next(run) == {"pd_status": "Failed: Give at least one prompt length."}
+    with pytest.raises(PlaygroundError, match="at least one prompt length"):
         next(run)
 
 

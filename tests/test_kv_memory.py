@@ -572,7 +572,7 @@ def test_load_config_home_path_is_checked_like_any_other(tmp_path, monkeypatch):
 def test_load_config_from_real_model_dirs(tmp_path, embedded_lm):
     from pathlib import Path
 
-    from playground.model import embedded_cache_dir
+    from playground.engine.loading import embedded_cache_dir
     from playground.settings import load_settings
 
     # the embedded model's converted-weights directory (written by its first load)

@@ -49,13 +49,13 @@ def count_forwards(monkeypatch, session: StepSession) -> list[int]:
     """Record the number of new tokens of every forward the session's engine runs."""
     calls: list[int] = []
     engine = session.engine
-    original = engine._forward
+    original = engine._piece
 
     def counting(cache, new_ids, n_logits):
         calls.append(len(new_ids))
         return original(cache, new_ids, n_logits)
 
-    monkeypatch.setattr(engine, "_forward", counting)
+    monkeypatch.setattr(engine, "_piece", counting)
     return calls
 
 
@@ -349,7 +349,7 @@ def test_a_failed_forward_changes_nothing(tiny_lm, monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise torch.OutOfMemoryError("simulated")
 
-    monkeypatch.setattr(session.engine, "_forward", broken)
+    monkeypatch.setattr(session.engine, "_piece", broken)
     with pytest.raises(PlaygroundError, match="Out of memory"):
         session.force(" hello there")
     assert snapshot(session) == before

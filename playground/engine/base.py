@@ -13,13 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 from playground.engine.control import Control
 from playground.engine.records import TokenRecord
 from playground.engine.sampling import SamplingSettings
+
+if TYPE_CHECKING:
+    from playground.engine.probes import Probes
+    from playground.engine.remote.adapter import ServerKV
+    from playground.kv.geometry import ModelDims
 
 
 @dataclass(frozen=True)
@@ -68,11 +73,22 @@ class DecodePlan:
 
 @runtime_checkable
 class Engine(Protocol):
-    """One model behind every feature (see the module docstring)."""
+    """One model behind every feature (see the module docstring). Everything the features and the
+    UI ask of an engine is declared here; what an engine lacks is None, with the reason in
+    `capabilities`."""
 
     name: str
     tokenizer: Any
     kind: str  # "transformers", "llama.cpp", "vllm" or "sglang"
+    url: str | None  # a serving engine's base URL (None: the model runs in this process)
+    source: str  # where the model came from ("embedded", "cache", "hub", a path, the URL)
+    load_seconds: float  # loading (or connecting) took this long
+    config: Any  # the model's transformers config (None when a server's is not known here)
+    dtype: torch.dtype | None  # the weights' dtype (None: a server's own format, not known here)
+    num_parameters: int | None  # counted on the loaded weights (None: not known here)
+    dims: ModelDims | None  # layers, heads, sizes (kv/geometry.py; None without a config)
+    probes: Probes | None  # the lessons' direct forwards (None: not in this process)
+    tested_live: bool  # the adapter was tested against a live engine (always True in process)
 
     @property
     def context_length(self) -> int: ...
@@ -93,6 +109,27 @@ class Engine(Protocol):
     def capabilities(self) -> Capabilities: ...
 
     def describe(self) -> str: ...
+
+    def describe_decode(self) -> str | None:
+        """One line on how tokens are decoded (static cache, CUDA graphs), or None (a server's own)."""
+        ...
+
+    def device_summary(self) -> str:
+        """Where the model runs: "cpu", "cuda", "cuda:0 (20 modules), cpu (10 modules)", or the engine."""
+        ...
+
+    def measure_cache(self, seq_len: int, batch_size: int = 1, seed: int = 0) -> tuple[list[int], str]:
+        """Fill a real KV cache of (batch, seq_len) tokens: bytes per layer and their dtype (in
+        process only; a serving engine raises PlaygroundError with the reason)."""
+        ...
+
+    def kv_figures(self) -> ServerKV | None:
+        """A serving engine's own KV capacity and usage (None in process, or when not reported)."""
+        ...
+
+    def sequence_ids(self, key: str) -> list[int]:
+        """The ids key's sequence covers now ([] when absent)."""
+        ...
 
     def prefill(
         self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None

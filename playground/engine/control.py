@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from playground.errors import Cancelled
 
+R = TypeVar("R")
 # (phase, done, total): e.g. ("prefill", 1536, 4468) or ("decode", 12, 256)
 ProgressFn = Callable[[str, int, int], None]
 
@@ -67,3 +68,12 @@ def holding(lock: Any, control: Control | None) -> Iterator[None]:
         if control is not None:
             control.wait_seconds += time.perf_counter() - started
         yield
+
+
+def run_to_end(iterator: Generator[Any, Any, R]) -> R:
+    """Drive a generator (a chunked forward, a lesson's run) to its end; its return value."""
+    while True:
+        try:
+            next(iterator)
+        except StopIteration as done:
+            return done.value

@@ -274,5 +274,9 @@ def verify_cache(directory: Path) -> str | None:
 
 
 def _sha256(path: Path) -> str:
+    """The file's SHA-256, read in 1 MiB blocks (hashlib.file_digest needs Python 3.11)."""
+    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

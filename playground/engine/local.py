@@ -9,10 +9,8 @@ them: Stop ends the work within one chunk (see engine/control.py).
 from __future__ import annotations
 
 import copy
-import inspect
-import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +19,13 @@ import torch
 
 from playground.engine.base import Capabilities, DecodePlan, Progress
 from playground.engine.cache import copy_cache, filled_layer_bytes, new_cache
-from playground.engine.control import Control, check, holding
+from playground.engine.control import Control, check, holding, run_to_end
+from playground.engine.forward import Advance, Forwarder, crop_entry, eager_logits, keep_rows
 from playground.engine.kv_store import MIB, CacheEntry, KVStore
+from playground.engine.probes import Probes
 from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
 from playground.engine.records import TokenRecord, describe_rows
-from playground.engine.sampling import choose, final_scores, seeded_generator
+from playground.engine.sampling import SamplingSettings, choose, final_scores, seeded_generator
 from playground.engine.static import (
     DecodeStatus,
     ProgressFn,
@@ -33,20 +33,25 @@ from playground.engine.static import (
     StaticConfig,
     StaticDecoder,
     StaticSequence,
-    prepare_decode,
     static_wanted,
     zero_gpu,
 )
-from playground.engine.tokens import check_token_id, common_prefix
+from playground.engine.tokens import check_ids, common_prefix
+from playground.engine.warmup import prepare_decode
 from playground.errors import PlaygroundError
+from playground.kv.geometry import ModelDims, model_dims
 from playground.settings import load_settings
 
 # Tokens per prefill chunk: about half a second of work on a 2-core CPU, so Stop acts fast.
 CPU_PREFILL_CHUNK = 256
 GPU_PREFILL_CHUNK = 2048
-
-# (rows (last, vocab) float32 on the device, seconds of model work)
-Advance = Generator[Progress, None, tuple[torch.Tensor, float]]
+# The warm-up decodes once greedily and once with every sampling stage on.
+WARM_UP_SETTINGS = (
+    SamplingSettings(temperature=0),
+    SamplingSettings(
+        temperature=0.8, top_k=40, top_p=0.9, min_p=0.05, typical_p=0.95, repetition_penalty=1.1
+    ),
+)
 
 
 @dataclass
@@ -81,12 +86,15 @@ class LocalEngine:
         self.model, self.tokenizer = model, tokenizer
         self.device, self.dtype = device, dtype
         self.name, self.load_seconds, self.source = name, load_seconds, source
-        # Serializes forward passes: one model, many sessions, one chunk or step at a time.
-        self.lock = threading.RLock()
+        self.url: str | None = None  # in this process: no server
         self.kv_store = KVStore(kv_store_bytes or load_settings().kv_store_mib * MIB)
         default_chunk = CPU_PREFILL_CHUNK if device.type == "cpu" else GPU_PREFILL_CHUNK
-        self.prefill_chunk = int(prefill_chunk or default_chunk)
-        self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        # Every model call of this engine: locked, chunked, cancellable, memory-guarded, timed.
+        self.forwarder = Forwarder(device, int(prefill_chunk or default_chunk))
+        self.lock = self.forwarder.lock
+        self.dims: ModelDims = model_dims(model.config)
+        # Direct forwards for the "Under the hood" lessons (twins, batches, hidden states).
+        self.probes: Probes | None = Probes(self)
         # decode: "eager" (the default), "static" (static KV cache; CUDA graphs on CUDA, eager steps
         # elsewhere) or "auto" (static on CUDA only). See engine/static.py.
         self._static, self._eager_status = self._decoder_for(decode, static_config)
@@ -96,6 +104,10 @@ class LocalEngine:
     @property
     def config(self) -> Any:
         return self.model.config
+
+    @property
+    def prefill_chunk(self) -> int:
+        return self.forwarder.prefill_chunk
 
     @property
     def num_parameters(self) -> int:
@@ -138,6 +150,22 @@ class LocalEngine:
             probes=True,
         )
 
+    tested_live = True  # nothing between the app and the model
+
+    def device_summary(self) -> str:
+        """'cpu', 'cuda', or for a model spread by device_map: 'cuda:0 (20 modules), cpu (10 modules)'."""
+        device_map = getattr(self.model, "hf_device_map", None)
+        if not device_map or len(set(device_map.values())) == 1:
+            return self.device.type
+        counts: dict[str, int] = {}
+        for placement in device_map.values():
+            name = f"cuda:{placement}" if isinstance(placement, int) else str(placement)
+            counts[name] = counts.get(name, 0) + 1
+        return ", ".join(f"{name} ({count} modules)" for name, count in counts.items())
+
+    def kv_figures(self) -> None:
+        return None  # in process: the KV tab measures a real cache instead
+
     def describe(self) -> str:
         """One line for headers and logs: name, size, device, dtype, load time."""
         return (
@@ -167,7 +195,7 @@ class LocalEngine:
 
     def prepare_decode(self, progress: ProgressFn | None = None) -> DecodeStatus:
         """The loading step that readies decoding: allocate the static caches, capture the CUDA graphs,
-        check them against eager, then (on CUDA) run chat, step and beam once. Never raises: a failure
+        check them against eager, then (on CUDA) warm up chat, step and beam. Never raises: a failure
         turns the static path off with the reason in the status. On ZeroGPU the first request does it."""
         return prepare_decode(self, self._static, progress)
 
@@ -182,7 +210,7 @@ class LocalEngine:
             return None, eager
         config = config or StaticConfig()
         limits = (self.context_length, self.vocab_size)
-        return StaticDecoder(self.model, self.device, self.lock, self._forward, config, *limits), eager
+        return StaticDecoder(self.model, self.forwarder, config, *limits), eager
 
     def _new_cache(self) -> Any:
         """A fresh sequence cache: a static one when that path is on, else a growable DynamicCache."""
@@ -201,7 +229,7 @@ class LocalEngine:
         self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
         if key is None:  # a one-off forward: a growable cache, never a static slot (no live sequence parked)
-            return _finish(self._advance(CacheEntry(new_cache(self.config)), list(ids), last, control))[0]
+            return run_to_end(self._advance(CacheEntry(new_cache(self.config)), list(ids), last, control))[0]
         self.release(key)
         return self.sync(key, ids, last=last, control=control)
 
@@ -217,11 +245,11 @@ class LocalEngine:
         self, key: str, ids: Sequence[int], *, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
         with self._checked_out(key) as entry:
-            return _finish(self._advance(entry, list(ids), last, control))[0]
+            return run_to_end(self._advance(entry, list(ids), last, control))[0]
 
     def crop(self, key: str, length: int) -> None:
         with self._checked_out(key) as entry:
-            _crop_entry(entry, length)
+            crop_entry(entry, length)
 
     def fork(self, key: str, new_key: str) -> None:
         # Checked out, so no other call writes the cache while it is copied (an entry in use
@@ -254,132 +282,49 @@ class LocalEngine:
         finally:  # not stored again when the key was released meanwhile (its tab closed)
             self.kv_store.check_in(key, entry, ticket)
 
-    # --- the forward passes -----------------------------------------------------------------
+    # --- the forward passes (engine/forward.py) ------------------------------------------------
 
-    def _advance(self, entry: CacheEntry, target: list[int], last: int, control: Control | None) -> Advance:
-        """Make entry cover target; return the scores after its last `last` ids and the model time.
-
-        Rows the entry remembers are reused (all of them and a cache covering target: a crop, no
-        forward). Otherwise crop to the common prefix, or to just before the first row to compute,
-        and forward the rest in chunks (yielding progress)."""
-        common = common_prefix(entry.ids, target)
-        self._check_ids(target, last, checked=common)  # the cached ids were checked when added
-        lengths = range(len(target) - last + 1, len(target) + 1)
-        known = 0  # leading rows the entry remembers (a pick then forwards only the new token)
-        while known < last and lengths[known] <= common and lengths[known] in entry.logits:
-            known += 1
-        reused = [entry.logits[n] for n in lengths[:known]]
-        if known == last:
-            _crop_entry(entry, len(target))
-            return torch.stack(reused), 0.0
-        _crop_entry(entry, min(common, lengths[known] - 1))
-        if entry.cache is None:
-            entry.cache, entry.ids = self._new_cache(), []
-        new_ids = target[len(entry.ids) :]
-        rows, seconds = yield from self._forward_chunks(entry, new_ids, last - known, control)
-        for n, row in zip(lengths[known:], rows, strict=True):
-            entry.remember(n, row)
-        return (torch.cat([torch.stack(reused), rows]) if reused else rows), seconds
-
-    def _forward_chunks(
-        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, wait: bool = True
-    ) -> Advance:
-        """Forward new_ids into entry's cache, a chunk at a time; rows for the last `last` ids.
-        wait=False: return once the GPU work is queued (the decode loop's one host copy waits for it)."""
-        total, done, seconds = len(new_ids), 0, 0.0
-        rows: list[torch.Tensor] = []
-        while done < total:
-            check(control)
-            piece = new_ids[done : done + self.prefill_chunk]
-            keep = max(0, min(len(piece), last - (total - done - len(piece))))
-            with holding(self.lock, control), self._memory_guard(entry):
-                started = time.perf_counter()
-                logits = self._forward(entry.cache, piece, max(keep, 1))
-                if wait:
-                    self._synchronize()
-                seconds += time.perf_counter() - started
-            entry.ids.extend(piece)
-            if keep:
-                rows.append(logits[-keep:])
-            done += len(piece)
-            if total > self.prefill_chunk:
-                yield Progress("prefill", done, total)
-        return torch.cat(rows), seconds
-
-    @torch.inference_mode()
-    def _forward(self, cache: Any, ids: Sequence[int], last: int) -> torch.Tensor:
-        """One forward of ids (seq,) with the cache; float32 scores (last, vocab) on the device."""
-        if isinstance(cache, StaticSequence):
-            return cache.decoder.forward(cache, ids, last)
-        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, seq)
-        kwargs: dict[str, Any] = {"past_key_values": cache, "use_cache": cache is not None}
-        if self._keeps_logits:
-            kwargs["logits_to_keep"] = last
-        out = self.model(input_ids=input_ids, **kwargs)
-        return out.logits[0, -last:].float()
-
-    def _synchronize(self) -> None:
-        """Wait for queued GPU work, so a timing covers the model's real work."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    @contextmanager
-    def _memory_guard(self, entry: CacheEntry | None = None) -> Iterator[None]:
-        """Out of memory: free this request's cache and the allocator's, and say so plainly."""
-        try:
-            yield
-        except torch.OutOfMemoryError:
-            if entry is not None:
-                if isinstance(entry.cache, StaticSequence):
-                    entry.cache.release()  # its slot serves the next request at once
-                entry.cache, entry.ids = None, []
-                entry.logits.clear()
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            raise PlaygroundError(
-                f"Out of memory on {self.device.type}: this request's cache was freed. Try a shorter "
-                "prompt, fewer tokens or fewer beams."
-            ) from None
-
-    def _check_ids(self, ids: Sequence[int], last: int, checked: int = 0) -> None:
+    def check_ids(self, ids: Sequence[int], last: int = 1, checked: int = 0) -> None:
         """Clear messages for an empty or too long sequence, a bad token id (after the first
         `checked` ids, known good) or a `last` outside the sequence."""
-        if not ids:
-            raise PlaygroundError("No tokens to run: the sequence is empty.")
-        if len(ids) > self.context_length:
-            raise PlaygroundError(
-                f"{len(ids)} tokens is more than the model's context of {self.context_length} tokens."
-            )
-        for token_id in ids[checked:]:
-            check_token_id(token_id, self.vocab_size)
-        if not 1 <= last <= len(ids):
-            raise PlaygroundError(f"Scores asked for the last {last} of {len(ids)} tokens.")
+        check_ids(ids, last, self.context_length, self.vocab_size, checked)
+
+    def _advance(self, entry: CacheEntry, target: list[int], last: int, control: Control | None) -> Advance:
+        """Make entry cover target (see Forwarder.advance); the cached ids were checked when added."""
+        self.check_ids(target, last, checked=common_prefix(entry.ids, target))
+        return (yield from self.forwarder.advance(entry, target, last, control, self._piece, self._new_cache))
+
+    def _piece(self, cache: Any, ids: Sequence[int], keep: int) -> torch.Tensor:
+        """One forward of ids with the cache (inside a forwarder turn); float32 scores (keep, vocab)."""
+        if isinstance(cache, StaticSequence):
+            return cache.decoder.forward(cache, ids, keep)
+        return eager_logits(self.model, cache, ids, keep)
 
     # --- beams --------------------------------------------------------------------------------
 
-    @torch.inference_mode()
     def beam_start(
         self, ids: Sequence[int], num_beams: int, control: Control | None = None
     ) -> tuple[BeamBatch, torch.Tensor]:
         """num_beams copies of ids, prefilled together as generate does; scores (N, vocab)."""
-        self._check_ids(list(ids), 1)
+        self.check_ids(list(ids))
         n, length = int(num_beams), len(ids)
         batch = BeamBatch(self._new_beam_cache(n), 0, n)
         prompt = torch.tensor([list(ids)], dtype=torch.long, device=self.device).expand(n, -1)
         positions = torch.arange(length, device=self.device).unsqueeze(0).expand(n, -1)
-        check(control)
-        with holding(self.lock, control), self._memory_guard():
-            return batch, self._beam_forward(batch, prompt, positions)
+        first = self.forwarder.run(lambda: self._beam_forward(batch, prompt, positions), control, wait=False)
+        return batch, first[0]
 
-    @torch.inference_mode()
     def beam_step(self, batch: BeamBatch, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         """Rows reordered in place (row i <- reorder[i]), then one token each; scores (N, vocab)."""
         if batch.length + 1 > self.context_length:
             raise PlaygroundError(f"Beams reached the model's context of {self.context_length} tokens.")
-        batch.cache.reorder_cache(reorder)
         positions = torch.full((batch.rows, 1), batch.length, device=self.device)
-        with self.lock, self._memory_guard():
+
+        def step() -> torch.Tensor:
+            batch.cache.reorder_cache(reorder)
             return self._beam_forward(batch, token_ids.reshape(batch.rows, 1), positions)
+
+        return self.forwarder.run(step, wait=False)[0]
 
     def _beam_forward(
         self, batch: BeamBatch, input_ids: torch.Tensor, positions: torch.Tensor
@@ -391,14 +336,10 @@ class LocalEngine:
                 batch.length = length
                 return logits
             batch.cache = batch.cache.to_dynamic(self.config)
-        kwargs: dict[str, Any] = {
-            "past_key_values": batch.cache,
-            "position_ids": positions,
-            "use_cache": True,
-        }
-        if self._keeps_logits:
-            kwargs["logits_to_keep"] = 1
-        out = self.model(input_ids=input_ids.contiguous(), **kwargs)
+        out = self.model(
+            input_ids=input_ids.contiguous(), past_key_values=batch.cache, position_ids=positions,
+            use_cache=True, **keep_rows(self.model, 1),
+        )  # fmt: skip
         batch.length += input_ids.shape[1]
         return out.logits[:, -1, :].to(copy=True, dtype=torch.float32)  # (N, vocab)
 
@@ -478,30 +419,19 @@ class LocalEngine:
         if len(entry.ids) + 1 > self.context_length:
             total, limit = len(entry.ids) + 1, self.context_length
             raise PlaygroundError(f"{total} tokens is more than the model's context of {limit} tokens.")
-        rows, seconds = yield from self._forward_chunks(entry, [token_id], 1, control, wait=False)
+        step = self.forwarder.chunks(entry, [token_id], 1, control, self._piece, wait=False)
+        rows, seconds = yield from step
         entry.remember(len(entry.ids), rows[-1])
         return rows, seconds
 
-    @torch.inference_mode()
-    def run_model(self, ids: Sequence[int], control: Control | None = None, **kwargs: Any) -> Any:
-        """One forward over ids with no cache kept, returning transformers' own output (for the
-        views that read attentions or hidden states)."""
-        self._check_ids(list(ids), 1)
-        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
-        check(control)
-        with holding(self.lock, control), self._memory_guard():
-            return self.model(input_ids=input_ids, use_cache=False, **kwargs)
-
-    @torch.inference_mode()
     def measure_cache(self, seq_len: int, batch_size: int = 1, seed: int = 0) -> tuple[list[int], str]:
         """Fill a real KV cache with a forward over (batch, seq_len) synthetic ids; returns the bytes
         each layer's keys and values hold, and their dtype."""
         generator = torch.Generator().manual_seed(seed)
         ids = torch.randint(0, self.vocab_size, (batch_size, seq_len), generator=generator).to(self.device)
         cache = new_cache(self.config)
-        kwargs: dict[str, Any] = {"logits_to_keep": 1} if self._keeps_logits else {}
-        with self.lock, self._memory_guard():
-            self.model(input_ids=ids, past_key_values=cache, use_cache=True, **kwargs)
+        keep = keep_rows(self.model, 1)
+        self.forwarder.run(lambda: self.model(input_ids=ids, past_key_values=cache, use_cache=True, **keep))
         dtype = next(
             (str(layer.keys.dtype) for layer in cache.layers if getattr(layer, "keys", None) is not None), ""
         )
@@ -509,26 +439,24 @@ class LocalEngine:
             "torch."
         )
 
+    # --- warm-up --------------------------------------------------------------------------------
 
-def _finish(advance: Advance) -> tuple[torch.Tensor, float]:
-    """Run an _advance generator to its end, ignoring its progress."""
-    while True:
-        try:
-            next(advance)
-        except StopIteration as done:
-            return done.value
-
-
-def _crop_entry(entry: CacheEntry, length: int) -> None:
-    """Cut the entry to its first `length` ids; a cache that cannot be cropped is dropped."""
-    if length >= len(entry.ids):
-        return
-    if entry.cache is not None:
-        try:
-            entry.cache.crop(length - len(entry.ids))  # transformers 5: a negative count removes that many
-        except (RuntimeError, ValueError, NotImplementedError):
-            entry.cache, entry.ids = None, []
-            entry.logits.clear()
-            return
-    del entry.ids[length:]
-    entry.forget_after(length)
+    def warm_up(self, report: ProgressFn | None = None) -> None:
+        """Run a chat stream (greedy and sampled), a step (sync, one more token, crop) and a beam step
+        once each on a short input, so library handles, kernels and allocator pools load now and
+        not on a user's first request."""
+        if report is not None:
+            report("Warming up: chat, step and beam once each")
+        text = "Warm up the playground with one ordinary sentence about a lighthouse keeper and a storm. "
+        ids = list(self.tokenizer(text * 4, add_special_tokens=False).input_ids)[:48] or [0]
+        for settings in WARM_UP_SETTINGS:
+            for _ in self.stream(ids, DecodePlan(settings, 4, seed=0)):
+                pass
+        key = "warm-up"
+        self.sync(key, ids)
+        self.sync(key, [*ids, ids[0]], last=2)
+        self.crop(key, len(ids))
+        self.release(key)
+        batch, logits = self.beam_start(ids[:16], 4)
+        self.beam_step(batch, torch.arange(4, device=logits.device), logits.argmax(dim=-1))
+        self.forwarder.synchronize()

@@ -9,10 +9,11 @@ with an attention mask (batching).
 A twin shares every weight tensor of the engine's model (nothing is copied) but has its own
 module tree and config. So the eager twin switches attention for the attention view alone:
 the engine's model keeps its fast attention (SDPA, or what the GPU path compiles), and no
-other request ever sees a changed config. Every forward holds the engine's lock for one
-chunk or one step and checks the request's Control between them (Stop acts within a step).
+other request ever sees a changed config. Every forward goes through the engine's Forwarder
+(engine/forward.py): it holds the lock for one chunk or one step, and checks the request's
+Control between them (Stop acts within a step).
 
-    probes = probes_for(engine)
+    probes = engine.probes                   # None on a remote engine
     maps = probes.attentions(ids)            # (layers, heads, seq, seq)
     seq = probes.sequence(exit_layer=8)      # a cached sequence on the first 8 layers
     rows, seconds = seq.advance(ids, last=1)
@@ -21,22 +22,22 @@ chunk or one step and checks the request's Control between them (Stop acts withi
 from __future__ import annotations
 
 import copy
-import inspect
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from playground.engine.cache import filled_layer_bytes, new_cache
-from playground.engine.control import Control, check, holding
-from playground.engine.tokens import common_prefix
+from playground.engine.control import Control, run_to_end
+from playground.engine.forward import Forwarder, eager_logits, keep_rows
+from playground.engine.kv_store import CacheEntry
 from playground.errors import PlaygroundError
+
+if TYPE_CHECKING:
+    from playground.engine.local import LocalEngine
 
 FINAL_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_layer_norm", "final_norm")
 MAX_TWINS = 4  # eager + a few early-exit depths; each is module objects only (weights shared)
@@ -51,23 +52,23 @@ class ModelShape:
     kv_heads: int
     head_dim: int
     hidden: int
+    intermediate: int
     vocab: int
-    matmul_params: (
-        int  # weights multiplied per token: every Linear, the head included (not the embedding lookup)
-    )
+    # weights multiplied per token: every Linear, the head included (not the embedding lookup)
+    matmul_params: int
     head_params: int  # of which the LM head (computed for kept rows only)
     weight_bytes: int  # bytes of every weight (read once per forward)
     element_bytes: int  # bytes per value in the model's dtype (activations, KV cache)
 
 
 class Probes:
-    """The views' forwards over one LocalEngine (see the module docstring). Get it with probes_for."""
+    """The lessons' forwards over one LocalEngine (see the module docstring): `engine.probes`."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: LocalEngine) -> None:
         self.engine = engine
+        self.forwarder: Forwarder = engine.forwarder
         self._twins: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._twin_lock = threading.Lock()
-        self._keeps_logits: dict[int, bool] = {}
 
     @property
     def model(self) -> Any:
@@ -79,7 +80,7 @@ class Probes:
 
     @property
     def num_layers(self) -> int:
-        return int(self.model.config.get_text_config().num_hidden_layers)
+        return self.engine.dims.layers
 
     # --- sequences and batches ------------------------------------------------------------
 
@@ -103,23 +104,23 @@ class Probes:
         rows, seconds = self.sequence(control=control).advance(ids)
         return rows[-1], seconds
 
-    @torch.inference_mode()
     def attentions(self, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:
         """Attention weights (layers, heads, seq, seq) float32 on the CPU, from an eager-attention
         twin of the model (exactly what transformers' eager output_attentions returns)."""
-        self._check(ids)
+        self.check(ids)
         twin = self.eager_twin()
-        check(control)
-        with holding(self.engine.lock, control), self.memory_guard():
-            out = twin(input_ids=self._tensor([list(ids)]), use_cache=False, output_attentions=True,
-                       **self._keep(twin, 1))  # fmt: skip
+
+        def read() -> torch.Tensor:
+            out = twin(input_ids=self.tensor([list(ids)]), use_cache=False, output_attentions=True,
+                       **keep_rows(twin, 1))  # fmt: skip
             if not out.attentions or any(a is None for a in out.attentions):
                 raise PlaygroundError(
                     f"{self.engine.name} returned no attention weights, even with eager attention."
                 )
             return torch.stack([a[0].float() for a in out.attentions]).cpu()
 
-    @torch.inference_mode()
+        return self.forwarder.run(read, control)[0]
+
     def layer_logits(self, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:
         """The logit lens: logits (layers, vocab) float32 for the token after ids, row i from the
         hidden state after decoder layer i + 1 through the final norm and the head.
@@ -128,7 +129,7 @@ class Probes:
         last one by the final norm's output, so that row is the model's own logits: the final
         norm is never applied twice. The prefix is read in cached chunks (cancellable); only the
         last token's forward keeps hidden states."""
-        self._check(ids)
+        self.check(ids)
         sequence = self.sequence(control=control)
         if len(ids) > 1:
             sequence.advance(list(ids[:-1]))
@@ -139,9 +140,8 @@ class Probes:
         last = out.logits[0, -1:].float()  # the model's own: its last hidden state is already normed
         if len(hidden) == 2:
             return last
-        with holding(self.engine.lock, control), torch.inference_mode():
-            middle = torch.cat([h[0, -1:] for h in hidden[1:-1]])  # (layers - 1, hidden)
-            rows = self.head(self.final_norm()(middle)).float()  # (layers - 1, vocab)
+        middle = torch.cat([h[0, -1:] for h in hidden[1:-1]])  # (layers - 1, hidden)
+        rows, _ = self.forwarder.run(lambda: self.head(self.final_norm()(middle)).float(), control)
         return torch.cat([rows, last])
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -194,18 +194,18 @@ class Probes:
     # --- what the model is, what memory is left ---------------------------------------------
 
     def shape(self) -> ModelShape:
-        model, text = self.model, self.model.config.get_text_config()
-        heads = int(text.num_attention_heads)
+        model, dims = self.model, self.engine.dims
         head = model.get_output_embeddings().weight
         embed = model.get_input_embeddings().weight
         params = sum(p.numel() for p in model.parameters())
         tied = head.data_ptr() == embed.data_ptr()
         return ModelShape(
-            layers=int(text.num_hidden_layers),
-            heads=heads,
-            kv_heads=int(getattr(text, "num_key_value_heads", None) or heads),
-            head_dim=int(getattr(text, "head_dim", None) or text.hidden_size // heads),
-            hidden=int(text.hidden_size),
+            layers=dims.layers,
+            heads=dims.heads,
+            kv_heads=dims.kv_heads,
+            head_dim=dims.head_dim,
+            hidden=dims.hidden,
+            intermediate=dims.intermediate,
             vocab=int(head.shape[0]),
             matmul_params=params - embed.numel() + (head.numel() if tied else 0),
             head_params=head.numel(),
@@ -215,87 +215,57 @@ class Probes:
 
     def free_memory_bytes(self) -> int | None:
         """Memory free for new tensors on the model's device (None when it cannot be told)."""
-        if self.device.type == "cuda":
-            return int(torch.cuda.mem_get_info(self.device)[0])
-        if self.device.type == "cpu":
-            return _meminfo_available()
-        return None
+        return self.forwarder.free_memory_bytes()
 
-    # --- helpers shared by sequences and batches ---------------------------------------------
-
-    def synchronize(self) -> None:
-        """Wait for queued GPU work, so that a timing covers the model's real work."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    @contextmanager
-    def memory_guard(self) -> Iterator[None]:
-        try:
-            yield
-        except torch.OutOfMemoryError:
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            raise PlaygroundError(
-                f"Out of memory on {self.device.type}: try a shorter text, fewer tokens or a smaller batch."
-            ) from None
-
-    def _keep(self, model: Any, rows: int) -> dict[str, Any]:
-        """logits_to_keep=rows where the model's forward takes it (only those rows reach the head)."""
-        key = id(type(model))
-        if key not in self._keeps_logits:
-            self._keeps_logits[key] = "logits_to_keep" in inspect.signature(model.forward).parameters
-        return {"logits_to_keep": rows} if self._keeps_logits[key] else {}
-
-    def _tensor(self, rows: list[list[int]]) -> torch.Tensor:
+    def tensor(self, rows: list[list[int]]) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
-    def _check(self, ids: Sequence[int]) -> None:
-        self.engine._check_ids(list(ids), 1)
+    def check(self, ids: Sequence[int]) -> None:
+        self.engine.check_ids(list(ids))
 
 
 class ProbeSequence:
     """One sequence with its own KV cache on one model (the engine's or a twin), outside the
-    engine's store: the views time every forward of it themselves."""
+    engine's store: the lessons time every forward of it themselves."""
 
     def __init__(self, probes: Probes, model: Any, control: Control | None = None) -> None:
         self.probes, self.model, self.control = probes, model, control
-        self.cache = new_cache(model.config)
-        self.ids: list[int] = []
+        self.entry = CacheEntry(new_cache(model.config))
         self.last_seconds = 0.0  # model time of the last forward (lock wait excluded)
+
+    @property
+    def ids(self) -> list[int]:
+        return self.entry.ids
+
+    @property
+    def cache(self) -> Any:
+        return self.entry.cache
 
     def advance(self, target: Sequence[int], last: int = 1) -> tuple[torch.Tensor, float]:
         """Make the cache cover target: crop to the common prefix, forward the rest in the engine's
         prefill chunks. Returns the logits (last, vocab) float32 after target's last `last` ids and
-        the seconds of model work (lock waits excluded)."""
+        the seconds of model work (lock waits excluded). Nothing is remembered across calls but the
+        cache (a lesson times every forward it asks for)."""
         target = list(target)
-        self.probes._check(target)
-        if not 1 <= last <= len(target):
-            raise PlaygroundError(f"Scores asked for the last {last} of {len(target)} tokens.")
-        self.crop(min(common_prefix(self.ids, target), len(target) - last))
-        new, rows, seconds = target[len(self.ids) :], [], 0.0
-        chunk = self.probes.engine.prefill_chunk
-        for start in range(0, len(new), chunk):
-            piece = new[start : start + chunk]
-            keep = max(0, min(len(piece), last - (len(new) - start - len(piece))))
-            out = self.forward_raw(piece, keep=max(keep, 1))
-            seconds += self.last_seconds
-            if keep:
-                rows.append(out.logits[0, -keep:].float())
-        return torch.cat(rows), seconds
+        self.probes.engine.check_ids(target, last)
+        self.entry.logits.clear()
+        advance = self.probes.forwarder.advance(
+            self.entry, target, last, self.control, self._piece, lambda: new_cache(self.model.config)
+        )
+        rows, self.last_seconds = run_to_end(advance)
+        return rows, self.last_seconds
 
-    @torch.inference_mode()
+    def _piece(self, cache: Any, ids: Sequence[int], keep: int) -> torch.Tensor:
+        return eager_logits(self.model, cache, ids, keep)
+
     def forward_raw(self, piece: Sequence[int], keep: int = 1, **kwargs: Any) -> Any:
-        """One forward of piece into the cache (one lock hold); transformers' own output."""
-        check(self.control)
+        """One forward of piece into the cache (one turn); transformers' own output."""
         probes = self.probes
-        with holding(probes.engine.lock, self.control), probes.memory_guard():
-            started = time.perf_counter()
-            out = self.model(
-                input_ids=probes._tensor([list(piece)]), past_key_values=self.cache, use_cache=True,
-                **probes._keep(self.model, keep), **kwargs,
-            )  # fmt: skip
-            probes.synchronize()
-            self.last_seconds = time.perf_counter() - started
+        out, self.last_seconds = probes.forwarder.run(
+            lambda: self.model(input_ids=probes.tensor([list(piece)]), past_key_values=self.cache,
+                               use_cache=True, **keep_rows(self.model, keep), **kwargs),
+            self.control,
+        )  # fmt: skip
         self.ids.extend(piece)
         return out
 
@@ -319,7 +289,7 @@ class ProbeBatch:
         if not prompts:
             raise PlaygroundError("A batch needs at least one prompt.")
         for ids in prompts:
-            probes._check(ids)
+            probes.check(ids)
         self.probes, self.prompts, self.control = probes, prompts, control
         self.cache = new_cache(probes.model.config)
         self.mask: torch.Tensor | None = None  # (batch, width) 1 for real tokens, 0 for pads
@@ -328,13 +298,12 @@ class ProbeBatch:
     def prefill(self) -> tuple[torch.Tensor, float]:
         """All prompts in one forward: next-token logits (batch, vocab) and seconds."""
         width = max(len(p) for p in self.prompts)
-        pad = self.probes.engine.pad_token_id
-        pad = pad if pad >= 0 else 0
+        pad = max(self.probes.engine.pad_token_id, 0)
         ids = [[pad] * (width - len(p)) + p for p in self.prompts]
         mask = [[0] * (width - len(p)) + [1] * len(p) for p in self.prompts]
-        self.mask = self.probes._tensor(mask)
+        self.mask = self.probes.tensor(mask)
         positions = (self.mask.cumsum(-1) - 1).clamp(min=0)  # (batch, width)
-        return self._forward(self.probes._tensor(ids), positions)
+        return self._forward(self.probes.tensor(ids), positions)
 
     def step(self, tokens: Sequence[int]) -> tuple[torch.Tensor, float]:
         """One token per row (a finished row gets a pad and its scores are ignored)."""
@@ -345,40 +314,24 @@ class ProbeBatch:
                 f"A batch step takes one token per row ({len(self.prompts)}), got {len(tokens)}."
             )
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        return self._forward(self.probes._tensor([[t] for t in tokens]), self.positions + 1)
+        return self._forward(self.probes.tensor([[t] for t in tokens]), self.positions + 1)
 
-    @torch.inference_mode()
     def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, float]:
-        check(self.control)
-        probes = self.probes
-        with holding(probes.engine.lock, self.control), probes.memory_guard():
-            started = time.perf_counter()
-            out = probes.model(
+        model = self.probes.model
+
+        def call() -> torch.Tensor:
+            out = model(
                 input_ids=input_ids, attention_mask=self.mask, position_ids=positions,
-                past_key_values=self.cache, use_cache=True, **probes._keep(probes.model, 1),
+                past_key_values=self.cache, use_cache=True, **keep_rows(model, 1),
             )  # fmt: skip
-            rows = out.logits[:, -1].float()  # (batch, vocab)
-            probes.synchronize()
-            seconds = time.perf_counter() - started
+            return out.logits[:, -1].float()  # (batch, vocab)
+
+        rows, seconds = self.probes.forwarder.run(call, self.control)
         self.positions = positions[:, -1:]
         return rows, seconds
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-_probes_lock = threading.Lock()
-
-
-def probes_for(engine: Any) -> Probes:
-    """The engine's Probes, made once and kept on the engine (so its twins are built once and go
-    with the engine)."""
-    if not hasattr(engine, "model") or not hasattr(engine, "lock"):
-        raise PlaygroundError(f"The {getattr(engine, 'kind', '?')} engine cannot run these views.")
-    with _probes_lock:
-        probes = getattr(engine, "_probes", None)
-        if probes is None:
-            probes = engine._probes = Probes(engine)
-        return probes
 
 
 def shared_weights_copy(model: Any) -> Any:
@@ -419,17 +372,6 @@ def _layer_list(model: Any, total: int) -> tuple[Any, str, torch.nn.ModuleList]:
             parent_name, _, name = qualified.rpartition(".")
             return model.get_submodule(parent_name), name, module
     raise PlaygroundError(f"Cannot find the decoder layers of {type(model).__name__}: no early exit for it.")
-
-
-def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
-    """MemAvailable from /proc/meminfo in bytes (Linux); None elsewhere."""
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 Picker = Callable[[torch.Tensor, Sequence[int]], int]  # (logits (vocab,), ids so far) -> token id

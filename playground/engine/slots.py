@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from playground.kv.geometry import model_dims
+
 # (input_ids (rows, q), position_ids (rows, q), mask (rows, 1, q, kv), cache, keep)
 #     -> logits (rows, keep, vocab)
 ModelCall = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Cache, int], torch.Tensor]
@@ -57,12 +59,9 @@ class KVShape:
 
     @classmethod
     def of(cls, model: Any, device: torch.device) -> KVShape:
-        text = model.config.get_text_config(decoder=True)
-        heads = int(text.num_attention_heads)
-        kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
-        head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+        dims = model_dims(model.config)
         dtype = model.get_input_embeddings().weight.dtype
-        return cls(int(text.num_hidden_layers), kv_heads, head_dim, dtype, device)
+        return cls(dims.layers, dims.kv_heads, dims.head_dim, dtype, device)
 
     def bytes_per_token(self) -> int:
         """Keys + values of one token over all layers."""

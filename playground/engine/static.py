@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -36,9 +35,8 @@ from typing import Any
 import torch
 from transformers.cache_utils import get_layer_types_and_kwargs
 
-from playground.engine.base import DecodePlan
 from playground.engine.cache import copy_cache, new_cache, storage_bytes
-from playground.engine.sampling import SamplingSettings
+from playground.engine.forward import Forwarder, eager_logits, keep_rows
 from playground.engine.slots import KVShape, Slot, bucket_lengths
 from playground.errors import PlaygroundError
 
@@ -50,7 +48,6 @@ MIB = 1024 * 1024
 CHECK_TOLERANCE = {torch.float32: (1e-4, 1e-3), "half": (0.05, 0.1)}
 
 ProgressFn = Callable[[str], None]
-EagerForward = Callable[[Any, Sequence[int], int], torch.Tensor]  # (DynamicCache, ids, last) -> (last, vocab)
 
 
 @dataclass(frozen=True)
@@ -233,30 +230,23 @@ class StaticDecoder:
     Every method runs under the engine's model lock (an RLock), so slots change hands atomically."""
 
     def __init__(
-        self,
-        model: Any,
-        device: torch.device,
-        lock: threading.RLock,
-        eager: EagerForward,
-        config: StaticConfig,
-        context_length: int,
-        vocab: int,
+        self, model: Any, forwarder: Forwarder, config: StaticConfig, context_length: int, vocab: int
     ) -> None:
-        self.model, self.device, self.lock, self._eager = model, device, lock, eager
+        self.model, self.forwarder = model, forwarder
+        self.device, self.lock = forwarder.device, forwarder.lock
         self.config, self.vocab = config, vocab
         self.capacity = min(int(config.capacity), int(context_length))
         self.beam_capacity = min(int(config.beam_capacity), self.capacity)
         self.buckets = bucket_lengths(self.capacity, min(config.min_bucket, self.capacity))
         self.beam_buckets = bucket_lengths(self.beam_capacity, min(config.min_bucket, self.beam_capacity))
-        self.graphs_wanted = bool(config.graphs) and device.type == "cuda"
-        self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.graphs_wanted = bool(config.graphs) and self.device.type == "cuda"
         self._additive = getattr(model.config, "_attn_implementation", "sdpa") == "eager"
         self.slots: list[Slot] = []
         self.beam_slot: Slot | None = None
         self.state = "cold"  # cold -> ready, or failed (decode eagerly)
         self._clock = 0
-        note = ZERO_GPU_NOTE if device.type == "cuda" and zero_gpu() else "not warmed up yet"
-        self.status = DecodeStatus("static", device.type, lengths=self.buckets, note=note)
+        note = ZERO_GPU_NOTE if self.device.type == "cuda" and zero_gpu() else "not warmed up yet"
+        self.status = DecodeStatus("static", self.device.type, lengths=self.buckets, note=note)
 
     # --- readiness ----------------------------------------------------------------------------
 
@@ -266,11 +256,12 @@ class StaticDecoder:
             self.prepare()
         return self.state == "ready"
 
-    @torch.inference_mode()
     def prepare(self, report: ProgressFn | None = None) -> bool:
         """Allocate the slots, capture the graphs (CUDA) and check against eager. False: it failed,
-        the path is off and the status says why (decoding stays eager)."""
-        report = report or _quiet
+        the path is off and the status says why (decoding stays eager). One forwarder turn."""
+        return self.forwarder.run(lambda: self._prepare(report or _quiet))[0]
+
+    def _prepare(self, report: ProgressFn) -> bool:
         with self.lock:
             if self.state != "cold":
                 return self.state == "ready"
@@ -345,8 +336,8 @@ class StaticDecoder:
         ids = torch.randint(0, self.vocab, (20,), generator=torch.Generator().manual_seed(0)).tolist()
         prompt, steps = ids[:14], ids[14:]
         reference = new_cache(self.model.config)
-        expected = [self._eager(reference, prompt, 1)[-1]]
-        expected += [self._eager(reference, [token], 1)[-1] for token in steps]
+        expected = [eager_logits(self.model, reference, prompt, 1)[-1]]
+        expected += [eager_logits(self.model, reference, [token], 1)[-1] for token in steps]
         sequence = self.new_sequence()
         got = [self.forward(sequence, prompt, 1)[-1]] + [self.forward(sequence, [t], 1)[-1] for t in steps]
         for row, want in zip(got, expected, strict=True):
@@ -378,15 +369,10 @@ class StaticDecoder:
         self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any, keep: int
     ) -> torch.Tensor:
         """The model's forward on a slot: logits (rows, q or keep, vocab) in the model's dtype."""
-        kwargs: dict[str, Any] = {"logits_to_keep": keep} if self._keeps_logits else {}
         out = self.model(
-            input_ids=ids,
-            position_ids=positions,
-            attention_mask=mask,
-            past_key_values=cache,
-            use_cache=True,
-            **kwargs,
-        )
+            input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=cache, use_cache=True,
+            **keep_rows(self.model, keep),
+        )  # fmt: skip
         return out.logits
 
     # --- sequences ------------------------------------------------------------------------------
@@ -397,12 +383,13 @@ class StaticDecoder:
     @torch.inference_mode()
     def forward(self, sequence: StaticSequence, ids: Sequence[int], last: int) -> torch.Tensor:
         """Append ids to the sequence; float32 scores (last, vocab) after its last `last` ids. One
-        token: the step graph of its slot; more: an eager chunk on the slot; past the capacity: eager."""
+        token: the step graph of its slot; more: an eager chunk on the slot; past the capacity: eager.
+        Runs inside a forwarder turn (the engine's chunked forward)."""
         with self.lock:
             total = sequence.length + len(ids)
             if sequence.dynamic is not None or total > self.capacity or self.state != "ready":
                 self._to_dynamic(sequence)
-                rows = self._eager(sequence.dynamic, ids, last)
+                rows = eager_logits(self.model, sequence.dynamic, ids, last)
             else:
                 slot = self._resident(sequence)
                 if len(ids) == 1:
@@ -495,52 +482,3 @@ class StaticDecoder:
 
 def _quiet(message: str) -> None:
     """A progress function that says nothing."""
-
-
-def warm_up(engine: Any, report: ProgressFn | None = None) -> None:
-    """Run chat, step and beam once each on short inputs through the engine's own API, so that
-    library handles, kernels and allocator pools load now and not on a user's first request."""
-    (report or _quiet)("Warming up: chat, step and beam once each")
-    text = "Warm up the playground with one ordinary sentence about a lighthouse keeper and a storm. "
-    ids = list(engine.tokenizer(text * 4, add_special_tokens=False).input_ids)[:48] or [0]
-    sampled = SamplingSettings(
-        temperature=0.8, top_k=40, top_p=0.9, min_p=0.05, typical_p=0.95, repetition_penalty=1.1
-    )
-    for settings in (SamplingSettings(temperature=0), sampled):
-        for _ in engine.stream(ids, DecodePlan(settings, 4, seed=0)):
-            pass
-    key = "warm-up"
-    engine.sync(key, ids)
-    engine.sync(key, [*ids, ids[0]], last=2)
-    engine.crop(key, len(ids))
-    engine.release(key)
-    batch, logits = engine.beam_start(ids[:16], 4)
-    engine.beam_step(batch, torch.arange(4, device=logits.device), logits.argmax(dim=-1))
-    del batch
-    if engine.device.type == "cuda":
-        torch.cuda.synchronize(engine.device)
-
-
-def prepare_decode(engine: Any, decoder: StaticDecoder | None, progress: ProgressFn | None) -> DecodeStatus:
-    """The loading step that readies decoding (see LocalEngine.prepare_decode)."""
-    report = progress or _quiet
-    cuda = engine.device.type == "cuda"
-    if (cuda and zero_gpu()) or (decoder is None and not cuda):
-        return engine.decode_status  # ZeroGPU: the first request warms up; eager on a CPU: nothing to do
-    started = time.perf_counter()
-    if decoder is not None:
-        report("Preparing the static decode path (KV slots, CUDA graphs, check against eager)...")
-        decoder.prepare(report)
-    if cuda:
-        try:
-            warm_up(engine, report)
-        except Exception as exc:  # a warm-up failure must not stop the app
-            if decoder is not None and decoder.state == "ready":
-                decoder.disable("warming up", exc)
-            else:
-                engine.decode_status.note = f"warm-up failed ({type(exc).__name__}: {exc})"[:200]
-    status = engine.decode_status
-    status.warmup_seconds = time.perf_counter() - started
-    status.held_bytes = _reserved(engine.device) if cuda else status.held_bytes
-    report(status.line())
-    return status

@@ -116,6 +116,19 @@ def check_token_id(token_id: Any, vocab_size: int) -> int:
     return token_id
 
 
+def check_ids(ids: Sequence[int], last: int, context: int, vocab_size: int, checked: int = 0) -> None:
+    """Clear messages for an empty or too long sequence, a bad token id (after the first `checked`
+    ids, known good) or a `last` outside the sequence (every engine checks its input so)."""
+    if not ids:
+        raise PlaygroundError("No tokens to run: the sequence is empty.")
+    if len(ids) > context:
+        raise PlaygroundError(f"{len(ids)} tokens is more than the model's context of {context} tokens.")
+    for token_id in ids[checked:]:
+        check_token_id(token_id, vocab_size)
+    if not 1 <= last <= len(ids):
+        raise PlaygroundError(f"Scores asked for the last {last} of {len(ids)} tokens.")
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading token ids two sequences share (what a cache for one can keep for the other)."""
     n = min(len(a), len(b))

@@ -344,3 +344,34 @@ def kv_geometry(config: Any, mode: str = "ideal") -> KVGeometry:
             return _build_geometry(raw, mode)
         return _geometry_cached(canonical, mode)
     return _build_geometry(config, mode)
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """The sizes the engine and the lessons need (the one reader of a model's shape: this module)."""
+
+    layers: int
+    heads: int
+    kv_heads: int  # of the first layer with a per-token cache (every layer, for full-attention models)
+    head_dim: int
+    hidden: int
+    intermediate: int  # the MLP's inner size (4 x hidden when the config names none)
+
+
+def model_dims(config: Any) -> ModelDims:
+    """A config's sizes, read by the same rules as the KV geometry (aliases, defaults, transformers'
+    own K/V layout)."""
+    geometry = kv_geometry(config, "transformers")
+    cached = next((layer for layer in geometry.layers if layer.kind != "none"), geometry.layers[0])
+    reader, _ = make_reader(config)
+    heads = positive_int(reader.get("heads", "attention heads") or cached.kv_heads, "num_attention_heads")
+    hidden = reader.get("hidden", "hidden size") or heads * cached.k_dim
+    inner = reader.text.get("intermediate_size") or getattr(reader.obj, "intermediate_size", None)
+    return ModelDims(
+        layers=len(geometry.layers),
+        heads=heads,
+        kv_heads=cached.kv_heads,
+        head_dim=cached.k_dim,
+        hidden=positive_int(hidden, "hidden_size"),
+        intermediate=positive_int(inner or 4 * hidden, "intermediate_size"),
+    )

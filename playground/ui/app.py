@@ -13,15 +13,17 @@ from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
 from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab
 from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_model_concurrency
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
-from playground.ui.hood_tab import LENS_FROM_STEP_OUTPUTS, build_hood_tab
+from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
+from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, build_kv_tab
 from playground.ui.links import link_of, make_query
+from playground.ui.state import TabStates
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css")
-JS_FILES = ("app.js", "keys.js", "beam.js", "theme.js", "hood.js")
+JS_FILES = ("plotclick.js", "app.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The selected tab's id, read in the browser when "Copy link" is pressed (tab buttons have no ids).
 CURRENT_TAB_JS = """(tab, ...rest) => {
   const ids = {"Chat": "chat", "Step by step": "step", "Beam search": "beam", "KV cache": "kv",
@@ -37,43 +39,27 @@ SHOW_LINK_JS = """(query) => {
 }"""
 
 
-def device_summary(engine: Engine) -> str:
-    """'cpu', 'cuda', or for a model spread by device_map: 'cuda:0 (20 layers), cpu (10 layers)'."""
-    model = getattr(engine, "model", None)
-    device_map = getattr(model, "hf_device_map", None)
-    device = getattr(engine, "device", None)
-    if not device_map or len(set(device_map.values())) == 1:
-        return device.type if device is not None else engine.kind
-    counts: dict[str, int] = {}
-    for placement in device_map.values():
-        name = f"cuda:{placement}" if isinstance(placement, int) else str(placement)
-        counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{name} ({count} modules)" for name, count in counts.items())
-
-
 def header_markdown(engine: Engine) -> str:
-    if getattr(engine, "url", None):  # a serving engine (playground.engine.remote)
+    if engine.url:  # a serving engine (playground.engine.remote)
         return remote_header_markdown(engine)
-    parameters = getattr(engine, "num_parameters", None)
-    size = f" · {parameters / 1e6:,.1f} M parameters" if parameters else ""
-    dtype = getattr(engine, "dtype", None)
-    dtype_text = f" · **dtype** {str(dtype).removeprefix('torch.')}" if dtype is not None else ""
-    loaded = getattr(engine, "load_seconds", None)
-    load_text = f" · loaded in {loaded:.1f} s ({engine.source})" if loaded is not None else ""
-    decode = getattr(engine, "describe_decode", None)
-    decode_text = f"<br>{decode()}" if decode else ""
+    size = f" · {engine.num_parameters / 1e6:,.1f} M parameters" if engine.num_parameters else ""
+    dtype = str(engine.dtype).removeprefix("torch.") if engine.dtype is not None else None
+    dtype_text = f" · **dtype** {dtype}" if dtype else ""
+    load_text = f" · loaded in {engine.load_seconds:.1f} s ({engine.source})"
+    decode = engine.describe_decode()
+    decode_text = f"<br>{decode}" if decode else ""
     return (
         "## LLM generation playground\n"
         f"<span class='model-info'>**Model:** {engine.name}{size} · **engine** {engine.kind} · "
-        f"**device** {device_summary(engine)}{dtype_text}{load_text} · "
+        f"**device** {engine.device_summary()}{dtype_text}{load_text} · "
         f"context {engine.context_length:,} tokens{decode_text}</span>"
     )
 
 
-def remote_header_markdown(engine: Any) -> str:
+def remote_header_markdown(engine: Engine) -> str:
     """The served model, which engine computes every number (and whether that adapter was tested live)."""
     caps = engine.capabilities
-    untested = "" if engine.adapter.tested_live else " · ⚠️ not yet tested against a live server"
+    untested = "" if engine.tested_live else " · ⚠️ not yet tested against a live server"
     return (
         "## LLM generation playground\n"
         f"<span class='model-info'>**Model:** {engine.name} · **engine** {engine.kind} at {engine.url} "
@@ -90,6 +76,7 @@ def build_demo(
     set_model_concurrency(settings.model_concurrency)
     if workspaces is None:
         workspaces = Workspaces(engine, settings.max_workspaces)
+    states = TabStates(settings.max_workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
         toolbar = _header(engine)
         with gr.Tabs() as tabs:
@@ -102,14 +89,14 @@ def build_demo(
             with gr.Tab("KV cache", id="kv"):
                 kv_w, kv_h = build_kv_tab(engine)
             with gr.Tab("Under the hood", id="hood"):
-                hood_w, hood_h = build_hood_tab(engine, settings, workspaces, draft=draft)
+                hood_w, hood_h = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
         _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
         _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
         tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w}
         _wire_links(
             demo, tabs, toolbar, tab_widgets, {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
         )
-        release_closed_tabs(demo, workspaces)
+        release_closed_tabs(demo, workspaces, states)
     demo.queue(default_concurrency_limit=settings.model_concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
     return demo
@@ -226,15 +213,20 @@ def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: 
     event.then(to_chat, None, tabs, api_visibility="private")
 
 
-def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood_h: Any) -> None:
+def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood: HoodTab) -> None:
     """The Step tab's "Logit lens" button opens Under the hood > Logit lens at the current step."""
+    lens = hood.views["lens"]
 
     def to_hood() -> Any:
         return gr.Tabs(selected="hood")
 
+    def hood_lens_step(request: gr.Request = None) -> dict[str, Any]:
+        """The logit lens at the Step tab's current step."""
+        return lens.at_step(hood, request)  # type: ignore[attr-defined]
+
     widgets = {**hood_w, "open_lens": step_w["open_lens"], "status": step_w["status"]}
     connect(
-        step_w["open_lens"].click, hood_h.lens_for_step, widgets, LENS_FROM_STEP_OUTPUTS,
+        step_w["open_lens"].click, hood_lens_step, widgets, LENS_FROM_STEP_OUTPUTS,
         api_name="hood_lens_step", status="status",
     ).success(to_hood, None, tabs, api_visibility="private")  # fmt: skip
 

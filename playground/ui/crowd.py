@@ -21,6 +21,7 @@ from typing import Any
 
 import gradio as gr
 
+from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 
 log = logging.getLogger(__name__)
@@ -58,12 +59,14 @@ def seed_queue_estimates(demo: gr.Blocks, concurrency_id: str, seconds: float) -
     return seeded
 
 
-def release_closed_tabs(demo: gr.Blocks, workspaces: Workspaces) -> None:
+def release_closed_tabs(demo: gr.Blocks, workspaces: Workspaces, states: TabStates | None = None) -> None:
     """When a browser tab closes, free what it held: its Workspace (chat, step session, beam tree and
-    their KV caches) and Gradio's per-tab copy of the component settings."""
+    their KV caches), its view state and Gradio's per-tab copy of the component settings."""
 
     def release_tab(request: gr.Request) -> None:
         workspaces.release(request.session_hash)
+        if states is not None:
+            states.release(request.session_hash)
         forget_gradio_state(demo, request.session_hash)
         return_freed_memory()
 

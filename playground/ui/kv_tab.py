@@ -1,6 +1,6 @@
 """KV-cache memory tab: exact bytes per layer, what fits on a GPU, and measured vs predicted.
 
-Handlers stay thin: the numbers come from playground.kv_memory, the figures from playground.plots_kv.
+Handlers stay thin: the numbers come from playground.kv, the figures from playground.plots.kv.
 Every calculation is pure arithmetic (no model queue); only "measure" runs the loaded model.
 """
 

@@ -19,7 +19,8 @@ from playground.traces import Trace, decode_data
 from playground.ui.beam_tab import render_beam_trace
 from playground.ui.chat_tab import render_chat_trace
 from playground.ui.common import connect
-from playground.ui.hood_record import PLOT_SLOTS, REPLAY_OUTPUTS, render_hood_trace
+from playground.ui.hood import VIEWS
+from playground.ui.hood.record import PLOT_SLOTS, REPLAY_OUTPUTS, render_hood_trace
 from playground.ui.step_tab import render_step_trace, stage_choice
 
 TAB_NAMES = {"chat": "Chat", "step": "Step by step", "beam": "Beam search", "hood": "Under the hood"}
@@ -70,7 +71,9 @@ class ReplayHandlers:
 
     def replay_hood(self, hood_trace: int) -> dict[str, Any]:
         trace = self.pick("hood", hood_trace)
-        return {**decode_data(trace, {"hood": render_hood_trace}), "hood_source": provenance(trace)}
+        titles = {view.key: view.lesson.title for view in VIEWS}
+        drawn = decode_data(trace, {"hood": lambda data: render_hood_trace(data, titles)})
+        return {**drawn, "hood_source": provenance(trace)}
 
     def replay_beam(self, beam_trace: int) -> dict[str, Any]:
         trace = self.pick("beam", beam_trace)

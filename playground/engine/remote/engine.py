@@ -38,8 +38,9 @@ from playground.engine.remote.adapter import (
     StreamToken,
 )
 from playground.engine.sampling import SamplingSettings, choose, final_scores, seeded_generator
-from playground.engine.tokens import check_token_id, common_prefix
+from playground.engine.tokens import check_ids, common_prefix
 from playground.errors import PlaygroundError
+from playground.kv.geometry import model_dims
 
 MAX_SEQUENCES = 4096  # sequence keys remembered (least recently used forgotten)
 MAX_POSITION_BYTES = 256 * 2**20  # memory for remembered distributions, all keys together
@@ -130,6 +131,8 @@ class RemoteEngine:
         self.load_seconds, self.source = connect_seconds, url
         self.dtype = None  # the server's own weights format; not known here
         self.num_parameters = None
+        self.dims = model_dims(config) if config is not None else None
+        self.probes = None  # the lessons need the model in this process
         self.last_timings: ServerTimings | None = None  # the server's timings of the latest stream
         self._eos = eos_token_ids(generation_config, config, tokenizer)
         self._sequences: OrderedDict[str, _Sequence] = OrderedDict()
@@ -190,6 +193,19 @@ class RemoteEngine:
     def describe(self) -> str:
         tested = "" if self.adapter.tested_live else " · not yet tested against a live server"
         return f"{self.name} · served by {self.kind} at {self.url} · top {self.top_n:,} per position{tested}"
+
+    @property
+    def tested_live(self) -> bool:
+        return self.adapter.tested_live
+
+    def describe_decode(self) -> str | None:
+        return None  # the server decodes its own way
+
+    def device_summary(self) -> str:
+        return f"{self.kind} server"
+
+    def measure_cache(self, seq_len: int, batch_size: int = 1, seed: int = 0) -> tuple[list[int], str]:
+        raise PlaygroundError(self.capabilities.why_not("cache_bytes"))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -332,16 +348,7 @@ class RemoteEngine:
         return out
 
     def _check_ids(self, ids: Sequence[int], last: int) -> None:
-        if not ids:
-            raise PlaygroundError("No tokens to run: the sequence is empty.")
-        if len(ids) > self.context_length:
-            raise PlaygroundError(
-                f"{len(ids)} tokens is more than the served model's context of {self.context_length} tokens."
-            )
-        for token in ids:
-            check_token_id(token, self.vocab_size)
-        if not 1 <= last <= len(ids):
-            raise PlaygroundError(f"Scores asked for the last {last} of {len(ids)} tokens.")
+        check_ids(ids, last, self.context_length, self.vocab_size)
 
     # --- scoring ----------------------------------------------------------------------------
 

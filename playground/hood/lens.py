@@ -10,23 +10,23 @@ the last hidden state already normed, so it is never normed twice (engine/probes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
+from playground.engine.base import Engine
 from playground.engine.control import Control
 from playground.engine.tokens import check_token_id, token_piece
 from playground.errors import PlaygroundError
-from playground.views import probes_needing
+from playground.hood.common import Lesson, require
 
 TOP = 5  # tokens listed per layer
 
 
-def logit_lens(lm: Any, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:
+def logit_lens(lm: Engine, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:
     """Next-token probabilities (layers, vocab) float32 after each decoder layer (see the module doc)."""
-    probes = probes_needing(lm, "hidden_states")
+    probes = require(lm, "hidden_states")
     if not list(ids):
         raise PlaygroundError("The prefix is empty: type some text first.")
     return torch.softmax(probes.layer_logits(list(ids), control), dim=-1).cpu()
@@ -61,7 +61,7 @@ class LensView:
         return layer
 
 
-def track(lm: Any, probs: torch.Tensor, token_id: int) -> Track:
+def track(lm: Engine, probs: torch.Tensor, token_id: int) -> Track:
     """Probability and rank of token_id after each layer (ties share the better rank)."""
     check_token_id(token_id, probs.shape[-1])
     column = probs[:, token_id : token_id + 1]  # (layers, 1)
@@ -70,7 +70,7 @@ def track(lm: Any, probs: torch.Tensor, token_id: int) -> Track:
 
 
 def lens_view(
-    lm: Any, ids: Sequence[int], candidates: Sequence[int] = (), control: Control | None = None
+    lm: Engine, ids: Sequence[int], candidates: Sequence[int] = (), control: Control | None = None
 ) -> LensView:
     """logit_lens with the chosen token's track, each layer's top tokens and the candidates' tracks."""
     probs = logit_lens(lm, ids, control)
@@ -85,3 +85,14 @@ def lens_view(
     ]
     tracks = [track(lm, probs, int(c)) for c in dict.fromkeys(candidates) if int(c) != chosen.id]
     return LensView(list(ids), probs, chosen, top, tracks)
+
+
+def iter_lens(
+    lm: Engine, ids: Sequence[int], candidates: Sequence[int] = (), control: Control | None = None
+) -> Iterator[LensView]:
+    """lens_view as a lesson run: the prefix read in cached chunks, then the lens."""
+    yield (view := lens_view(lm, ids, candidates, control))
+    return view
+
+
+LESSON = Lesson("lens", "Logit lens", ("hidden_states",), iter_lens)

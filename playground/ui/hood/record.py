@@ -14,14 +14,6 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-VIEW_TITLES = {
-    "kv": "KV cache on vs off",
-    "pd": "Prefill vs decode",
-    "attn": "Attention and the causal mask",
-    "lens": "Logit lens",
-    "spec": "Speculative decoding",
-    "batch": "Batching",
-}
 MAX_PLOTS = 4  # no view draws more figures than this
 PLOT_SLOTS = [f"hood_plot_{i}" for i in range(MAX_PLOTS)]
 REPLAY_OUTPUTS = ["hood_summary", "hood_html", *PLOT_SLOTS, "hood_table"]
@@ -43,18 +35,21 @@ def record_views(views: dict[str, Any], labels: dict[str, str], headers: dict[st
     return recorded
 
 
-def render_hood_trace(data: dict[str, Any]) -> dict[str, Any]:
-    """A recorded run drawn into the replay tab's generic slots."""
+def render_hood_trace(data: dict[str, Any], titles: dict[str, str]) -> dict[str, Any]:
+    """A recorded run drawn into the replay tab's generic slots (titles: view key -> lesson title)."""
     texts: dict[str, str] = data["outputs"]["texts"]
     markdown = [texts[name] for name in texts if name.endswith(("_status", "_summary")) and texts[name]]
     html = [texts[name] for name in texts if not name.endswith(("_status", "_summary")) and texts[name]]
     views: dict[str, Any] = {
-        "hood_summary": f"**{VIEW_TITLES.get(data['view'], data['view'])}**\n\n" + "\n\n".join(markdown),
+        "hood_summary": f"**{titles.get(data['view'], data['view'])}**\n\n" + "\n\n".join(markdown),
         "hood_html": "".join(html),
     }
     figures = data["outputs"]["figures"][:MAX_PLOTS]
     for slot, recorded in zip(PLOT_SLOTS, figures, strict=False):
-        views[slot] = gr.Plot(go.Figure(recorded["figure"]), label=recorded["label"] or None, visible=True)
+        label = recorded["label"] or None
+        views[slot] = gr.Plot(
+            go.Figure(recorded["figure"]), label=label, show_label=bool(label), visible=True
+        )
     for slot in PLOT_SLOTS[len(figures) :]:
         views[slot] = gr.Plot(None, visible=False)
     tables = list(data["outputs"]["tables"].values())

@@ -11,27 +11,27 @@ layers × heads × seq² weights, so the length is capped (MAX_TOKENS) to keep t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
+from playground.engine.base import Engine
 from playground.engine.control import Control
 from playground.engine.tokens import token_piece
 from playground.errors import PlaygroundError
-from playground.views import probes_needing
+from playground.hood.common import Lesson, require
 
 MAX_TOKENS = 256  # eager attention over 256 tokens: 30 × 9 × 256² floats = 71 MiB on the embedded model
 THUMBNAIL = 24  # thumbnails in the layer × head grid are at most this many cells wide
 
 
 def attention_maps(
-    lm: Any, ids: Sequence[int], *, max_tokens: int = MAX_TOKENS, control: Control | None = None
+    lm: Engine, ids: Sequence[int], *, max_tokens: int = MAX_TOKENS, control: Control | None = None
 ) -> torch.Tensor:
     """Attention weights (layers, heads, seq, seq) float32 on the CPU for the token ids: entry
     [l, h, q, k] is how much query position q attends to key position k in layer l, head h."""
-    probes = probes_needing(lm, "attentions")
+    probes = require(lm, "attentions")
     ids = list(ids)
     if not ids:
         raise PlaygroundError("The text is empty: type something to look at.")
@@ -96,8 +96,19 @@ class AttentionView:
 
 
 def attention_view(
-    lm: Any, ids: Sequence[int], *, max_tokens: int = MAX_TOKENS, control: Control | None = None
+    lm: Engine, ids: Sequence[int], *, max_tokens: int = MAX_TOKENS, control: Control | None = None
 ) -> AttentionView:
     """attention_maps plus the token pieces the figures label."""
     maps = attention_maps(lm, ids, max_tokens=max_tokens, control=control)
     return AttentionView(list(ids), [token_piece(lm.tokenizer, t).visible for t in ids], maps)
+
+
+def iter_attention(
+    lm: Engine, ids: Sequence[int], *, max_tokens: int = MAX_TOKENS, control: Control | None = None
+) -> Iterator[AttentionView]:
+    """attention_view as a lesson run: one eager forward, then its view."""
+    yield (view := attention_view(lm, ids, max_tokens=max_tokens, control=control))
+    return view
+
+
+LESSON = Lesson("attention", "Attention and the causal mask", ("attentions",), iter_attention)

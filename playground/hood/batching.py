@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from playground.engine.control import Control
+from playground.engine.base import Engine
+from playground.engine.control import Control, run_to_end
 from playground.engine.probes import Picker, Probes, greedy_picker
 from playground.errors import PlaygroundError
+from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
 from playground.kv import format_bytes, kv_cache_bytes
-from playground.views import Stopwatch, probes_needing, run_to_end, whole_in_range
 
 MAX_BATCH = 16
 MAX_NEW_TOKENS = 256
@@ -68,21 +68,19 @@ class BatchingResult:
         return len(self.batch_ids) == self.size and all(self.same)
 
 
-def memory_needed(lm: Any, probes: Probes, size: int, width: int, new_tokens: int) -> int:
+def memory_needed(lm: Engine, probes: Probes, size: int, width: int, new_tokens: int) -> int:
     """Bytes a batch needs beyond the weights: its KV cache at full length, the prefill's
     activations (hidden and MLP states, attention scores) and the kept logits."""
     shape = probes.shape()
-    text = lm.config.get_text_config()
     dtype = str(lm.dtype).removeprefix("torch.")
     cache = kv_cache_bytes(lm.config, width + new_tokens, size, dtype, mode="transformers")
-    intermediate = int(getattr(text, "intermediate_size", None) or 4 * shape.hidden)
-    activations = size * width * (4 * shape.hidden + 2 * intermediate) * shape.element_bytes
+    activations = size * width * (4 * shape.hidden + 2 * shape.intermediate) * shape.element_bytes
     scores = size * shape.heads * width * width * shape.element_bytes
     return cache + activations + scores + 2 * size * shape.vocab * 4
 
 
 def check_fits(
-    lm: Any, probes: Probes, size: int, width: int, new_tokens: int, memory_bytes: int | None
+    lm: Engine, probes: Probes, size: int, width: int, new_tokens: int, memory_bytes: int | None
 ) -> None:
     """Refuse a batch whose estimate exceeds MEMORY_MARGIN of the free memory."""
     free = probes.free_memory_bytes() if memory_bytes is None else memory_bytes
@@ -96,7 +94,7 @@ def check_fits(
 
 
 def batching(
-    lm: Any,
+    lm: Engine,
     prompts: Sequence[Sequence[int]],
     new_tokens: int,
     *,
@@ -109,7 +107,7 @@ def batching(
 
 
 def iter_batching(
-    lm: Any,
+    lm: Engine,
     prompts: Sequence[Sequence[int]],
     new_tokens: int,
     *,
@@ -117,17 +115,14 @@ def iter_batching(
     control: Control | None = None,
 ) -> Iterator[BatchingResult]:
     """batching, yielding the result after each solo run and after each batch step."""
-    probes = probes_needing(lm, "batched")
+    probes = require(lm, "batched")
     prompts = [list(p) for p in prompts]
     whole_in_range(len(prompts), 1, MAX_BATCH, "The number of prompts")
     whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, "New tokens")
     for ids in prompts:
         if not ids:
             raise PlaygroundError("Every prompt needs at least one token: one of them is empty.")
-        if len(ids) + new_tokens > lm.context_length:
-            raise PlaygroundError(
-                f"{len(ids)} + {new_tokens} tokens is more than the context of {lm.context_length}."
-            )
+        fits_context(lm, len(ids), new_tokens)
     width = max(len(p) for p in prompts)
     check_fits(lm, probes, len(prompts), width, new_tokens, memory_bytes)
     control = control or Control()
@@ -139,7 +134,7 @@ def iter_batching(
 
 
 def _solo_runs(
-    lm: Any, probes: Probes, result: BatchingResult, pickers: list[Picker], control: Control
+    lm: Engine, probes: Probes, result: BatchingResult, pickers: list[Picker], control: Control
 ) -> Iterator[BatchingResult]:
     elapsed = 0.0
     for i, (prompt, pick) in enumerate(zip(result.prompts, pickers, strict=True)):
@@ -157,7 +152,7 @@ def _solo_runs(
 
 
 def _batch_run(
-    lm: Any, probes: Probes, result: BatchingResult, pickers: list[Picker], control: Control
+    lm: Engine, probes: Probes, result: BatchingResult, pickers: list[Picker], control: Control
 ) -> Iterator[BatchingResult]:
     """All prompts in one batch; a finished row is fed pads until every row is done."""
     batch, watch = probes.batch(result.prompts, control), Stopwatch(control)
@@ -178,3 +173,6 @@ def _batch_run(
             return
         pad = max(lm.pad_token_id, 0)
         rows, _ = batch.step([pad if done[i] else ids[-1] for i, ids in enumerate(result.batch_ids)])
+
+
+LESSON = Lesson("batching", "Batching", ("batched",), iter_batching)

@@ -31,11 +31,12 @@ from typing import Any
 
 import torch
 
-from playground.engine.control import Control
+from playground.engine.base import Engine
+from playground.engine.control import Control, run_to_end
 from playground.engine.probes import Picker, ProbeSequence, greedy_picker
 from playground.engine.sampling import SamplingSettings, final_scores, seeded_generator, validate_settings
 from playground.errors import PlaygroundError
-from playground.views import Stopwatch, probes_needing, run_to_end, whole_in_range
+from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
 
 METHODS = ("prompt_lookup", "early_exit", "draft")
 MAX_DRAFT = 16  # draft tokens per round
@@ -219,14 +220,14 @@ def same_tokenizer(a: Any, b: Any) -> bool:
 
 
 def speculative_decode(
-    lm: Any,
+    lm: Engine,
     prompt_ids: Sequence[int],
     max_new_tokens: int,
     method: str = "prompt_lookup",
     *,
     draft_tokens: int = 4,
     exit_layer: int | None = None,
-    draft: Any = None,
+    draft: Engine | None = None,
     settings: SamplingSettings | dict | None = None,
     seed: int = 0,
     ngram: int = 3,
@@ -261,7 +262,7 @@ def speculative_decode(
 class _Run:
     """One speculative decode's fixed parts."""
 
-    lm: Any
+    lm: Engine
     prompt: list[int]
     max_new: int
     method: str
@@ -275,7 +276,7 @@ class _Run:
 
 
 def iter_speculative(
-    lm: Any,
+    lm: Engine,
     prompt_ids: Sequence[int],
     max_new_tokens: int,
     method: str = "prompt_lookup",
@@ -291,14 +292,14 @@ def iter_speculative(
 
 
 def _setup(
-    lm: Any,
+    lm: Engine,
     prompt: list[int],
     max_new: int,
     method: str,
     *,
     draft_tokens: int = 4,
     exit_layer: int | None = None,
-    draft: Any = None,
+    draft: Engine | None = None,
     settings: SamplingSettings | dict | None = None,
     seed: int = 0,
     ngram: int = 3,
@@ -306,17 +307,14 @@ def _setup(
     control: Control | None = None,
 ) -> tuple[_Run, bool]:
     """Check every argument (each error says what is allowed) and build the drafter."""
-    probes = probes_needing(lm, "hidden_states" if method == "early_exit" else "probes")
+    probes = require(lm, "hidden_states" if method == "early_exit" else "probes")
     if method not in METHODS:
         raise PlaygroundError(f"Unknown draft method {method!r}: use one of {', '.join(METHODS)}.")
     whole_in_range(draft_tokens, 1, MAX_DRAFT, "Draft length")
     whole_in_range(max_new, 1, MAX_NEW_TOKENS, "New tokens")
     whole_in_range(ngram, 1, MAX_NGRAM, "Lookup n-gram size")
-    probes._check(prompt)
-    if len(prompt) + max_new > lm.context_length:
-        raise PlaygroundError(
-            f"{len(prompt)} + {max_new} tokens is more than the context of {lm.context_length}."
-        )
+    probes.check(prompt)
+    fits_context(lm, len(prompt), max_new)
     checked = validate_settings(settings)
     sampled = None if settings is None or checked.greedy else checked
     control = control or Control()
@@ -330,7 +328,7 @@ def _setup(
     return run, compare
 
 
-def check_draft(lm: Any, draft: Any) -> None:
+def check_draft(lm: Engine, draft: Engine | None) -> None:
     """Refuse a draft model that is missing or tokenizes differently from the model."""
     if draft is None:
         raise PlaygroundError(
@@ -345,14 +343,14 @@ def check_draft(lm: Any, draft: Any) -> None:
         )
 
 
-def _draft_sequence(lm: Any, draft: Any, control: Control) -> ProbeSequence:
+def _draft_sequence(lm: Engine, draft: Engine | None, control: Control) -> ProbeSequence:
     check_draft(lm, draft)
-    return probes_needing(draft).sequence(control=control)
+    return require(draft).sequence(control=control)
 
 
 def _plain(run: _Run, result: SpeculativeResult) -> Iterator[SpeculativeResult]:
     """The baseline in the same run: one token per forward with the same machinery."""
-    probes = probes_needing(run.lm)
+    probes = require(run.lm)
     sequence, pick = probes.sequence(control=run.control), greedy_picker(run.lm, run.prompt)
     generator = seeded_generator(run.seed, torch.device("cpu"))
     ids, result.plain_ids, result.plain_times = run.prompt, [], []
@@ -385,7 +383,7 @@ def _probabilities(run: _Run, rows: torch.Tensor, ids: list[int]) -> torch.Tenso
 
 
 def _speculate(run: _Run, result: SpeculativeResult) -> Iterator[SpeculativeResult]:
-    probes = probes_needing(run.lm)
+    probes = require(run.lm)
     target, pick = probes.sequence(control=run.control), greedy_picker(run.lm, run.prompt)
     generator = seeded_generator(run.seed, torch.device("cpu"))
     watch = Stopwatch(run.control)
@@ -436,3 +434,6 @@ def _cut_at_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
         if token in eos:
             return tokens[: i + 1]
     return tokens
+
+
+LESSON = Lesson("speculative", "Speculative decoding", (), iter_speculative)

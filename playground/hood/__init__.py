@@ -1,0 +1,59 @@
+"""Under the hood: the lessons of autoregressive generation, each measured live on the loaded model.
+
+    from playground import hood
+    hood.kv_on_off(lm, hood.preset_ids(lm.tokenizer, 200), new_tokens=4).identical   # True
+
+One module per lesson (see common.py for the contract); LESSONS lists them in the order the UI
+shows them. Every lesson runs the engine's own forwards (engine/probes.py over engine/forward.py):
+nothing is simulated.
+"""
+
+from playground.hood import attention as _attention
+from playground.hood import batching as _batching
+from playground.hood import kv_on_off as _kv_on_off
+from playground.hood import lens as _lens
+from playground.hood import prefill_decode as _prefill_decode
+from playground.hood import speculative as _speculative
+from playground.hood.attention import AttentionView, attention_maps, attention_view, iter_attention
+from playground.hood.batching import BatchingResult, batching, iter_batching
+from playground.hood.common import Lesson, preset_ids, require
+from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
+from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
+from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
+from playground.hood.speculative import SpeculativeResult, iter_speculative, speculative_decode
+
+LESSONS: tuple[Lesson, ...] = (
+    _kv_on_off.LESSON,
+    _prefill_decode.LESSON,
+    _attention.LESSON,
+    _lens.LESSON,
+    _speculative.LESSON,
+    _batching.LESSON,
+)
+
+__all__ = [
+    "LESSONS",
+    "AttentionView",
+    "BatchingResult",
+    "KVOnOff",
+    "LensView",
+    "Lesson",
+    "PrefillDecode",
+    "SpeculativeResult",
+    "attention_maps",
+    "attention_view",
+    "batching",
+    "iter_attention",
+    "iter_batching",
+    "iter_kv_on_off",
+    "iter_lens",
+    "iter_prefill_vs_decode",
+    "iter_speculative",
+    "kv_on_off",
+    "lens_view",
+    "logit_lens",
+    "prefill_vs_decode",
+    "preset_ids",
+    "require",
+    "speculative_decode",
+]

@@ -1,0 +1,75 @@
+"""Figures of the lesson "KV cache on vs off" (playground/hood/kv_on_off.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from playground.plots.hood.style import CACHED, RECOMPUTED, Series, line_figure, style
+
+
+def step_latency_figure(
+    cached_prefill: float,
+    recomputed_prefill: float,
+    cached_steps: Sequence[float],
+    recomputed_steps: Sequence[float],
+) -> go.Figure:
+    """Left: the prefill (time to first token) of each path; right: every decode step's time (ms)."""
+    fig = make_subplots(
+        rows=1, cols=2, column_widths=[0.22, 0.78], horizontal_spacing=0.09,
+        subplot_titles=("prefill (time to first token)", "each decode step"),
+    )  # fmt: skip
+    fig.add_bar(
+        x=["cache", "no cache"], y=[cached_prefill * 1000, recomputed_prefill * 1000], row=1, col=1,
+        marker_color=[CACHED, RECOMPUTED], showlegend=False,
+        hovertemplate="%{x}: %{y:,.0f} ms<extra></extra>",
+    )  # fmt: skip
+    steps = list(range(2, len(cached_steps) + 2))
+    for name, values, color in (
+        ("with the KV cache: one new token per forward", cached_steps, CACHED),
+        ("without: the whole prefix every forward", recomputed_steps, RECOMPUTED),
+    ):
+        fig.add_scatter(
+            x=steps, y=[v * 1000 for v in values], name=name, mode="lines+markers", line_color=color,
+            row=1, col=2, hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>",
+        )  # fmt: skip
+    fig.update_yaxes(title_text="ms", rangemode="tozero")
+    fig.update_xaxes(title_text="token", row=1, col=2)
+    return style(
+        fig, 340, margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.25}
+    )
+
+
+def cumulative_figure(cached: Sequence[float], recomputed: Sequence[float]) -> go.Figure:
+    """Seconds spent after each token, prefill included: a line vs a parabola."""
+    hover = "after token %{x}: %{y:,.2f} s"
+    return line_figure(
+        [
+            Series("with the KV cache", range(1, len(cached) + 1), cached, CACHED, hover),
+            Series("without", range(1, len(recomputed) + 1), recomputed, RECOMPUTED, hover),
+        ],
+        "tokens generated",
+        "seconds, cumulative",
+        zero=True,
+    )
+
+
+def cache_bytes_figure(lengths: Sequence[int], measured: Sequence[int], formula: Sequence[int]) -> go.Figure:
+    """The real cache's bytes after each forward (markers) on the KV formula (line), in MiB."""
+    fig = go.Figure()
+    fig.add_scatter(
+        x=list(lengths), y=[b / 2**20 for b in formula], name="the KV tab's formula", mode="lines",
+        line={"color": "rgba(128,128,128,0.9)", "width": 6}, customdata=list(formula),
+        hovertemplate="%{x} tokens: %{customdata:,} bytes (2 × layers × KV heads × head_dim × tokens × bytes)"
+        "<extra></extra>",
+    )  # fmt: skip
+    fig.add_scatter(
+        x=list(lengths), y=[b / 2**20 for b in measured], name="measured in the cache", mode="markers",
+        marker={"color": CACHED, "size": 7}, customdata=list(measured),
+        hovertemplate="%{x} tokens: %{customdata:,} bytes (measured)<extra></extra>",
+    )  # fmt: skip
+    fig.update_xaxes(title_text="tokens in the cache")
+    fig.update_yaxes(title_text="MiB")
+    return style(fig, 300)

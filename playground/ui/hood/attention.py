@@ -1,0 +1,178 @@
+"""The view of the lesson "Attention and the causal mask" (playground/hood/attention.py)."""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gradio as gr
+
+from playground.engine.prompts import encode_text
+from playground.errors import PlaygroundError
+from playground.hood.attention import LESSON, MAX_TOKENS, attention_view
+from playground.hood.attention import AttentionView as AttentionMaps
+from playground.plots.hood import attention as plots
+from playground.ui.common import Widgets, as_whole, connect
+from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row
+
+if TYPE_CHECKING:
+    from playground.ui.hood.tab import HoodTab
+
+TEXT = "The cat sat on the mat because it was warm, and the dog watched it from the door."
+FOCUS_OUTPUTS = [
+    "attn_status",
+    "attn_summary",
+    "attn_map",
+    "attn_row",
+    "attn_layer",
+    "attn_head",
+    "attn_position",
+]
+KEPT = 4  # attention maps kept (per browser tab and text) so a slider or a click needs no forward
+
+
+class AttentionView(LessonView):
+    key = "attn"
+    lesson = LESSON
+    label = "Attention"
+    run_label = "Run: read the attention"
+    explain = (
+        "Each token (a *query*) takes a weighted average over the tokens before it (the *keys*); the "
+        "**causal mask** gives every later token weight 0, so a token never sees the future. Click a "
+        "thumbnail to enlarge its head. Eager attention is used for this view only, at most "
+        f"{MAX_TOKENS} tokens."
+    )
+    outputs = ("attn_grid", "attn_map", "attn_row", "attn_layer", "attn_head", "attn_position")
+    main = "attn_grid"
+    quick: ClassVar[dict[str, Any]] = {"attn_text": "The cat sat on the mat."}
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple[str, tuple[int, ...]], AttentionMaps] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
+        w["attn_text"] = gr.Textbox(TEXT, label="text", lines=2, info=f"At most {MAX_TOKENS} tokens")
+        w["attn_submit"] = w["attn_text"]  # Enter runs the view
+        run_row(w, self)
+        w["attn_grid"] = gr.Plot(
+            label="every layer × head (click one to enlarge it)", elem_id="hood-attn-grid"
+        )
+        w["attn_cell"] = gr.Textbox(visible="hidden", elem_id="hood-attn-cell", label="clicked cell")
+        with gr.Row():
+            w["attn_layer"] = gr.Slider(1, env.layers, value=max(1, env.layers // 2), step=1, label="layer")
+            w["attn_head"] = gr.Slider(1, env.heads, value=1, step=1, label="head")
+            w["attn_position"] = gr.Slider(
+                0, 1, value=0, step=1, label="query position", info="Whose attention row to show"
+            )
+        with gr.Row():
+            w["attn_map"] = gr.Plot(label="the causal triangle of this head", elem_id="hood-attn-map")
+            w["attn_row"] = gr.Plot(label="one query over every key", elem_id="hood-attn-row")
+
+    def run(
+        self, ctx: RunContext, attn_text: str, attn_layer: float, attn_head: float
+    ) -> Iterator[dict[str, Any]]:
+        """Read the text with eager attention; show the grid, one head's triangle and one query's row."""
+        view = self.maps(ctx, attn_text)
+        position = len(view.ids) - 1  # a new text starts at its last token: the widest row
+        yield views(view, as_whole(attn_layer, "layer"), as_whole(attn_head, "head"), position)
+
+    def maps(self, ctx: RunContext, text: str) -> AttentionMaps:
+        """This tab's attention for the text, kept for the last few (tab, text) pairs."""
+        ids = encode_text(ctx.engine.tokenizer, text or "")
+        key = (ctx.session, tuple(ids))
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        view = attention_view(ctx.engine, ids, control=ctx.control)
+        with self._lock:
+            self._kept[key] = view
+            while len(self._kept) > KEPT:
+                self._kept.popitem(last=False)
+        return view
+
+    def focus(
+        self, tab: HoodTab, text: str, layer: float, head: float, position: float, request: Any = None
+    ) -> dict[str, Any]:
+        """Another layer, head or query position of the same text (its weights are kept)."""
+        view = self.maps(tab.context(request, self.key), text)
+        shown = views(view, as_whole(layer, "layer"), as_whole(head, "head"), as_whole(position, "position"))
+        return tab.remember(request, self.key, shown)
+
+    def cell(
+        self, tab: HoodTab, cell: str, text: str, position: float, request: Any = None
+    ) -> dict[str, Any]:
+        """A click on a thumbnail of the grid ("layer,head:stamp") enlarges that head."""
+        try:
+            layer, head = (int(x) for x in str(cell).split(":")[0].split(","))
+        except ValueError:
+            raise PlaygroundError(f"Not a grid cell: {cell!r} (expected 'layer,head').") from None
+        view = self.maps(tab.context(request, self.key), text)
+        shown = views(view, layer, head, as_whole(position, "position"), grid=False)
+        return tab.remember(request, self.key, shown)
+
+    def wire(self, w: Widgets, tab: HoodTab) -> None:
+        def hood_attention_focus(
+            attn_text: str,
+            attn_layer: float,
+            attn_head: float,
+            attn_position: float,
+            request: gr.Request = None,
+        ) -> dict[str, Any]:
+            """Another layer, head or query position of the same text (its weights are kept)."""
+            return self.focus(tab, attn_text, attn_layer, attn_head, attn_position, request)
+
+        def hood_attention_cell(
+            attn_cell: str, attn_text: str, attn_position: float, request: gr.Request = None
+        ) -> dict[str, Any]:
+            return self.cell(tab, attn_cell, attn_text, attn_position, request)
+
+        on = {"status": "attn_status", "trigger_mode": "always_last"}
+        focus = [w["attn_layer"].release, w["attn_head"].release, w["attn_position"].release]
+        connect(focus, hood_attention_focus, w, FOCUS_OUTPUTS, api_name="hood_attention_focus", **on)
+        connect(w["attn_cell"].change, hood_attention_cell, w, FOCUS_OUTPUTS, api_name=None, **on)
+
+
+def views(view: AttentionMaps, layer: int, head: int, position: int, grid: bool = True) -> dict[str, Any]:
+    """The chosen head's triangle, the chosen query's row, the sliders, the summary and (grid) the
+    layer × head grid, which only a new text changes."""
+    layer = min(max(layer, 1), view.layers)
+    head = min(max(head, 1), view.heads)
+    position = min(max(position, 0), len(view.ids) - 1)
+    sink = view.sink_share()
+    matrix = view.maps[layer - 1, head - 1].numpy()
+    share = float(sink[layer - 1, head - 1])
+    title = f"layer {layer}, head {head}"
+    row_title = f"query {position} ({view.tokens[position]}) in layer {layer}, head {head}"
+    shown: dict[str, Any] = {
+        "attn_map": plots.attention_map_figure(matrix, view.tokens, title, share),
+        "attn_row": plots.query_row_figure(matrix[position], view.tokens, position, row_title),
+        "attn_layer": gr.update(value=layer, maximum=view.layers),
+        "attn_head": gr.update(value=head, maximum=view.heads),
+        # a slider needs maximum > minimum: a one-token text keeps a 0..1 slider (position 0)
+        "attn_position": gr.update(value=position, maximum=max(1, len(view.ids) - 1)),
+        "attn_summary": summary(view, layer, head, share),
+        "attn_status": (
+            f"Done: {len(view.ids)} tokens · {view.layers} layers × {view.heads} heads (eager attention)"
+        ),
+    }
+    if grid:
+        shown["attn_grid"] = plots.attention_grid_figure(view.thumbnails().numpy(), sink.numpy())
+    return shown
+
+
+def summary(view: AttentionMaps, layer: int, head: int, share: float) -> str:
+    uniform = view.uniform_share()
+    overall = float(view.sink_share().mean())
+    return (
+        f"Layer {layer}, head {head} puts **{share:.0%}** of each query's weight on the first token "
+        f"({html.escape(view.tokens[0])}) on average; an even spread over the visible keys would put "
+        f"{uniform:.0%} there. Over all heads: {overall:.0%}. This **attention sink** is where heads park "
+        "their weight when nothing else is worth attending to: softmax has to put it somewhere."
+    )
+
+
+VIEW = AttentionView()

@@ -1,0 +1,128 @@
+"""The view contract of the "Under the hood" tab: one `LessonView` subclass per lesson.
+
+A view builds its sub-tab (`layout`), turns its widgets into a run of its lesson (`run`, a
+generator yielding {component name: value} as the lesson's result fills), and may wire extra
+events (`wire`: clicks on a figure, sliders that refocus without the model). ui/hood/tab.py does
+the rest for every view alike: the Run / Stop / Save trace row, the status and summary lines,
+streaming, Stop, errors, the trace, the API endpoint `/hood_<lesson name>`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gradio as gr
+
+from playground.engine.base import Engine
+from playground.engine.control import Control
+from playground.engine.tokens import token_piece
+from playground.hood.common import Lesson
+from playground.ui.common import Widgets, as_whole
+from playground.workspace import Workspace
+
+if TYPE_CHECKING:
+    from playground.ui.hood.tab import HoodTab
+
+GREEN, RED, BLUE = "rgba(44,160,44,0.30)", "rgba(214,39,40,0.30)", "rgba(42,125,225,0.30)"
+
+
+@dataclass
+class HoodEnv:
+    """What the views are built with: the engine, an optional draft engine, the model's sizes."""
+
+    engine: Engine
+    draft: Engine | None = None
+    layers: int = 32  # placeholders when the engine has no config here (a remote one)
+    heads: int = 32
+
+    @classmethod
+    def of(cls, engine: Engine, draft: Engine | None) -> HoodEnv:
+        dims = engine.dims
+        return cls(engine, draft, dims.layers, dims.heads) if dims else cls(engine, draft)
+
+
+@dataclass
+class RunContext:
+    """What one run of a view gets: the engine, Stop (control), and this browser tab's objects."""
+
+    engine: Engine
+    draft: Engine | None
+    control: Control
+    workspace: Workspace
+    session: str = ""  # the browser tab's session id
+    shown: dict[str, Any] = field(default_factory=dict)  # what the view showed after its last run
+
+
+class LessonView:
+    """One lesson's sub-tab (see the module docstring). Subclasses set the class attributes."""
+
+    key: ClassVar[str]  # component-name prefix and trace view name ("kv")
+    lesson: ClassVar[Lesson]  # the engine side: name, title, needs, run
+    label: ClassVar[str]  # the sub-tab's label
+    explain: ClassVar[str]  # one or two plain sentences (Markdown)
+    run_label: ClassVar[str]  # the Run button
+    outputs: ClassVar[tuple[str, ...]]  # what a run sets besides <key>_status and <key>_summary
+    tables: ClassVar[dict[str, list[str]]] = {}  # a table output's column headers (for traces)
+    # widget values for a short run (the browser tests and the gallery drive the UI with them)
+    quick: ClassVar[dict[str, Any]] = {}
+    main: ClassVar[str]  # the component that is the lesson's main visual (fits the window on stage)
+
+    @property
+    def api_name(self) -> str:
+        return f"hood_{self.lesson.name}"
+
+    @property
+    def all_outputs(self) -> list[str]:
+        return [f"{self.key}_status", f"{self.key}_summary", *self.outputs]
+
+    def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
+        """The sub-tab's components, by name into w; call run_row(w, self) where the run row goes."""
+        raise NotImplementedError
+
+    def run(self, ctx: RunContext, **inputs: Any) -> Iterator[dict[str, Any]]:
+        """Parse the inputs, run the lesson, yield views by component name (the last is the result)."""
+        raise NotImplementedError
+
+    def wire(self, w: Widgets, tab: HoodTab) -> None:
+        """Extra events beyond Run / Stop / Save (none by default): tab.context(request, key) gives
+        a run's context, tab.remember(request, key, views) keeps an update for the trace."""
+
+
+def run_row(w: dict[str, Any], view: LessonView) -> None:
+    """Run / Stop / Save trace, then the status and summary lines (every view has them)."""
+    name = view.key
+    with gr.Row():
+        w[f"{name}_run"] = gr.Button(view.run_label, variant="primary", scale=2, elem_id=f"hood-{name}-run")
+        w[f"{name}_stop"] = gr.Button("Stop", scale=1, elem_id=f"hood-{name}-stop")
+        w[f"{name}_save"] = gr.Button("Save trace (JSON)", scale=1, elem_id=f"hood-{name}-save")
+    w[f"{name}_trace_file"] = gr.File(label="recorded trace", interactive=False, visible=False)
+    w[f"{name}_status"] = gr.Markdown("", elem_id=f"hood-{name}-status")
+    w[f"{name}_summary"] = gr.Markdown("", elem_id=f"hood-{name}-summary")
+
+
+def status(view: LessonView, phase: str, final: bool) -> dict[str, str]:
+    """The status line: 'Running: <phase>' while a run goes, 'Done: <phase>' at its end."""
+    return {f"{view.key}_status": f"{'Done' if final else 'Running'}: {phase}"}
+
+
+def spans(tokenizer: Any, ids: list[int], colour: str = "", strike: bool = False) -> str:
+    """Token pieces as inline spans (visible whitespace), optionally on a coloured background."""
+    style = f"background:{colour};" if colour else ""
+    style += "text-decoration:line-through;" if strike else ""
+    pieces = (html.escape(token_piece(tokenizer, t).visible) for t in ids)
+    return "".join(
+        f"<span style='{style}border-radius:3px;padding:0 1px;margin:0 1px'>{p}</span>" for p in pieces
+    )
+
+
+def token_ids(values: list[Any] | None) -> list[int]:
+    """Token ids from a multiselect's values."""
+    return [as_whole(v, "token id") for v in values or []]
+
+
+def verdict(ok: bool | None, yes: str, no: str) -> str:
+    """'**<yes> ✓**' or '**<no> ✗**' (the checks every lesson states)."""
+    return f"**{yes} ✓**" if ok else f"**{no} ✗**"

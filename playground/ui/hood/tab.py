@@ -1,0 +1,213 @@
+"""The "Under the hood" tab: one sub-tab per registered lesson view (ui/hood/__init__.py VIEWS).
+
+For every view alike: the Run button streams the view's run into its components (API endpoint
+`/hood_<lesson name>`, named parameters = the run's), Stop ends it within one model step and says
+so, "Save trace" records what the view shows (ui/hood/record.py), errors become a toast and a
+"Failed" status line with the inputs left as they were.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from playground.engine.base import Engine
+from playground.engine.control import Control
+from playground.errors import Cancelled, PlaygroundError
+from playground.traces import new_trace, save_trace
+from playground.ui.common import connect
+from playground.ui.hood.base import HoodEnv, LessonView, RunContext
+from playground.ui.hood.record import record_views
+from playground.ui.state import TabStates
+from playground.workspace import Workspaces
+
+
+class HoodTab:
+    """The tab's handlers, shared by every view (see the module docstring)."""
+
+    def __init__(
+        self, env: HoodEnv, workspaces: Workspaces, states: TabStates, views: tuple[LessonView, ...]
+    ) -> None:
+        self.env, self.workspaces, self.states = env, workspaces, states
+        self.views = {view.key: view for view in views}
+        self.plot_labels: dict[str, str] = {}  # figure name -> its label on screen (for traces)
+
+    @property
+    def engine(self) -> Engine:
+        return self.env.engine
+
+    # --- per browser tab -------------------------------------------------------------------------
+
+    def context(self, request: gr.Request | None, key: str, control: Control | None = None) -> RunContext:
+        """A run's context: the engine, Stop, this tab's workspace and what the view shows now."""
+        sid = _session(request)
+        shown = self.states.get(sid).shown(key)
+        workspace = self.workspaces.get(sid)
+        return RunContext(self.engine, self.env.draft, control or Control(), workspace, sid or "", shown)
+
+    def remember(
+        self, request: gr.Request | None, key: str, views: dict[str, Any], fresh: bool = False
+    ) -> dict[str, Any]:
+        """Keep what the view shows now (its trace is saved from it); returns views."""
+        return self.states.get(_session(request)).remember(key, views, fresh)
+
+    @contextmanager
+    def _running(self, request: gr.Request | None, key: str) -> Iterator[Control]:
+        """A fresh Control for this tab's run of a view while it runs (Stop cancels it)."""
+        ws, control = self.workspaces.get(_session(request)), Control()
+        with ws.lock:
+            ws.running[key] = control
+        try:
+            yield control
+        finally:
+            with ws.lock:
+                if ws.running.get(key) is control:
+                    del ws.running[key]
+
+    # --- the handlers every view gets ---------------------------------------------------------------
+
+    def run(self, view: LessonView, inputs: dict[str, Any], request: gr.Request | None) -> Iterator[dict]:
+        """Stream a view's run; Stop ends it quietly (the Stop handler says so), an error is shown as
+        a "Failed" status line and raised for the toast."""
+        shown: dict[str, Any] = {}
+        with self._running(request, view.key) as control:
+            ctx = self.context(request, view.key, control)
+            try:
+                for shown in view.run(ctx, **inputs):
+                    yield shown
+            except Cancelled:
+                return
+            except PlaygroundError as exc:
+                yield {f"{view.key}_status": f"Failed: {exc}"}
+                raise
+        self.remember(request, view.key, shown, fresh=True)
+
+    def stop(self, view: LessonView, request: gr.Request | None) -> dict[str, Any]:
+        """Cancel this tab's run of the view (the model stops within one step) and say so."""
+        ws = self.workspaces.get(_session(request))
+        with ws.lock:
+            control = ws.running.pop(view.key, None)
+        if control is None:
+            return {}
+        control.cancel()
+        return {f"{view.key}_status": "Stopped by you: press Run to start again.", f"{view.key}_summary": ""}
+
+    def trace(self, view: LessonView, request: gr.Request | None) -> str:
+        """Save what the view shows as a recorded trace (JSON); its path, for the download."""
+        shown = self.states.get(_session(request)).shown(view.key)
+        if not shown:
+            raise PlaygroundError("Run this view first: there is nothing to save yet.")
+        data = {"view": view.key, "outputs": record_views(shown, self.plot_labels, view.tables)}
+        phase = str(shown.get(f"{view.key}_status", "")).removeprefix("Done: ")
+        title = f"{view.lesson.title}: {phase}"[:100]
+        folder = Path(tempfile.mkdtemp(prefix="trace-"))
+        return str(save_trace(new_trace("hood", title, self.engine, data), folder))
+
+
+def _session(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None)
+
+
+def run_handler(tab: HoodTab, view: LessonView) -> Callable[..., Iterator[dict]]:
+    """A Gradio handler for the view's run whose parameters are the run's own (its component names,
+    its API's named parameters), plus the request Gradio fills in."""
+    params = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in _run_parameters(view)]
+    names = [p.name for p in params]
+
+    def handler(*args: Any) -> Iterator[dict]:
+        request = args[len(names)] if len(args) > len(names) else None
+        yield from tab.run(view, dict(zip(names, args, strict=False)), request)
+
+    request = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+    handler.__signature__ = inspect.Signature([*params, request.replace(annotation=gr.Request)])  # type: ignore[attr-defined]
+    handler.__annotations__ = {"request": gr.Request}
+    handler.__name__ = handler.__qualname__ = view.api_name
+    handler.__doc__ = view.run.__doc__
+    return handler
+
+
+def _run_parameters(view: LessonView) -> list[inspect.Parameter]:
+    """The run's parameters after the context (its widget names)."""
+    return list(inspect.signature(view.run).parameters.values())[1:]
+
+
+def run_inputs(view: LessonView) -> list[str]:
+    """The names of the widgets a view's run reads, in order (its API's named parameters)."""
+    return [p.name for p in _run_parameters(view)]
+
+
+def run_values(view: LessonView, widgets: dict[str, Any], quick: bool = False) -> list[Any]:
+    """The values a run reads from the widgets as built (their defaults); quick: a short run's."""
+    chosen = view.quick if quick else {}
+    return [chosen.get(name, widgets[name].value) for name in run_inputs(view)]
+
+
+def _stop_handler(tab: HoodTab, view: LessonView) -> Callable[..., dict]:
+    def stop(request: gr.Request) -> dict[str, Any]:
+        return tab.stop(view, request)
+
+    stop.__name__ = f"hood_stop_{view.key}"
+    return stop
+
+
+def _trace_handler(tab: HoodTab, view: LessonView) -> Callable[..., dict]:
+    def save(request: gr.Request) -> dict[str, Any]:
+        return {f"{view.key}_trace_file": gr.File(tab.trace(view, request), visible=True)}
+
+    save.__name__ = f"hood_trace_{view.key}"
+    return save
+
+
+def _wire_view(tab: HoodTab, view: LessonView, w: dict[str, Any]) -> None:
+    """Run (streaming into the view's status line), Stop, Save trace, then the view's own events."""
+    key, triggers = view.key, [w[f"{view.key}_run"].click]
+    if f"{key}_submit" in w:  # a text box whose Enter runs the view
+        triggers.append(w[f"{key}_submit"].submit)
+    event = connect(
+        triggers, run_handler(tab, view), w, view.all_outputs, api_name=view.api_name, status=f"{key}_status"
+    )
+    w[f"{key}_stop"].click(
+        _stop_handler(tab, view), None, [w[f"{key}_status"], w[f"{key}_summary"]], cancels=[event],
+        api_visibility="private", queue=False,
+    )  # fmt: skip
+    connect(
+        w[f"{key}_save"].click, _trace_handler(tab, view), w, [f"{key}_trace_file"],
+        api_name=f"hood_{key}_trace", status=f"{key}_status", model=False,
+    )  # fmt: skip
+    view.wire(w, tab)
+
+
+def build_hood_tab(
+    engine: Engine,
+    workspaces: Workspaces,
+    states: TabStates,
+    views: tuple[LessonView, ...],
+    draft: Engine | None = None,
+) -> tuple[dict[str, Any], HoodTab]:
+    """The tab (call inside a gr.Tab): one sub-tab per view. Returns its components by name and its
+    handlers. draft: a second engine with the same tokenizer for speculative decoding."""
+    env = HoodEnv.of(engine, draft)
+    tab = HoodTab(env, workspaces, states, views)
+    w: dict[str, Any] = {}
+    if not engine.capabilities.probes:
+        gr.Markdown(
+            f"These lessons need a model running in this process: {engine.capabilities.why_not('probes')}"
+        )
+    with gr.Tabs(elem_id="hood-views") as w["hood_views"]:
+        for view in views:
+            with gr.Tab(view.label, id=f"hood-{view.key}"):
+                gr.Markdown(view.explain, elem_classes=["hood-explain"])
+                view.layout(w, env)
+    for name, component in w.items():  # every component findable by its name: #hood-kv-length
+        if getattr(component, "elem_id", "") is None:
+            component.elem_id = f"hood-{name.replace('_', '-')}"
+    tab.plot_labels = {name: str(c.label or "") for name, c in w.items() if isinstance(c, gr.Plot)}
+    for view in views:
+        _wire_view(tab, view, w)
+    return w, tab
