@@ -21,8 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, synchronize
-from playground.hood.batching import batching
 from playground.engine.prompts import encode_prompt
+from playground.hood.batching import batching
 
 QUESTIONS = [
     "What is the capital of Italy?",

@@ -81,9 +81,7 @@ def run_every_lesson(lm, forwards: Forwards) -> None:
 def test_every_forward_of_every_tab_and_lesson_goes_through_the_forwarder(embedded_lm):
     with watched() as forwards:
         with forwards.running("chat"):
-            run_chat(
-                embedded_lm, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=3)
-            )
+            run_chat(embedded_lm, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=3))
         with forwards.running("step"):
             session = StepSession(embedded_lm, "The capital of France is")
             session.pick(session.candidates(1)[0].token_id)
@@ -112,9 +110,7 @@ def test_the_static_path_prepares_and_decodes_inside_the_forwarder(tiny_lm):
         with forwards.running("prepare"):
             assert engine.prepare_decode() is not None and engine.decode_path == "static"
         with forwards.running("chat"):
-            run_chat(
-                engine, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=3)
-            )
+            run_chat(engine, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=3))
     assert forwards.outside == [] and forwards.by_feature["prepare"] > 0 and forwards.by_feature["chat"] > 0
 
 
