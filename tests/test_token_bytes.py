@@ -350,3 +350,22 @@ def test_beam_labels_name_the_characters(embedded_lm):
     assert {p.label for p in drawing.points.values() if p.id > 0} <= set(labels.values())
     figure = str(beam_tree_figure(tree, 2).to_dict())
     assert "美 (byte 3/3)" in figure and "\ufffd" not in figure
+
+
+def test_probability_of_a_byte_token_says_which_byte_it_is(cjk_step, embedded_lm):
+    from playground.ui.step_tab import probability_markdown
+
+    second = embedded_lm.tokenizer("花", add_special_tokens=False).input_ids[1]  # 花 = E8 | 8A | B1
+    answer = probability_markdown(cjk_step.probability_of(second), cjk_step.records)
+    assert answer.startswith(f"**{html.escape('<0x8A> · byte 2 of a 3-byte character')}**: P = ")
+    alone = probability_markdown(cjk_step.probability_of(second))  # without the path: not valid there
+    assert "not valid UTF-8 here" in alone and "\ufffd" not in answer + alone
+
+
+def test_the_replayed_candidates_say_which_byte_they_are(cjk_step):
+    from playground.step.snapshot import take_snapshot
+    from playground.ui.replay import candidates_markdown
+
+    snap = take_snapshot(cjk_step)
+    listed = candidates_markdown({"snapshot": snap.to_dict()})
+    assert snap.candidates[0].detail and f"`{snap.candidates[0].detail}`" in listed
