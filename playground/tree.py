@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Generic, TypeVar
 
 from playground.engine.records import TokenRecord
+from playground.engine.tokens import CONTEXT_TOKENS, read_after
 from playground.errors import PlaygroundError
 
 ROOT = 0  # node id of the prompt
@@ -110,6 +111,20 @@ class GenerationTree(Generic[N]):
     def ids(self, node_id: int) -> list[int]:
         """Prompt ids followed by the generated ids up to node_id."""
         return self.prompt_ids + self.token_ids(node_id)
+
+    def label(self, node_id: int) -> str:
+        """The node's token as it reads on its path ("prompt" for the root): a byte piece names
+        its character where the tree settles it (its first bytes on the ancestors, its last on a
+        chain of only children), else which byte of a how-long character it is."""
+        token = self.node(node_id).token
+        if token is None or not token.visible.startswith("<0x"):
+            return "prompt" if token is None else token.visible
+        before = [self.nodes[n].token for n in self.path(node_id)[1:-1][-CONTEXT_TOKENS:]]
+        after, kids = [], self.nodes[node_id].children
+        while len(kids) == 1 and len(after) < CONTEXT_TOKENS:
+            after.append(self.nodes[kids[0]].token)
+            kids = self.nodes[kids[0]].children
+        return read_after(before, [token, *after])[0].visible  # type: ignore[list-item]
 
     def depth(self, node_id: int) -> int:
         return len(self.path(node_id)) - 1

@@ -165,9 +165,10 @@ def _greedy_from(data: dict[str, Any]) -> GreedyToken:
     )
 
 
-def describe_node(node: BeamNode) -> str:
-    """One line for lists: id, step, token, score, fate (and rank)."""
+def describe_node(node: BeamNode, label: str | None = None) -> str:
+    """One line for lists: id, step, token (label: as it reads on its path), score, fate (and rank)."""
     if node.fate == ROOT:
         return "#0 · the prompt"
     rank = f" · rank {node.rank}" if node.rank else ""
-    return f"#{node.id} · step {node.step} · {node.label} · score {node.score:.3f} · {node.fate}{rank}"
+    token = node.label if label is None else label
+    return f"#{node.id} · step {node.step} · {token} · score {node.score:.3f} · {node.fate}{rank}"

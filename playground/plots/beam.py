@@ -15,6 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from playground.beam import FINISHED, KEPT, PRUNED, BeamTree
+from playground.engine.tokens import cut_off_shown
 from playground.plots.beam_layout import (
     FONT_PX,
     MARGIN,
@@ -236,7 +237,11 @@ def _fold_hover(fold: Fold, parent: Point) -> str:
     if fold.unfolded:
         return f"the pruned candidates after {parent.label} (node #{parent.id}): click to fold them"
     lines = [f"<b>{fold.label}</b> after {parent.label} (node #{parent.id}), step {fold.x:g}"]
-    lines += [f"{n.label}: log-prob {n.logprob:.4f}, cum log-prob {n.cum_logprob:.4f}" for n in fold.hidden]
+    labels = fold.hidden_labels or [n.label for n in fold.hidden]
+    lines += [
+        f"{label}: log-prob {n.logprob:.4f}, cum log-prob {n.cum_logprob:.4f}"
+        for n, label in zip(fold.hidden, labels, strict=True)
+    ]
     return "<br>".join([*lines, "click to unfold"])
 
 
@@ -282,7 +287,9 @@ def _hypotheses(tree: BeamTree, d: Drawing) -> dict[str, Any]:
         "textposition": [position for _, position in texts],
         "textfont": {"size": d.font_px, "color": HYPOTHESIS_TEXT},
         "marker": marker,
-        "customdata": [[h.text, h.score, h.cum_logprob, len(h.token_ids), h.rank, h.node_id] for h in hyps],
+        "customdata": [  # a character cut off at the end reads '…', not U+FFFD
+            [cut_off_shown(h.text), h.score, h.cum_logprob, len(h.token_ids), h.rank, h.node_id] for h in hyps
+        ],
         "hovertemplate": "<b>hypothesis #%{customdata[4]}</b> score %{customdata[1]:.4f}<br>%{customdata[0]}"
         "<br>cum log-prob %{customdata[2]:.4f}<br>%{customdata[3]} tokens<extra></extra>",
     }

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from playground.beam import PRUNED, ROOT, BeamNode, BeamTree
+from playground.engine.tokens import read_pieces
 from playground.plots.labels import Area, Label, place_labels
 
 FONT_PX = 12  # node labels (pruned and fold labels one px smaller)
@@ -93,6 +94,7 @@ class Fold:
     y: float
     hidden: list[BeamNode] = field(default_factory=list)  # best first
     unfolded: bool = False
+    hidden_labels: list[str] = field(default_factory=list)  # their tokens as they read on their paths
 
     @property
     def label(self) -> str:
@@ -175,11 +177,11 @@ def lay_out(
 # --- rows ---------------------------------------------------------------------------------------
 
 
-def _node_point(node: BeamNode) -> Point:
+def _node_point(tree: BeamTree, node: BeamNode) -> Point:
     detail = (
         node.fate + (f", rank {node.rank}" if node.rank else "") + (f" ({node.note})" if node.note else "")
     )
-    label = "prompt" if node.fate == ROOT else node.label
+    label = "prompt" if node.fate == ROOT else tree.tree.label(node.id)  # a byte piece names its character
     parent = -1 if node.parent is None else node.parent
     return Point(
         node.id, parent, node.step, label, node.logprob, node.cum_logprob, node.score, node.fate, detail
@@ -188,14 +190,15 @@ def _node_point(node: BeamNode) -> Point:
 
 def live_points(tree: BeamTree, show_greedy: bool) -> dict[int, Point]:
     """The root, every kept/finished node, and the greedy tokens (off the tree: id -step)."""
-    points = {0: _node_point(tree.nodes[0])}
+    points = {0: _node_point(tree, tree.nodes[0])}
     for node in tree.nodes[1:]:
         if node.fate != PRUNED:
-            points[node.id] = _node_point(node)
-    parent = 0
-    for token in (tree.greedy or []) if show_greedy else []:
+            points[node.id] = _node_point(tree, node)
+    parent, greedy = 0, (tree.greedy or []) if show_greedy else []
+    labels = [read.visible for read in read_pieces([token.token for token in greedy])]  # '美 (byte 1/3)'
+    for token, label in zip(greedy, labels, strict=True):
         if token.node_id is not None:  # on the tree (a pruned node there is drawn on its row)
-            points.setdefault(token.node_id, _node_point(tree.nodes[token.node_id]))
+            points.setdefault(token.node_id, _node_point(tree, tree.nodes[token.node_id]))
             parent = token.node_id
             continue
         score = token.cum_logprob / token.step**tree.settings.length_penalty
@@ -203,7 +206,7 @@ def live_points(tree: BeamTree, show_greedy: bool) -> dict[int, Point]:
             -token.step,
             parent,
             token.step,
-            token.label,
+            label,
             token.logprob,
             token.cum_logprob,
             score,
@@ -256,7 +259,7 @@ def add_pruned(tree: BeamTree, points: dict[int, Point], per_parent: int, unfold
     for parent in [p for p in points.values() if p.id >= 0 and p.fate != PRUNED]:
         pruned = _pruned_children(tree, points, parent.id)
         for node in pruned if parent.id in unfolded else pruned[:per_parent]:
-            points[node.id] = _node_point(node)
+            points[node.id] = _node_point(tree, node)
 
 
 def fold_marks(tree: BeamTree, points: dict[int, Point], unfolded: set[int]) -> list[Fold]:
@@ -271,7 +274,8 @@ def fold_marks(tree: BeamTree, points: dict[int, Point], unfolded: set[int]) -> 
         is_unfolded = parent.id in unfolded and any(points[k].fate == PRUNED for k in kids)
         if hidden or is_unfolded:
             slot = min(points[k].y for k in kids) - 0.5 if kids else parent.y
-            folds.append(Fold(parent.id, parent.x + 1, slot, hidden, not hidden))
+            labels = [tree.tree.label(node.id) for node in hidden]
+            folds.append(Fold(parent.id, parent.x + 1, slot, hidden, not hidden, labels))
     return folds
 
 

@@ -7,11 +7,18 @@ data saved in a trace is drawn again with no model loaded (`python app.py --repl
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from playground.engine.records import TokenRecord
-from playground.engine.tokens import decode_ids, stream_pieces
+from playground.engine.tokens import (
+    CONTEXT_TOKENS,
+    cut_off_shown,
+    decode_ids,
+    read_next,
+    stream_pieces,
+    token_piece,
+)
 from playground.step.records import Branch
 from playground.step.session import StepSession
 from playground.tree import ROOT
@@ -25,10 +32,16 @@ class CandidateView:
 
     rank: int
     token_id: int
-    visible: str
+    visible: str  # as it reads after the path: a byte piece '美 (byte 3/3)', '<0xE7> (byte 1/3)'
     prob: float  # raw
     logprob: float
     stage_probs: dict[str, float]  # stage name -> probability after that stage (0 when removed)
+    detail: str = ""  # a byte piece's bytes and what they are: '<0xE7> · first byte of a 3-byte character'
+
+    @property
+    def shown(self) -> str:
+        """The candidate on its button: a byte piece says which byte of what it is."""
+        return self.detail or self.visible
 
     @property
     def sampled_prob(self) -> float:
@@ -86,10 +99,12 @@ def take_snapshot(session: StepSession, candidates: int = CANDIDATES_KEPT) -> St
     with session.locked():
         stages = session.stages()
         top = session.candidates(max(1, min(candidates, CANDIDATES_KEPT)))
+        path = [token_piece(engine.tokenizer, i) for i in session.ids[-CONTEXT_TOKENS:]]
+        reads = [read_next(path, c.piece) for c in top]  # a character's first bytes may be on the path
         views = [
-            CandidateView(c.rank, c.token_id, c.piece.visible, c.prob, c.logprob,
-                          {s.name: float(s.probs[c.token_id]) for s in stages})
-            for c in top
+            CandidateView(c.rank, c.token_id, r.visible, c.prob, c.logprob,
+                          {s.name: float(s.probs[c.token_id]) for s in stages}, r.describe() and r.candidate)
+            for c, r in zip(top, reads, strict=True)
         ]  # fmt: skip
         nodes = session.tree.nodes
         return StepSnapshot(
@@ -104,7 +119,7 @@ def take_snapshot(session: StepSession, candidates: int = CANDIDATES_KEPT) -> St
             stages=[s.name for s in stages],
             tree=[(n.id, n.parent, n.token.visible) for n in nodes if n.id != ROOT],  # type: ignore[misc, union-attr]
             path=list(session.path),
-            branches=session.branches(),
+            branches=[replace(b, text=cut_off_shown(b.text)) for b in session.branches()],  # no U+FFFD
             settings=session.settings.to_dict(),
             notes=list(getattr(engine.capabilities, "notes", {}).values()),
         )

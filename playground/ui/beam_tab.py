@@ -25,7 +25,7 @@ from playground.beam import (
     describe_node,
 )
 from playground.engine.base import Engine
-from playground.engine.tokens import decode_ids
+from playground.engine.tokens import cut_off_shown, decode_ids
 from playground.errors import PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
@@ -115,7 +115,7 @@ def markdown_text(text: str) -> str:
 
 def hypothesis_rows(tree: BeamTree) -> list[list[Any]]:
     return [
-        [h.rank, round(h.score, 4), round(h.cum_logprob, 4), len(h.token_ids), h.text]  # decode_ids text
+        [h.rank, round(h.score, 4), round(h.cum_logprob, 4), len(h.token_ids), cut_off_shown(h.text)]
         for h in tree.hypotheses
     ]
 
@@ -126,7 +126,7 @@ def node_choices(tree: BeamTree) -> list[tuple[str, int]]:
     live = [n for n in tree.nodes if n.fate not in (PRUNED, ROOT) and not n.rank]
     pruned = [n for n in tree.nodes if n.fate == PRUNED]
     ordered = [tree.nodes[0], *ranked, *live, *pruned][:MAX_NODE_CHOICES]
-    return [(describe_node(n), n.id) for n in ordered]
+    return [(describe_node(n, tree.tree.label(n.id)), n.id) for n in ordered]
 
 
 def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> str:

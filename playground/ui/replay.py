@@ -83,7 +83,7 @@ class ReplayHandlers:
 def candidates_markdown(data: dict[str, Any]) -> str:
     """The recorded next-token candidates, best first."""
     rows = data["snapshot"]["candidates"][:10]
-    lines = [f"{c['rank']}. `{c['visible']}` {c['prob']:.1%}" for c in rows]
+    lines = [f"{c['rank']}. `{c.get('detail') or c['visible']}` {c['prob']:.1%}" for c in rows]
     return "**Next token** (recorded)\n\n" + "\n".join(f"- {line}" for line in lines)
 
 

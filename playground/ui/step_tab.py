@@ -17,7 +17,9 @@ from typing import Any
 import gradio as gr
 
 from playground.engine.base import Engine
+from playground.engine.records import TokenRecord
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings, validate_settings
+from playground.engine.tokens import read_after, read_pieces
 from playground.errors import PlaygroundError
 from playground.plots.step import cumulative_logprob_figure, distribution_figure
 from playground.step import StepSession, TextProbability, session_from_json, session_to_dict, session_to_json
@@ -26,7 +28,7 @@ from playground.traces import new_trace, save_trace
 from playground.tree import ROOT
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
 from playground.ui.links import link_of
-from playground.ui.token_html import legend_html, percent, record_rows, token_span
+from playground.ui.token_html import chain_text, legend_html, percent, step_text_spans
 from playground.workspace import Workspace, Workspaces
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
@@ -98,16 +100,10 @@ def text_html(snap: StepSnapshot) -> str:
     """Prompt (dimmed) then the generated tokens coloured by probability, with hover cards.
 
     The span texts are the whole sequence decoded incrementally (`stream_pieces`), so the text
-    reads exactly as decoded; a token that only begins a character gets an empty
-    'tok-partial' span (its bytes are in its card) and the token that completes it the character."""
+    reads exactly as decoded; a character's byte tokens stand under it (`step_text_spans`)."""
     prompt = html.escape(snap.prompt_text).replace("\n", "<br>")
-    spans = [f"<span class='tok-prompt'>{prompt}</span>"]
-    for token, text in zip(snap.records, snap.pieces, strict=True):
-        entropy = f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown"
-        rows = [*record_rows(token), ("entropy", entropy)]
-        span = token_span(text, token.prob, rows, token.special, extra_classes="" if text else "tok-partial")
-        spans.append(span)
-    return f"{legend_html()}<div class='token-stream step-text'>{''.join(spans)}</div>"
+    spans = f"<span class='tok-prompt'>{prompt}</span>{step_text_spans(snap.records, snap.pieces)}"
+    return f"{legend_html()}<div class='token-stream step-text'>{spans}</div>"
 
 
 def status_markdown(snap: StepSnapshot) -> str:
@@ -135,7 +131,7 @@ def candidate_buttons(snap: StepSnapshot) -> dict[str, Any]:
         sampled = cand.sampled_prob
         after = f"{sampled:.1%} after sampling" if sampled > 0 else "removed by sampling"
         key = f"[{i}] " if i <= 9 else ""
-        updates[name] = gr.update(value=f"{key}{cand.visible}   {cand.prob:.1%} · {after}", visible=True)
+        updates[name] = gr.update(value=f"{key}{cand.shown}   {cand.prob:.1%} · {after}", visible=True)
     return updates
 
 
@@ -154,11 +150,11 @@ def distribution_view(snap: StepSnapshot, k: int, stage_name: str) -> tuple:
 
 
 def ledger_rows(snap: StepSnapshot) -> list[list[Any]]:
-    rows = []
+    rows, labels = [], [read.visible for read in read_pieces(snap.records)]  # '美 (byte 1/3)'
     for step, (t, cum) in enumerate(zip(snap.records, snap.cum_logprobs, strict=True), start=1):
         sampled = None if t.sampled_prob is None else round(t.sampled_prob, 6)
         entropy = None if t.entropy is None else round(t.entropy, 3)
-        rows.append([step, t.visible, t.source, round(t.prob, 6), round(t.logprob, 4), t.rank, entropy,
+        rows.append([step, labels[step - 1], t.source, round(t.prob, 6), round(t.logprob, 4), t.rank, entropy,
                      round(cum, 4), round(snap.perplexity(step), 3), sampled])  # fmt: skip
     return rows
 
@@ -166,22 +162,22 @@ def ledger_rows(snap: StepSnapshot) -> list[list[Any]]:
 def tree_html(snap: StepSnapshot) -> str:
     """The branch tree: chains of single tokens as one segment, branch points as nested lists."""
     children: dict[int, list[int]] = {}
-    labels: dict[int, str] = {}
+    labels: dict[int, tuple[int, str]] = {}  # node -> (parent, visible token)
     for node, parent, visible in snap.tree:
         children.setdefault(parent, []).append(node)
-        labels[node] = visible
+        labels[node] = parent, visible
     if not children.get(ROOT):
         return "<div class='step-tree'><i>No tokens yet.</i></div>"
     return f"<div class='step-tree'>{_subtree(children, labels, ROOT, set(snap.path))}</div>"
 
 
-def _subtree(children: dict[int, list[int]], labels: dict[int, str], node_id: int, on_path: set[int]) -> str:
+def _subtree(children: dict[int, list[int]], labels: dict, node_id: int, on_path: set[int]) -> str:
     items = []
     for child in children.get(node_id, []):
         chain = [child]
         while len(children.get(chain[-1], [])) == 1:
             chain.append(children[chain[-1]][0])
-        text = "".join(labels[n] for n in chain)
+        text = chain_text(labels, chain)  # a character's byte tokens as the character
         current = "step-current" if chain[-1] in on_path or chain[0] in on_path else ""
         label = f"<span class='{current}'>{html.escape(text)}</span> <small>#{chain[-1]}</small>"
         items.append(f"<li>{label}{_subtree(children, labels, chain[-1], on_path)}</li>")
@@ -197,7 +193,8 @@ def branch_choices(snap: StepSnapshot) -> Any:
 def render_snapshot(snap: StepSnapshot, k: int = 10, stage_name: str = "raw") -> dict[str, Any]:
     """Every view of the tab, by component name, from plain data (live or recorded)."""
     figure, stage_update = distribution_view(snap, k, stage_name)
-    curve = cumulative_logprob_figure([r.logprob for r in snap.records], [r.visible for r in snap.records])
+    labels = [read.visible for read in read_pieces(snap.records)]  # a byte piece: '美 (byte 1/3)'
+    curve = cumulative_logprob_figure([r.logprob for r in snap.records], labels)
     return {
         "prompt": snap.prompt,
         "chat": snap.chat,
@@ -224,14 +221,16 @@ def render(session: StepSession, k: int = 10, stage_name: str = "raw") -> dict[s
     return render_snapshot(take_snapshot(session, max(k, N_BUTTONS)), k, stage_name)
 
 
-def probability_markdown(result: TextProbability) -> str:
-    head = result.tokens[0]
+def probability_markdown(result: TextProbability, path: Sequence[TokenRecord] = ()) -> str:
+    head, reads = result.tokens[0], read_after(path, result.tokens)
+    text = reads[0].candidate if "\ufffd" in result.text else result.text  # a byte piece says which byte
     lines = [
-        f"**{html.escape(result.text)}**: P = {result.prob:.3g} (log-prob {result.logprob:.3f}) · "
+        f"**{html.escape(text)}**: P = {result.prob:.3g} (log-prob {result.logprob:.3f}) · "
         f"first token rank {head.rank} · first token after sampling {percent(head.sampled_prob)}"
     ]
     if len(result.tokens) > 1:
-        lines += [f"- `{t.visible}` (id {t.id}): P = {t.prob:.3g}, rank {t.rank}" for t in result.tokens]
+        rows = zip(result.tokens, reads, strict=True)
+        lines += [f"- `{r.visible}` (id {t.id}): P = {t.prob:.3g}, rank {t.rank}" for t, r in rows]
     return "\n".join(lines)
 
 
@@ -473,7 +472,7 @@ class StepHandlers:
         if isinstance(target, str) and target.startswith("#") and target[1:].isdigit():
             target = int(target[1:])  # "#7042" asks about token id 7042
         session = self._session(self._workspace(request))
-        return probability_markdown(session.probability_of(target))
+        return probability_markdown(session.probability_of(target), session.records)
 
     # internals
 

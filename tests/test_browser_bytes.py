@@ -1,0 +1,73 @@
+"""A CJK answer in a real headless Chromium: the token view shows its characters, and each byte
+token keeps its own card ("byte 1 of 3 of 美")."""
+
+from __future__ import annotations
+
+import pytest
+from browser import browser_page, chromium_path
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def cjk_page(launched_app):
+    """The Chat tab after a greedy answer to a Chinese request (9 tokens: 美 丽 的 花)."""
+    with browser_page(launched_app, 1280, 720) as page:
+        page.get_by_role("tab", name="Chat").click()
+        page.get_by_label("Temperature").first.fill("0")
+        page.get_by_label("Max new tokens").first.fill("9")
+        page.locator("#chat-message textarea").fill("用中文说：美丽的花")
+        page.locator("#chat-send").click()
+        page.wait_for_function("document.querySelector('#chat-status')?.innerText.includes('stopped')")
+        page.wait_for_function("document.querySelectorAll('#chat-tokens .tok-group').length >= 3")
+        yield page
+
+
+def test_the_chat_token_view_shows_the_characters_not_replacement_marks(cjk_page):
+    view = cjk_page.locator("#chat-tokens .answer-tokens")
+    glyphs = view.locator(".tok-glyph").all_inner_texts()
+    assert glyphs[:3] == ["美", "丽", "花"]
+    # what a reader sees: the glyphs and the single-token 的, no U+FFFD anywhere on screen
+    shown = view.evaluate(
+        "el => [...el.querySelectorAll(':scope > .tok-group > .tok-glyph, :scope > .tok')]"
+        ".map(e => e.firstChild.textContent).join('')"
+    )
+    assert shown.startswith("美丽的花") and "\ufffd" not in view.inner_text()
+    box = view.locator(".tok-group").first.bounding_box()
+    glyph = view.locator(".tok-glyph").first.bounding_box()
+    cells = view.locator(".tok-group").first.locator(".tok-bytes").bounding_box()
+    assert glyph["y"] + glyph["height"] <= cells["y"] + 1 and box["width"] >= cells["width"]  # bytes under
+
+
+def test_hovering_a_byte_token_shows_which_byte_of_which_character(cjk_page):
+    first = cjk_page.locator("#chat-tokens .tok-group").first
+    cells = first.locator(".tok-bytes > .tok")
+    assert cells.count() == 3 and cells.all_inner_texts()[:1] != [""]
+    seen = []
+    for i in range(3):
+        cell, card = cells.nth(i), cells.nth(i).locator(".tok-card")
+        assert not card.is_visible()
+        cell.hover()
+        card.wait_for(state="visible")
+        text = card.inner_text()
+        assert f"byte {i + 1} of 3 of 美" in text and "probability" in text and "rank" in text
+        seen.append(next(line for line in text.splitlines() if line.startswith("probability")))
+    assert len(set(seen)) == 3  # each byte token its own probability
+
+
+def test_clicking_a_byte_token_pins_its_card_with_named_alternatives(cjk_page):
+    cell = cjk_page.locator("#chat-tokens .tok-group").nth(1).locator(".tok-bytes > .tok").first
+    cell.click()
+    card = cell.locator(".tok-card")
+    card.wait_for(state="visible")
+    assert "bytes 1–2 of 3 of 丽" in card.inner_text()
+    box, window = card.bounding_box(), cjk_page.viewport_size
+    assert box["x"] >= 0 and box["x"] + box["width"] <= window["width"]
+    alternatives = card.locator(".tok-alt").all_inner_texts()
+    assert len(alternatives) == 5 and all("\ufffd" not in a for a in alternatives)
+    cjk_page.keyboard.press("Escape")
