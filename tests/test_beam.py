@@ -287,10 +287,10 @@ def test_prompt_longer_than_the_context_is_refused(tiny_lm):
 def test_search_bigger_than_free_memory_is_refused(tiny_lm, monkeypatch):
     settings = beam.check_settings(16, 64, 1.0, False, None, False)
     needed = beam.search_bytes(tiny_lm, 10, settings)
-    monkeypatch.setattr(beam_search_module, "free_bytes", lambda device: needed)  # 80% of it is allowed
+    monkeypatch.setattr(beam_search_module, "free_bytes", lambda engine: needed)  # 80% of it is allowed
     with pytest.raises(PlaygroundError, match=r"needs about .* MiB .* fewer beams \(16\)"):
         beam_search(tiny_lm, "Hello", 16, 64)
-    monkeypatch.setattr(beam_search_module, "free_bytes", lambda device: 2 * needed)
+    monkeypatch.setattr(beam_search_module, "free_bytes", lambda engine: 2 * needed)
     beam.check_fits(tiny_lm, 10, settings)  # fits in twice the estimate
     assert beam.search_bytes(tiny_lm, 10, dataclasses.replace(settings, num_beams=8)) < needed
 

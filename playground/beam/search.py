@@ -20,7 +20,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -159,33 +158,18 @@ def encode_prompt(engine: Engine, prompt: str, chat: bool) -> tuple[str, list[in
     return decode_ids(engine.tokenizer, ids), ids
 
 
-def search_bytes(engine: Any, prompt_len: int, settings: BeamSettings) -> int:
+def search_bytes(engine: Engine, prompt_len: int, settings: BeamSettings) -> int:
     """Upper estimate of the memory a search needs in-process: the KV cache of every beam (twice,
     as the reorder copies it), the prompt's attention scores at prefill and a few (beams, vocab) rows."""
-    text = engine.config.get_text_config()
-    heads = int(text.num_attention_heads)
-    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+    dims = engine.dims
+    assert dims is not None and engine.dtype is not None  # in process (see check_fits)
     elem = torch.tensor([], dtype=engine.dtype).element_size()
     total_len = prompt_len + settings.max_new_tokens
     beams = settings.num_beams
-    kv = 2 * int(text.num_hidden_layers) * kv_heads * head_dim * total_len * beams * elem
-    prefill = beams * heads * prompt_len * prompt_len * 4 + beams * prompt_len * int(text.hidden_size) * 4 * 8
+    kv = 2 * dims.layers * dims.kv_heads * dims.head_dim * total_len * beams * elem
+    prefill = beams * dims.heads * prompt_len * prompt_len * 4 + beams * prompt_len * dims.hidden * 4 * 8
     rows = 8 * beams * engine.vocab_size * 4
     return 2 * kv + prefill + rows
-
-
-def free_bytes(device: torch.device) -> int | None:
-    """Free memory on the device (CUDA) or in the machine (CPU); None when unknown."""
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def check_fits(engine: Engine, prompt_len: int, settings: BeamSettings) -> None:
@@ -196,15 +180,20 @@ def check_fits(engine: Engine, prompt_len: int, settings: BeamSettings) -> None:
             f"The prompt ({prompt_len} tokens) plus {settings.max_new_tokens} steps is {total} tokens, "
             f"over the model's context of {engine.context_length}: shorten the prompt or take fewer steps."
         )
-    device = getattr(engine, "device", None)
-    if device is None or not hasattr(engine, "config"):
+    if engine.probes is None or engine.dims is None:
         return  # a remote engine plans its own memory
-    needed, free = search_bytes(engine, prompt_len, settings), free_bytes(device)
+    needed, free = search_bytes(engine, prompt_len, settings), free_bytes(engine)
     if free is not None and needed > MEMORY_HEADROOM * free:
         raise PlaygroundError(
             f"This search needs about {needed / 2**20:,.0f} MiB but only {free / 2**20:,.0f} MiB are free on "
-            f"{device.type}: use fewer beams ({settings.num_beams}), fewer steps or a shorter prompt."
+            f"{engine.device_summary()}: use fewer beams ({settings.num_beams}), fewer steps or a shorter "
+            "prompt."
         )
+
+
+def free_bytes(engine: Engine) -> int | None:
+    """Memory free for the search on the model's device (None when unknown or not in process)."""
+    return engine.probes.free_memory_bytes() if engine.probes is not None else None
 
 
 # --- the search ------------------------------------------------------------------------------

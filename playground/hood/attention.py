@@ -18,7 +18,7 @@ import torch
 
 from playground.engine.base import Engine
 from playground.engine.control import Control
-from playground.engine.tokens import token_piece
+from playground.engine.tokens import token_texts
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, require
 
@@ -100,7 +100,8 @@ def attention_view(
 ) -> AttentionView:
     """attention_maps plus the token pieces the figures label."""
     maps = attention_maps(lm, ids, max_tokens=max_tokens, control=control)
-    return AttentionView(list(ids), [token_piece(lm.tokenizer, t).visible for t in ids], maps)
+    tokens = [text.visible for text in token_texts(lm.tokenizer, ids)]  # byte pieces: '美 (byte 1/3)'
+    return AttentionView(list(ids), tokens, maps)
 
 
 def iter_attention(

@@ -17,7 +17,7 @@ import torch
 
 from playground.engine.base import Engine
 from playground.engine.control import Control
-from playground.engine.tokens import check_token_id, token_piece
+from playground.engine.tokens import check_token_id, token_texts
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, require
 
@@ -66,7 +66,7 @@ def track(lm: Engine, probs: torch.Tensor, token_id: int) -> Track:
     check_token_id(token_id, probs.shape[-1])
     column = probs[:, token_id : token_id + 1]  # (layers, 1)
     ranks = ((probs > column).sum(dim=-1) + 1).tolist()
-    return Track(token_id, token_piece(lm.tokenizer, token_id).visible, column[:, 0].tolist(), ranks)
+    return Track(token_id, _candidate(lm, token_id), column[:, 0].tolist(), ranks)
 
 
 def lens_view(
@@ -77,10 +77,7 @@ def lens_view(
     chosen = track(lm, probs, int(probs[-1].argmax()))
     best = torch.topk(probs, min(TOP, probs.shape[-1]), dim=-1)
     top = [
-        [
-            (int(i), token_piece(lm.tokenizer, int(i)).visible, float(p))
-            for i, p in zip(row_ids, row_probs, strict=True)
-        ]
+        [(int(i), _candidate(lm, int(i)), float(p)) for i, p in zip(row_ids, row_probs, strict=True)]
         for row_ids, row_probs in zip(best.indices.tolist(), best.values.tolist(), strict=True)
     ]
     tracks = [track(lm, probs, int(c)) for c in dict.fromkeys(candidates) if int(c) != chosen.id]
@@ -96,3 +93,8 @@ def iter_lens(
 
 
 LESSON = Lesson("lens", "Logit lens", ("hidden_states",), iter_lens)
+
+
+def _candidate(lm: Engine, token_id: int) -> str:
+    """A next-token candidate as a label (a byte piece says so: '<0xE7> (byte 1/3)')."""
+    return token_texts(lm.tokenizer, [token_id])[0].visible

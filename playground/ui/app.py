@@ -22,7 +22,7 @@ from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css")
+CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css")
 JS_FILES = ("plotclick.js", "app.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The selected tab's id, read in the browser when "Copy link" is pressed (tab buttons have no ids).
 CURRENT_TAB_JS = """(tab, ...rest) => {

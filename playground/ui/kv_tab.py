@@ -48,15 +48,13 @@ def default_preset(lm: Engine) -> str:
 def loaded_config(lm: Engine) -> dict[str, Any]:
     """The loaded model's full config as a plain config.json dict ({} when a serving engine's model
     config is not available here)."""
-    config = getattr(lm, "config", None)
-    return json.loads(config.to_json_string(use_diff=False)) if config is not None else {}
+    return json.loads(lm.config.to_json_string(use_diff=False)) if lm.config is not None else {}
 
 
 def model_dtype_name(lm: Engine) -> str:
     """The loaded model's dtype as the calculator names it: torch.float32 -> "float32" (a serving
     engine's weights format is not known here: bfloat16, how most checkpoints are published)."""
-    dtype = getattr(lm, "dtype", None)
-    return str(dtype).removeprefix("torch.") if dtype is not None else "bfloat16"
+    return str(lm.dtype).removeprefix("torch.") if lm.dtype is not None else "bfloat16"
 
 
 def weights_dtype_default(lm: Engine, preset: str) -> tuple[str, str]:
@@ -91,7 +89,7 @@ def parameter_count(
         if billions <= 0:
             raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
         return int(billions * 1e9), "as entered"
-    if preset == LOADED and config == loaded_config(lm) and getattr(lm, "num_parameters", None):
+    if preset == LOADED and config == loaded_config(lm) and lm.num_parameters:
         return lm.num_parameters, "counted on the loaded model"
     if preset in PRESETS and config == PRESETS[preset].config:
         return PRESETS[preset].num_parameters, f"published count of {preset}"
@@ -328,13 +326,13 @@ def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
     return text, rows
 
 
-def server_kv_text(lm: Any) -> str:
+def server_kv_text(lm: Engine) -> str:
     """A serving engine's own KV capacity and usage, next to the calculator's bytes for that many
     tokens of the served config (wording to be settled by the UI rework)."""
-    figures = lm.kv_figures() if hasattr(lm, "kv_figures") else None
+    figures = lm.kv_figures()
     if figures is None:
         return f"**{lm.capabilities.why_not('cache_bytes')}**, and {lm.kind} does not report KV figures here."
-    config = getattr(lm, "config", None)
+    config = lm.config
     used = "usage not reported"
     if figures.used_tokens is not None:
         used = f"{figures.used_tokens:,} tokens in use"

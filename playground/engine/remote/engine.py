@@ -19,7 +19,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,7 +26,7 @@ import torch
 from playground.engine.base import Capabilities, DecodePlan, Progress
 from playground.engine.control import Control, check, report
 from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
-from playground.engine.records import TokenRecord, describe_rows, describe_top
+from playground.engine.records import TokenRecord, describe_rows
 from playground.engine.remote.adapter import (
     Adapter,
     Position,
@@ -37,6 +36,7 @@ from playground.engine.remote.adapter import (
     StreamProgress,
     StreamToken,
 )
+from playground.engine.remote.sequences import RemoteBeams, RemoteSequence, Row, describe_streamed
 from playground.engine.sampling import SamplingSettings, choose, final_scores, seeded_generator
 from playground.engine.tokens import check_ids, common_prefix
 from playground.errors import PlaygroundError
@@ -46,62 +46,6 @@ MAX_SEQUENCES = 4096  # sequence keys remembered (least recently used forgotten)
 MAX_POSITION_BYTES = 256 * 2**20  # memory for remembered distributions, all keys together
 MAX_PARKED = 1024  # rows kept per sequence for paths left (undo, other branches)
 MAX_SCORED_ONE_BY_ONE = 64  # given tokens scored one request each (engines without prompt scoring)
-
-
-@dataclass
-class _Row:
-    """A remembered distribution, compact: top ids and log-probs as tensors, other known tokens."""
-
-    ids: torch.Tensor  # (n,) int64
-    logprobs: torch.Tensor  # (n,) float32
-    extra: dict[int, float] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, position: Position) -> _Row:
-        return cls(
-            torch.tensor(position.top_ids, dtype=torch.long),
-            torch.tensor(position.top_logprobs, dtype=torch.float32),
-            dict(position.extra),
-        )
-
-    @property
-    def n(self) -> int:
-        return int(self.ids.numel())
-
-    @property
-    def nbytes(self) -> int:
-        return 12 * self.n + 64 * len(self.extra) + 200
-
-    def knows(self, token_id: int) -> bool:
-        return token_id in self.extra or bool((self.ids == token_id).any())
-
-
-@dataclass
-class _Sequence:
-    ids: list[int] = field(default_factory=list)
-    rows: dict[int, _Row] = field(default_factory=dict)  # length m -> distribution after ids[:m]
-    # Rows of paths left (an undo, another branch), by their prefix: going back costs no request.
-    parked: OrderedDict[tuple[int, ...], _Row] = field(default_factory=OrderedDict)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(row.nbytes for row in self.rows.values()) + sum(row.nbytes for row in self.parked.values())
-
-    def unpark(self, m: int) -> _Row | None:
-        """The remembered row after ids[:m] (moved back from the parked ones when it is there)."""
-        if m not in self.rows and self.parked:
-            row = self.parked.pop(tuple(self.ids[:m]), None)
-            if row is not None:
-                self.rows[m] = row
-        return self.rows.get(m)
-
-
-@dataclass
-class RemoteBeams:
-    """The beams' token ids (the server's prefix cache holds their KV)."""
-
-    sequences: list[list[int]]
-    k: int  # candidates asked for per beam and step
 
 
 class RemoteEngine:
@@ -135,7 +79,7 @@ class RemoteEngine:
         self.probes = None  # the lessons need the model in this process
         self.last_timings: ServerTimings | None = None  # the server's timings of the latest stream
         self._eos = eos_token_ids(generation_config, config, tokenizer)
-        self._sequences: OrderedDict[str, _Sequence] = OrderedDict()
+        self._sequences: OrderedDict[str, RemoteSequence] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, info.parallel), thread_name_prefix=f"{self.kind}-beams"
@@ -217,7 +161,7 @@ class RemoteEngine:
         self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
         if key is None:
-            return self._rows_for(_Sequence(), list(ids), last, control)
+            return self._rows_for(RemoteSequence(), list(ids), last, control)
         self.release(key)
         return self.sync(key, ids, last=last, control=control)
 
@@ -246,8 +190,8 @@ class RemoteEngine:
         self._put(key, seq)
 
     def fork(self, key: str, new_key: str) -> None:
-        seq = self._peek(key) or _Sequence()
-        self._put(new_key, _Sequence(list(seq.ids), dict(seq.rows), OrderedDict(seq.parked)))
+        seq = self._peek(key) or RemoteSequence()
+        self._put(new_key, RemoteSequence(list(seq.ids), dict(seq.rows), OrderedDict(seq.parked)))
 
     def release(self, key: str) -> None:
         with self._lock:
@@ -257,15 +201,15 @@ class RemoteEngine:
         seq = self._peek(key)
         return list(seq.ids) if seq is not None else []
 
-    def _peek(self, key: str) -> _Sequence | None:
+    def _peek(self, key: str) -> RemoteSequence | None:
         with self._lock:
             return self._sequences.get(key)
 
-    def _take(self, key: str) -> _Sequence:
+    def _take(self, key: str) -> RemoteSequence:
         with self._lock:
-            return self._sequences.pop(key, None) or _Sequence()
+            return self._sequences.pop(key, None) or RemoteSequence()
 
-    def _put(self, key: str, seq: _Sequence) -> None:
+    def _put(self, key: str, seq: RemoteSequence) -> None:
         """Store key's sequence; forget least recently used ones beyond the count and memory bounds."""
         with self._lock:
             self._sequences[key] = seq
@@ -279,7 +223,9 @@ class RemoteEngine:
 
     # --- distributions ----------------------------------------------------------------------
 
-    def _rows_for(self, seq: _Sequence, ids: list[int], last: int, control: Control | None) -> torch.Tensor:
+    def _rows_for(
+        self, seq: RemoteSequence, ids: list[int], last: int, control: Control | None
+    ) -> torch.Tensor:
         """Make seq cover ids; rows (last, vocab) after each of its last `last` ids, each with the
         engine's full top-N (remembered, or fetched)."""
         self._check_ids(ids, last)
@@ -288,7 +234,7 @@ class RemoteEngine:
         return torch.stack([self._row_tensor(seq.rows[m], ids[m] if m < len(ids) else None) for m in lengths])
 
     def _ensure(
-        self, seq: _Sequence, ids: list[int], lengths: Sequence[int], full: bool, control: Control | None
+        self, seq: RemoteSequence, ids: list[int], lengths: Sequence[int], full: bool, control: Control | None
     ) -> None:
         """seq becomes ids; the distributions after ids[:m] for m in lengths are fetched unless
         remembered (full: with the engine's whole top-N; else knowing the next given token will do)."""
@@ -298,21 +244,23 @@ class RemoteEngine:
         if missing:
             self._fetch(seq, ids, missing, control)
 
-    def _usable(self, row: _Row | None, ids: list[int], m: int, full: bool) -> bool:
+    def _usable(self, row: Row | None, ids: list[int], m: int, full: bool) -> bool:
         if row is None:
             return False
         if full and row.n < min(self.top_n, self.vocab_size):
             return False
         return m == len(ids) or row.knows(ids[m])
 
-    def _fetch(self, seq: _Sequence, ids: list[int], missing: list[int], control: Control | None) -> None:
+    def _fetch(
+        self, seq: RemoteSequence, ids: list[int], missing: list[int], control: Control | None
+    ) -> None:
         """The missing distributions: one prompt-scoring request where the engine has it, else one
         one-token request per position (each a prefix-cache hit on the server)."""
         if self.adapter.has_score and (len(missing) > 1 or missing[0] < len(ids)):
             check(control)
             start = min(missing)
             for m, position in enumerate(self.adapter.score(ids, start, self.top_n), start=max(start, 1)):
-                seq.rows[m] = _Row.of(position)
+                seq.rows[m] = Row.of(position)
             return
         given = [m for m in missing if m < len(ids)]
         if len(given) > MAX_SCORED_ONE_BY_ONE:
@@ -323,7 +271,7 @@ class RemoteEngine:
         for m in missing:
             check(control)
             force = ids[m] if m < len(ids) else None
-            seq.rows[m] = _Row.of(self._query(ids[:m], self.top_n, force, control))
+            seq.rows[m] = Row.of(self._query(ids[:m], self.top_n, force, control))
 
     def _query(self, prefix: Sequence[int], n: int, force: int | None, control: Control | None) -> Position:
         """One position; on llama.cpp a long prefix streams its prompt progress (and Stop works)."""
@@ -339,13 +287,8 @@ class RemoteEngine:
                     return event
         raise PlaygroundError(f"{self.adapter.label} ended the request without a distribution.")
 
-    def _row_tensor(self, row: _Row, given: int | None) -> torch.Tensor:
-        """(vocab,) float32: the top-N log-probs at their ids, the given token's own, -inf elsewhere."""
-        out = torch.full((self.vocab_size,), float("-inf"), dtype=torch.float32)
-        out[row.ids] = row.logprobs
-        if given is not None and given in row.extra:
-            out[given] = row.extra[given]
-        return out
+    def _row_tensor(self, row: Row, given: int | None) -> torch.Tensor:
+        return row.tensor(self.vocab_size, given)
 
     def _check_ids(self, ids: Sequence[int], last: int) -> None:
         check_ids(ids, last, self.context_length, self.vocab_size)
@@ -359,7 +302,7 @@ class RemoteEngine:
             raise PlaygroundError(
                 f"Scoring starts at token {start} of {len(ids)}: it needs 1 <= start < length."
             )
-        seq = _Sequence()
+        seq = RemoteSequence()
         self._rows_for(seq, ids, len(ids) - start + 1, control)
         return torch.stack([self._row_tensor(seq.rows[m], ids[m]) for m in range(start, len(ids))])
 
@@ -379,7 +322,7 @@ class RemoteEngine:
         least 20 for the tree's candidates) so the global top-k over beams is exact."""
         self._check_ids(list(ids), 1)
         k = self._beam_k(int(num_beams))
-        row = self._row_tensor(_Row.of(self._query(list(ids), k, None, control)), None)
+        row = self._row_tensor(Row.of(self._query(list(ids), k, None, control)), None)
         return RemoteBeams([list(ids)] * int(num_beams), k), row.expand(int(num_beams), -1).clone()
 
     def beam_step(self, batch: RemoteBeams, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
@@ -397,7 +340,7 @@ class RemoteEngine:
                 distinct, self._pool.map(lambda s: self.adapter.next_token(s, batch.k), distinct), strict=True
             )
         )
-        return torch.stack([self._row_tensor(_Row.of(found[tuple(s)]), None) for s in batch.sequences])
+        return torch.stack([self._row_tensor(Row.of(found[tuple(s)]), None) for s in batch.sequences])
 
     def _beam_k(self, num_beams: int) -> int:
         per_beam = max(2, 1 + len(self._eos))  # contenders per beam, as the search counts them
@@ -426,7 +369,7 @@ class RemoteEngine:
         server generates (its native streaming) and every token comes with its raw top alternatives."""
         prompt, prefix = list(prompt_ids), list(answer_prefix)
         read = [*prompt, *prefix]
-        seq = self._take(key) if key else _Sequence()
+        seq = self._take(key) if key else RemoteSequence()
         try:
             self._check_ids(read, 1)
             self._ensure(seq, read, range(len(prompt), len(read)), False, control)
@@ -441,7 +384,7 @@ class RemoteEngine:
                 self._put(key, seq)
 
     def _decode(
-        self, seq: _Sequence, plan: DecodePlan, control: Control | None
+        self, seq: RemoteSequence, plan: DecodePlan, control: Control | None
     ) -> Iterator[Progress | TokenRecord]:
         settings, source = plan.settings, "greedy" if plan.settings.greedy else "sample"
         problem = self.client_side_reason(settings)
@@ -474,42 +417,25 @@ class RemoteEngine:
     def _drain_timings(self, events: Iterator[Any]) -> None:
         """After the last token: the server's own timings if they come next (nothing more is shown)."""
         for event in events:
-            if isinstance(event, ServerTimings):
-                self.last_timings = event
-            else:
+            if not isinstance(event, ServerTimings):
                 return
+            self.last_timings = event
 
     def _remember(
-        self,
-        seq: _Sequence,
-        token: StreamToken,
-        processed: torch.Tensor | None,
-        plan: DecodePlan,
-        source: str,
-        since: float,
-    ) -> TokenRecord:
+        self, seq: RemoteSequence, token: StreamToken, processed: torch.Tensor | None, plan: DecodePlan,
+        source: str, since: float,
+    ) -> TokenRecord:  # fmt: skip
         """The token's record; its distribution is kept under the sequence (a later fork reuses it)."""
-        row = _Row.of(token.position)
+        row = Row.of(token.position)
         seq.rows[len(seq.ids)] = row
         if processed is not None:  # sampled here, from these processed scores
             scores = self._row_tensor(row, token.id).unsqueeze(0)
             record = self._describe(scores, [token.id], processed, plan.top, source, row.n)[0]
         else:
-            record = self._describe_streamed(token, plan, source)
+            record = describe_streamed(self.tokenizer, self.vocab_size, token, plan, source)
         record.seconds = time.perf_counter() - since
         seq.ids.append(token.id)
         return record
-
-    def _describe_streamed(self, token: StreamToken, plan: DecodePlan, source: str) -> TokenRecord:
-        """A server-sampled token's record from its top-N alone (no vocabulary-wide tensors per token).
-        After sampling: 1 for plain greedy (the server took the raw argmax), else not known here."""
-        p, settings = token.position, plan.settings
-        plain_greedy = settings.greedy and settings.repetition_penalty == 1 and p.top_ids[:1] == [token.id]
-        return describe_top(
-            self.tokenizer, p.top_ids, p.top_logprobs, token.id, p.logprob(token.id),
-            sampled_prob=1.0 if plain_greedy else None, top=plan.top, source=source,
-            rank_limit=None if p.n >= self.vocab_size else p.n,
-        )  # fmt: skip
 
     def _describe(
         self,
@@ -548,7 +474,7 @@ class RemoteEngine:
         for _ in range(plan.max_new_tokens):
             position = self.adapter.next_token(context, self.top_n)
             scores = final_scores(
-                self._row_tensor(_Row.of(position), None), torch.tensor(context), plan.settings
+                self._row_tensor(Row.of(position), None), torch.tensor(context), plan.settings
             )
             token = int(choose(scores, plan.settings, generator))
             yield StreamToken(token, position), scores
@@ -563,7 +489,7 @@ class RemoteEngine:
         return self.adapter.kv_figures()
 
 
-def _cut(seq: _Sequence, length: int) -> None:
+def _cut(seq: RemoteSequence, length: int) -> None:
     """Keep the first `length` ids; the distributions after longer prefixes are parked (by prefix)."""
     for m in sorted(m for m in seq.rows if m > length):
         seq.parked[tuple(seq.ids[:m])] = seq.rows.pop(m)

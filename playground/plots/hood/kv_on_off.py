@@ -36,7 +36,7 @@ def step_latency_figure(
             row=1, col=2, hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>",
         )  # fmt: skip
     fig.update_yaxes(title_text="ms", rangemode="tozero")
-    fig.update_xaxes(title_text="token", row=1, col=2)
+    fig.update_xaxes(title_text="token", row=1, col=2, tickformat="d", dtick=1 if len(steps) <= 16 else None)
     return style(
         fig, 340, margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.25}
     )

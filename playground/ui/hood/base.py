@@ -10,7 +10,7 @@ streaming, Stop, errors, the trace, the API endpoint `/hood_<lesson name>`.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -18,7 +18,7 @@ import gradio as gr
 
 from playground.engine.base import Engine
 from playground.engine.control import Control
-from playground.engine.tokens import token_piece
+from playground.engine.tokens import byte_groups, group_text, token_texts, visible_text
 from playground.hood.common import Lesson
 from playground.ui.common import Widgets, as_whole
 from playground.workspace import Workspace
@@ -94,7 +94,7 @@ class LessonView:
 def run_row(w: dict[str, Any], view: LessonView) -> None:
     """Run / Stop / Save trace, then the status and summary lines (every view has them)."""
     name = view.key
-    with gr.Row():
+    with gr.Row(elem_classes=["hood-run-row"]):
         w[f"{name}_run"] = gr.Button(view.run_label, variant="primary", scale=2, elem_id=f"hood-{name}-run")
         w[f"{name}_stop"] = gr.Button("Stop", scale=1, elem_id=f"hood-{name}-stop")
         w[f"{name}_save"] = gr.Button("Save trace (JSON)", scale=1, elem_id=f"hood-{name}-save")
@@ -108,14 +108,24 @@ def status(view: LessonView, phase: str, final: bool) -> dict[str, str]:
     return {f"{view.key}_status": f"{'Done' if final else 'Running'}: {phase}"}
 
 
-def spans(tokenizer: Any, ids: list[int], colour: str = "", strike: bool = False) -> str:
-    """Token pieces as inline spans (visible whitespace), optionally on a coloured background."""
+def spans(
+    tokenizer: Any, ids: list[int], colour: str = "", strike: bool = False, context: Sequence[int] = ()
+) -> str:
+    """Tokens as inline spans (visible whitespace), optionally on a coloured background; the byte
+    tokens of a character split over several share one span that shows the character (its title
+    says which bytes). context: the ids before (a character may start there)."""
     style = f"background:{colour};" if colour else ""
     style += "text-decoration:line-through;" if strike else ""
-    pieces = (html.escape(token_piece(tokenizer, t).visible) for t in ids)
-    return "".join(
-        f"<span style='{style}border-radius:3px;padding:0 1px;margin:0 1px'>{p}</span>" for p in pieces
-    )
+    texts = token_texts(tokenizer, ids, context)
+    out = []
+    for run in byte_groups(texts):
+        members = [texts[i] for i in run]
+        split = [t for t in members if t.split]
+        shown = visible_text(group_text(members)) if split else members[0].visible
+        title = f" title='{html.escape('; '.join(t.describe() for t in split))}'" if split else ""
+        box = f"{style}border-radius:3px;padding:0 1px;margin:0 1px"
+        out.append(f"<span{title} style='{box}'>{html.escape(shown)}</span>")
+    return "".join(out)
 
 
 def token_ids(values: list[Any] | None) -> list[int]:

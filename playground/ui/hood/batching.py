@@ -62,7 +62,9 @@ class BatchingView(LessonView):
             w["batch_tokens"] = gr.Slider(
                 4, 128, value=16, step=1, label="new tokens each", elem_id="hood-batch-tokens"
             )
-            w["batch_chat"] = gr.Checkbox(True, label="chat", info="Wrap each prompt as a user turn")
+            w["batch_chat"] = gr.Checkbox(
+                True, label="chat", info="Wrap each prompt as a user turn", elem_classes=["stage-hide"]
+            )
         w["batch_prompts"] = gr.Textbox(
             PROMPTS, label="prompts, one per line (the first N are used)", lines=4, max_lines=8
         )

@@ -10,7 +10,7 @@ import gradio as gr
 from playground.engine.base import Engine
 from playground.engine.prompts import encode_prompt
 from playground.engine.sampling import SamplingSettings
-from playground.engine.tokens import token_piece
+from playground.engine.tokens import token_texts
 from playground.hood.speculative import LESSON, MAX_DRAFT, SpeculativeResult, iter_speculative
 from playground.plots.hood import speculative as plots
 from playground.ui.common import UncheckedSlider, Widgets, as_number, as_whole, connect, parse_seed
@@ -63,15 +63,21 @@ class SpeculativeView(LessonView):
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         first = next(iter(PRESETS))
         with gr.Row():
-            w["spec_preset"] = gr.Dropdown(list(PRESETS), value=first, label="preset", scale=2)
-            w["spec_chat"] = gr.Checkbox(True, label="chat", info="Wrap the prompt as a user turn")
+            w["spec_preset"] = gr.Dropdown(
+                list(PRESETS), value=first, label="preset", scale=2, elem_classes=["stage-hide"]
+            )
+            w["spec_chat"] = gr.Checkbox(
+                True, label="chat", info="Wrap the prompt as a user turn", elem_classes=["stage-hide"]
+            )
         w["spec_prompt"] = gr.Textbox(PRESETS[first], label="prompt", lines=4)
         draft_note = "" if env.draft is not None else " (start the app with --draft-model to use one)"
+        w["spec_method"] = gr.Radio(
+            list(METHODS),
+            value=next(iter(METHODS)),
+            label="draft source" + draft_note,
+            elem_id="hood-spec-method",
+        )
         with gr.Row():
-            w["spec_method"] = gr.Radio(
-                list(METHODS), value=next(iter(METHODS)), label="draft source" + draft_note,
-                elem_id="hood-spec-method",
-            )  # fmt: skip
             w["spec_k"] = UncheckedSlider(
                 1, MAX_DRAFT, value=6, step=1, label="draft length", info="Tokens drafted per round"
             )
@@ -81,14 +87,15 @@ class SpeculativeView(LessonView):
                 value=max(1, env.layers * 3 // 4), step=1, label="early exit: k layers",
                 info="The draft: the first k layers + final norm + head",
             )  # fmt: skip
-        with gr.Row():
             w["spec_tokens"] = UncheckedSlider(
                 8, MAX_TOKENS, value=64, step=1, label="new tokens", elem_id="hood-spec-tokens"
             )
             w["spec_temperature"] = gr.Slider(
                 0, 1.5, value=0, step=0.05, label="temperature", info="0 = greedy (exact match test)"
             )
-            w["spec_seed"] = gr.Textbox("0", label="seed", info="For sampling and the accept draws")
+        w["spec_seed"] = gr.Textbox(
+            "0", label="seed", info="For sampling and the accept draws", elem_classes=["stage-hide"]
+        )
         run_row(w, self)
         w["spec_rounds"] = gr.HTML(elem_id="hood-spec-rounds")
         with gr.Row():
@@ -179,7 +186,7 @@ def check_rows(lm: Engine, result: SpeculativeResult) -> list[list[Any]]:
                 test = "= the model's top token" if c.accepted else "≠ the model's top token"
             else:
                 test = f"r = {c.draw:.3f} {'<' if c.accepted else '≥'} min(1, p/q) = {c.threshold:.3f}"
-            piece = token_piece(lm.tokenizer, c.token).visible
+            piece = token_texts(lm.tokenizer, [c.token])[0].visible
             verdict = "accepted" if c.accepted else "rejected"
             rows.append([n, piece, round(c.target_prob, 4), round(c.draft_prob, 4), test, verdict])
     return rows

@@ -204,6 +204,8 @@ def build_hood_tab(
             with gr.Tab(view.label, id=f"hood-{view.key}"):
                 gr.Markdown(view.explain, elem_classes=["hood-explain"])
                 view.layout(w, env)
+                main = w[view.main]
+                main.elem_classes = [*(main.elem_classes or []), "hood-main"]  # static/hood.css
     for name, component in w.items():  # every component findable by its name: #hood-kv-length
         if getattr(component, "elem_id", "") is None:
             component.elem_id = f"hood-{name.replace('_', '-')}"
