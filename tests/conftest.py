@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from launching import launch_local
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach the Hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -60,9 +62,7 @@ def launched_app(embedded_lm: LocalEngine):
     from playground.ui.app import build_demo, launch_options
 
     demo = build_demo(embedded_lm, load_settings())
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
+    url = launch_local(demo, **launch_options())
     yield url.rstrip("/")
     demo.close()
 

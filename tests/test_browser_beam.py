@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from browser import browser_page, chromium_path
 from conftest import make_tiny_llama
+from launching import launch_local
 
 pytestmark = [
     pytest.mark.browser,
@@ -57,9 +58,7 @@ def tiny_app(embedded_lm):
     from playground.ui.app import build_demo, launch_options
 
     demo = build_demo(make_tiny_llama(embedded_lm.tokenizer), load_settings())
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
+    url = launch_local(demo, **launch_options())
     yield url.rstrip("/")
     demo.close()
 

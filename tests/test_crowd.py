@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import make_tiny_llama
 from gradio_client import Client
+from launching import launch_local
 
 from bench.crowd_sessions import GREEDY_CHAT, run_session
 from playground.chat import normalize_history, with_footer
@@ -37,9 +38,7 @@ def crowd_app(embedded_lm):
     engine = make_tiny_llama(embedded_lm.tokenizer)
     workspaces = Workspaces(engine, 64)
     demo = build_demo(engine, load_settings(model_concurrency=2), workspaces=workspaces)
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
+    url = launch_local(demo, **launch_options())
     yield SimpleNamespace(url=url.rstrip("/"), demo=demo, engine=engine, workspaces=workspaces)
     demo.close()
     if previous is None:

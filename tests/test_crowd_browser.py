@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 from browser import browser_context, chromium_path, new_tab
 from conftest import make_tiny_llama
+from launching import launch_local
 from test_crowd import HEARTBEAT_SECONDS, wait_until
 
 from playground.settings import load_settings
@@ -45,9 +46,7 @@ def one_at_a_time(embedded_lm):
     engine = make_tiny_llama(embedded_lm.tokenizer)
     workspaces = Workspaces(engine, 16)
     demo = build_demo(engine, load_settings(model_concurrency=1), workspaces=workspaces)
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
+    url = launch_local(demo, **launch_options())
     yield SimpleNamespace(url=url.rstrip("/"), demo=demo, engine=engine, workspaces=workspaces)
     demo.close()
     if previous is None:

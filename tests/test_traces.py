@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from launching import launch_local
 
 from playground.engine.sampling import DEFAULT_ORDER
 from playground.errors import PlaygroundError
@@ -115,7 +116,7 @@ def test_replay_serves_the_gallery_without_loading_a_model(monkeypatch):
     started = time.perf_counter()
     demo = playground_app.create_demo(playground_app.parse_args(["--replay", str(GALLERY)]))
     built = time.perf_counter() - started
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    url = launch_local(demo)
     try:
         from gradio_client import Client
 
@@ -136,9 +137,7 @@ def test_replay_in_a_browser_marks_every_view_recorded(tmp_path):
     from playground.ui.replay import build_replay_demo
 
     demo = build_replay_demo(load_traces(GALLERY))
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
+    url = launch_local(demo, **launch_options())
     try:
         with browser_page(url, 1280, 720) as page:
             page.wait_for_function("document.querySelector('#chat-tokens .answer-tokens')")

@@ -13,6 +13,7 @@ from playground.hood import batching as _batching
 from playground.hood import kv_on_off as _kv_on_off
 from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
+from playground.hood import sampling_order as _sampling_order
 from playground.hood import speculative as _speculative
 from playground.hood.attention import AttentionView, attention_maps, attention_view, iter_attention
 from playground.hood.batching import BatchingResult, batching, iter_batching
@@ -20,9 +21,17 @@ from playground.hood.common import Lesson, preset_ids, require
 from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
 from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
 from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
+from playground.hood.sampling_order import (
+    Histogram,
+    SamplingOrder,
+    iter_sampling_order,
+    sample_histogram,
+    sampling_order,
+)
 from playground.hood.speculative import SpeculativeResult, iter_speculative, speculative_decode
 
 LESSONS: tuple[Lesson, ...] = (
+    _sampling_order.LESSON,
     _kv_on_off.LESSON,
     _prefill_decode.LESSON,
     _attention.LESSON,
@@ -35,10 +44,12 @@ __all__ = [
     "LESSONS",
     "AttentionView",
     "BatchingResult",
+    "Histogram",
     "KVOnOff",
     "LensView",
     "Lesson",
     "PrefillDecode",
+    "SamplingOrder",
     "SpeculativeResult",
     "attention_maps",
     "attention_view",
@@ -48,6 +59,7 @@ __all__ = [
     "iter_kv_on_off",
     "iter_lens",
     "iter_prefill_vs_decode",
+    "iter_sampling_order",
     "iter_speculative",
     "kv_on_off",
     "lens_view",
@@ -55,5 +67,7 @@ __all__ = [
     "prefill_vs_decode",
     "preset_ids",
     "require",
+    "sample_histogram",
+    "sampling_order",
     "speculative_decode",
 ]

@@ -4,11 +4,20 @@ Adding a lesson: its module in playground/hood/ (the lesson), its figures in plo
 view here (a LessonView subclass, see base.py), and one line in VIEWS below.
 """
 
-from playground.ui.hood import attention, batching, kv_on_off, lens, prefill_decode, speculative
+from playground.ui.hood import (
+    attention,
+    batching,
+    kv_on_off,
+    lens,
+    prefill_decode,
+    sampling_order,
+    speculative,
+)
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext
 from playground.ui.hood.tab import HoodTab, build_hood_tab
 
 VIEWS: tuple[LessonView, ...] = (
+    sampling_order.VIEW,
     kv_on_off.VIEW,
     prefill_decode.VIEW,
     attention.VIEW,
