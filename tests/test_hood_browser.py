@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 import pytest
-from browser import browser_page, chromium_path
+from browser import chromium_browser, chromium_path, open_page
 
 from playground.ui.hood import VIEWS, LessonView, build_hood_tab
 from playground.ui.state import TabStates
@@ -30,16 +30,22 @@ def widgets(embedded_lm):
 
 
 @pytest.fixture(scope="module")
-def stage(launched_app):
+def browser():
+    with chromium_browser() as browser:  # one Playwright instance for the module's pages
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def stage(browser, launched_app):
     """A speaker's page: presenter mode, dark, a 1280x720 projector."""
-    with browser_page(f"{launched_app}/?presenter=1&__theme=dark", width=1280, height=720) as page:
+    with open_page(browser, f"{launched_app}/?presenter=1&__theme=dark", width=1280, height=720) as page:
         page.get_by_role("tab", name="Under the hood").click()
         yield page
 
 
 @pytest.fixture(scope="module")
-def page(launched_app):
-    with browser_page(launched_app, width=1280, height=720) as page:
+def page(browser, launched_app):
+    with open_page(browser, launched_app, width=1280, height=720) as page:
         page.get_by_role("tab", name="Under the hood").click()
         yield page
 

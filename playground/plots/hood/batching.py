@@ -17,7 +17,7 @@ def batch_throughput_figure(solo: float, batch: float, size: int) -> go.Figure:
         text=[f"{solo:,.1f} tok/s", f"{batch:,.1f} tok/s"], textposition="auto",
         hovertemplate="%{x}: %{y:,.1f} tok/s<extra></extra>",
     )  # fmt: skip
-    fig.update_yaxes(title_text="tokens / s, all sequences")
+    fig.update_yaxes(title_text="tok/s, all sequences")
     return style(fig, 300, showlegend=False)
 
 
@@ -31,5 +31,5 @@ def batch_latency_figure(solo_finished: Sequence[float], batch_finished: Sequenc
             Series("in one batch", names, batch_finished, CACHED, hover),
         ],
         "sequence",
-        "seconds until done",
+        "s until done",
     )
