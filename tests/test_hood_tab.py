@@ -28,8 +28,9 @@ def outputs(hood: Hood, key: str) -> set[str]:
 
 def test_kv_streams_live_figures_then_the_summary(hood):
     updates = list(hood.run("kv", 32, 3))
-    assert len(updates) == 4  # one per token, then the final view
-    assert set(updates[0]) == {"kv_status", "kv_latency", "kv_cumulative", "kv_bytes"}
+    assert updates[0] == {"kv_status": "Running: cache on vs off…"}  # at once, before the first forward
+    assert len(updates) == 5  # then one per token, then the final view
+    assert set(updates[1]) == {"kv_status", "kv_latency", "kv_cumulative", "kv_bytes"}
     assert set(updates[-1]) == outputs(hood, "kv")
     summary = updates[-1]["kv_summary"]
     assert "Tokens: identical ✓" in summary and "exactly the formula ✓" in summary
@@ -94,7 +95,7 @@ def test_speculative_view_shows_rounds_and_the_parity_verdict(hood):
     updates = list(hood.run("spec", copy_task, True, LOOKUP, 6, 20, 12, 0, "0"))
     final = updates[-1]
     assert set(final) == outputs(hood, "spec")
-    assert updates[0]["spec_status"].startswith("Running: plain decoding")
+    assert updates[1]["spec_status"].startswith("Running: plain decoding")
     assert "Identical to plain greedy decoding ✓" in final["spec_summary"]
     assert "accepted draft" in final["spec_rounds"] and final["spec_checks"]
 
@@ -149,8 +150,8 @@ def test_api_lens_and_a_clear_error(app_client):
 def test_stop_ends_the_run_quietly_and_says_so(tiny_lm):
     hood = Hood(tiny_lm)
     run = hood.run("kv", 400, 60, session="s")
-    first = next(run)
-    assert first["kv_status"].startswith("Running:")
+    assert next(run) == {"kv_status": "Running: cache on vs off…"}
+    assert next(run)["kv_status"].startswith("Running: token 1/60")
     stopped = hood.stop("kv", session="s")
     assert stopped == {"kv_status": "Stopped by you: press Run to start again.", "kv_summary": ""}
     assert list(run) == []  # no error (no red toast): the run ends at its next step
@@ -161,7 +162,7 @@ def test_stop_ends_the_run_quietly_and_says_so(tiny_lm):
 def test_a_closed_tab_cancels_its_running_view(tiny_lm):
     hood = Hood(tiny_lm)
     run = hood.run("kv", 400, 60, session="closing")
-    next(run)
+    next(run), next(run)
     hood.workspaces.release("closing")  # what the page's unload does
     assert list(run) == []
 
@@ -169,6 +170,7 @@ def test_a_closed_tab_cancels_its_running_view(tiny_lm):
 def test_a_failed_run_says_so_in_its_status_line(tiny_lm):
     hood = Hood(tiny_lm)
     run = hood.run("pd", [], 2)
+    assert next(run) == {"pd_status": "Running: prefill vs decode…"}
     assert next(run) == {"pd_status": "Failed: Give at least one prompt length."}
     with pytest.raises(PlaygroundError, match="at least one prompt length"):
         next(run)

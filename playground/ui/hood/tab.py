@@ -78,6 +78,7 @@ class HoodTab:
         shown: dict[str, Any] = {}
         with self._running(request, view.key) as control:
             ctx = self.context(request, view.key, control)
+            yield {f"{view.key}_status": f"Running: {view.run_label.removeprefix('Run: ')}…"}
             try:
                 for shown in view.run(ctx, **inputs):
                     yield shown
