@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser import chromium_browser, chromium_path, open_page
+from stage_checks import assert_plots_clear, open_card
 
 from playground.errors import PlaygroundError
 from playground.ui.links import make_query, read_link
@@ -126,8 +127,12 @@ def test_on_stage_a_long_step_path_shows_its_newest_lines_and_the_chart_stays_in
 
 def check_presenter_layout(page) -> None:
     page.wait_for_function("document.body.classList.contains('presenter')")  # the app's script ran
+    check_stage_header(page)
     page.get_by_role("tab", name="Step by step").click()
     page.locator("#step-cand-1").wait_for(state="visible")
+    page.locator("#step-status").click()  # no text box has the focus: keys work
+    page.keyboard.press("n")  # one token: its card
+    page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 1")
     page.wait_for_timeout(800)  # the chart fits itself to the room left
     for selector in (
         "#step-chart",
@@ -142,6 +147,9 @@ def check_presenter_layout(page) -> None:
         "parseFloat(getComputedStyle(document.querySelector('#step-text .token-stream')).fontSize)"
     )
     assert size >= 24
+    assert_plots_clear(page)
+    assert open_card(page, page.locator("#step-text .step-text .tok").first)["fontSize"] >= 18
+    page.keyboard.press("Escape")
 
     page.get_by_role("tab", name="Chat").click()
     page.locator("#chat-message textarea").fill(CAPITAL)
@@ -154,6 +162,13 @@ def check_presenter_layout(page) -> None:
         "parseFloat(getComputedStyle(document.querySelector('#chat-tokens .answer-tokens .tok')).fontSize)"
     )
     assert size >= 24
+    for token in (
+        page.locator("#chat-tokens .answer-tokens > .tok").first,
+        page.locator("#chat-tokens .answer-tokens > .tok").last,
+    ):
+        card = open_card(page, token)  # inside the window, each of its 6 buttons reachable
+        assert card["fontSize"] >= 18 and len(card["buttons"]) == 6, card
+        page.keyboard.press("Escape")
 
     page.get_by_role("tab", name="Beam search").click()
     page.get_by_role("button", name="Run beam search").click()
@@ -166,13 +181,32 @@ def check_presenter_layout(page) -> None:
     page.wait_for_timeout(800)
     for selector in ("#beam-plot", "#beam-prompt"):
         assert_in_viewport(page, selector)
+    assert_plots_clear(page)
 
     page.get_by_role("tab", name="KV cache").click()
     page.locator("#kv-summary").wait_for()
-    assert_in_viewport(page, "#kv-summary")
+    page.wait_for_timeout(800)  # the curves fit themselves to the room left, once their tab shows
+    for selector in ("#kv-summary", "#kv-curves"):
+        assert_in_viewport(page, selector)
+    assert_plots_clear(page)  # titles whole, legends clear of the axis titles and of the labels
+    assert page.locator("#presenter-toggle").get_attribute("aria-pressed") == "true"
     page.keyboard.press("p")  # the p key leaves presenter mode
     assert not page.evaluate("document.body.classList.contains('presenter')")
     assert "presenter" not in page.url
+    assert page.locator("#presenter-toggle").get_attribute("aria-pressed") == "false"
+
+
+def check_stage_header(page) -> None:
+    """On stage the header is one line of text that reads from the back (18 px or more)."""
+    header = page.evaluate(
+        "(() => { const h = document.querySelector('#header .md'); const i = h.querySelector('.model-info');"
+        " return {height: h.getBoundingClientRect().height, size: parseFloat(getComputedStyle(i).fontSize),"
+        " line: parseFloat(getComputedStyle(i).lineHeight) || 1.5 * parseFloat(getComputedStyle(i).fontSize),"
+        " title: h.querySelector('h2').getBoundingClientRect().top,"
+        " info: i.getBoundingClientRect().top}; })()"
+    )
+    assert header["size"] >= 18 and abs(header["title"] - header["info"]) < header["line"], header
+    assert header["height"] < 2 * header["line"], header  # one line
 
 
 def test_dark_mode_plots_and_token_colours(browser, launched_app):
