@@ -13,17 +13,20 @@
     const card = cardOf(tok);
     if (!isOpen(card)) return;
     Object.assign(card.style, { position: "fixed", maxHeight: "none", top: "0px", left: "0px" });
-    const token = tok.getBoundingClientRect();
+    // A token that wraps has a box per line: the card opens under its last line or over its first.
+    const lines = tok.getClientRects();
+    const first = lines[0] || tok.getBoundingClientRect();
+    const last = lines[lines.length - 1] || first;
     const height = card.offsetHeight;
     const width = card.offsetWidth;
-    const below = window.innerHeight - token.bottom - MARGIN;
-    const above = token.top - MARGIN;
+    const below = window.innerHeight - last.bottom - MARGIN;
+    const above = first.top - MARGIN;
+    const up = height > below && above > below;
     // Touch the token (1 px overlap): the pointer moves onto the card without leaving the token.
-    let top = token.bottom - 1;
-    if (height > below && above > below) top = token.top + 1 - Math.min(height, above);
-    const room = top < token.top ? above : below;
+    const top = up ? first.top + 1 - Math.min(height, above) : last.bottom - 1;
+    const room = up ? above : below;
     card.style.maxHeight = height > room ? `${Math.max(80, room)}px` : "none";
-    const left = Math.min(Math.max(MARGIN, token.left), window.innerWidth - width - MARGIN);
+    const left = Math.min(Math.max(MARGIN, (up ? first : last).left), window.innerWidth - width - MARGIN);
     Object.assign(card.style, { top: `${Math.round(top)}px`, left: `${Math.round(Math.max(MARGIN, left))}px` });
   };
 

@@ -69,7 +69,9 @@
     if (!rows) return {};
     const count = Math.max(...(gd.data || []).map((trace) => (trace.y || []).length), 0);
     const cut = presenter() && count > rows;
-    const reversed = sizes.yaxis.autorange === "reversed";
+    // plotly turns autorange "reversed" (the most likely row on top) into a reversed range
+    const saved = sizes.yaxis.range;
+    const reversed = sizes.yaxis.autorange === "reversed" || (Array.isArray(saved) && saved[0] > saved[1]);
     const range = cut ? (reversed ? [rows - 0.5, -0.5] : [-0.5, rows - 0.5]) : sizes.yaxis.range;
     const autorange = cut ? false : sizes.yaxis.autorange;
     if (axis.autorange === autorange && JSON.stringify(axis.range ?? null) === JSON.stringify(range)) return {};
@@ -121,14 +123,15 @@
     gd.on("plotly_afterplot", () => style(gd));  // a new figure from the server: style it again
     style(gd);
   };
-  // A figure that arrives while its tab is hidden is drawn at plotly's default 700 px: once its tab
-  // shows, it is drawn again for its box (and, on stage, for the room below it).
+  // A figure that arrives while its tab is hidden is drawn at plotly's default 700 px, and plotly's
+  // own resize skips a figure whose layout has a width and a height: once its box shows or changes
+  // width, it is drawn again at that width (and, on stage, for the room below it).
   const shown = new ResizeObserver((entries) => {
     for (const { target } of entries) {
       const gd = target.querySelector(":scope > .js-plotly-plot");
-      const width = gd?.getBoundingClientRect().width || 0;
-      if (!gd._fullLayout || width < 20 || Math.abs(gd._fullLayout.width - width) < 2) continue;
-      window.Plotly?.Plots.resize(gd).then(() => style(gd));
+      const width = Math.round(gd?.getBoundingClientRect().width || 0);
+      if (!gd?._fullLayout || !window.Plotly || width < 20 || Math.abs(gd._fullLayout.width - width) < 2) continue;
+      window.Plotly.relayout(gd, { width }).then(() => style(gd));
     }
   });
   const watchSize = (gd) => {
