@@ -8,7 +8,14 @@ import plotly.graph_objects as go
 
 GIB = 2**30
 # A horizontal legend above the plot area (plotly grows the top margin to hold it).
-TOP_LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
+TOP_LEGEND = {
+    "orientation": "h",
+    "x": 0,
+    "xanchor": "left",
+    "y": 1.02,
+    "yanchor": "bottom",
+    "traceorder": "normal",
+}
 
 
 @dataclass(frozen=True)
