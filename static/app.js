@@ -41,7 +41,7 @@
   window.addEventListener("resize", fitChatAnswer);
   new MutationObserver(fitChatAnswer).observe(document.body, { attributes: true, attributeFilter: ["class"] });
 
-  // "Copy link" shows its link over the page (static/app.css) until a click elsewhere, Escape, or
+  // "Copy link" shows its link over the page (static/stage.css) until a click elsewhere, Escape, or
   // LINK_SECONDS without the pointer or the focus on it (playground/ui/app.py calls this).
   const LINK_SECONDS = 8;
   let linkTimer = null;
