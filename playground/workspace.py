@@ -33,7 +33,7 @@ class Workspace:
         self.chat = ChatSession(engine)
         self.step: StepSession | None = None
         self.step_settings = SamplingSettings()  # what the Step tab's settings widgets show
-        self.step_view: tuple[int, str] = (10, "raw")  # candidates in its chart, stage shown
+        self.step_view: tuple[int, str] = (10, "")  # candidates in its chart, stage shown ("": the last)
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
         self.beam_unfolded: set[int] = set()  # nodes whose pruned candidates its tree shows one by one

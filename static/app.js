@@ -16,11 +16,20 @@
       if (el && !el.title) el.title = tip;
     }
   };
-  // On stage the step text is a short scrolling box (static/stage.css): each new text (a new
-  // element on every update) opens at its end; a hand scroll afterwards stays where it is.
+  // On stage the step text and a chat answer are scrolling boxes (static/stage.css), the answer's
+  // down to the window's bottom: each new text (a new element on every update) opens at its end; a
+  // hand scroll afterwards stays where it is.
+  const fitChatAnswer = () => {
+    const stream = document.querySelector("body.presenter #chat-tokens .token-stream");
+    if (!stream?.offsetParent) return;
+    const top = stream.getBoundingClientRect().top + window.scrollY;
+    const room = Math.max(96, Math.floor(window.innerHeight - top - 12));
+    document.getElementById("chat-tokens").style.setProperty("--stage-room", `${room}px`);
+  };
   const showNewestTokens = () => {
-    const stream = document.querySelector("body.presenter #step-text .token-stream:not([data-scrolled])");
-    if (stream) {
+    fitChatAnswer();
+    const boxes = "body.presenter :is(#step-text, #chat-tokens) .token-stream:not([data-scrolled])";
+    for (const stream of document.querySelectorAll(boxes)) {
       stream.dataset.scrolled = "end";
       stream.scrollTop = stream.scrollHeight;
     }
@@ -29,4 +38,33 @@
     addTips();
     showNewestTokens();
   }).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener("resize", fitChatAnswer);
+  new MutationObserver(fitChatAnswer).observe(document.body, { attributes: true, attributeFilter: ["class"] });
+
+  // "Copy link" shows its link over the page (static/stage.css) until a click elsewhere, Escape, or
+  // LINK_SECONDS without the pointer or the focus on it (playground/ui/app.py calls this).
+  const LINK_SECONDS = 8;
+  let linkTimer = null;
+  const linkBox = () => document.getElementById("share-link");
+  const closeLink = () => {
+    clearInterval(linkTimer);
+    linkBox()?.classList.add("share-closed");
+  };
+  window.playgroundShowLink = () => {
+    linkBox()?.classList.remove("share-closed");
+    let idle = 0;
+    clearInterval(linkTimer);
+    linkTimer = setInterval(() => {
+      const box = linkBox();
+      idle = box?.matches(":hover, :focus-within") ? 0 : idle + 1;
+      if (idle >= LINK_SECONDS) closeLink();
+    }, 1000);
+  };
+  document.addEventListener("pointerdown", (event) => {
+    const box = linkBox();
+    if (box && !box.contains(event.target) && !event.target.closest?.("#copy-link")) closeLink();
+  }, true);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeLink();
+  });
 }

@@ -18,6 +18,7 @@
         font: gd.layout?.font?.size || 12,
         text: (gd.data || []).map((trace) => trace.textfont?.size || 12),
         height: gd.layout?.height,
+        yaxis: { autorange: gd.layout?.yaxis?.autorange ?? true, range: gd.layout?.yaxis?.range ?? null },
       };
     }
     return gd._playgroundBase;
@@ -56,7 +57,25 @@
     if (stageSized(gd)) return patch;  // static/beam.js keeps its height
     want("font.size", presenter() ? Math.round(sizes.font * STAGE_SCALE) : sizes.font, layout.font?.size || 12);
     if (sizes.height) want("height", presenter() ? fitHeight(gd, sizes.height) : sizes.height, layout.height);
+    Object.assign(patch, stageRowsPatch(gd, sizes));
     return patch;
+  };
+
+  // A chart of category rows (layout.meta.stage_rows = n, e.g. the step candidates) shows only its
+  // first n rows on stage, where its height is fitted to the window: every row keeps its label.
+  const stageRowsPatch = (gd, sizes) => {
+    const rows = gd.layout?.meta?.stage_rows;
+    const axis = gd.layout?.yaxis || {};
+    if (!rows) return {};
+    const count = Math.max(...(gd.data || []).map((trace) => (trace.y || []).length), 0);
+    const cut = presenter() && count > rows;
+    // plotly turns autorange "reversed" (the most likely row on top) into a reversed range
+    const saved = sizes.yaxis.range;
+    const reversed = sizes.yaxis.autorange === "reversed" || (Array.isArray(saved) && saved[0] > saved[1]);
+    const range = cut ? (reversed ? [rows - 0.5, -0.5] : [-0.5, rows - 0.5]) : sizes.yaxis.range;
+    const autorange = cut ? false : sizes.yaxis.autorange;
+    if (axis.autorange === autorange && JSON.stringify(axis.range ?? null) === JSON.stringify(range)) return {};
+    return { "yaxis.autorange": autorange, "yaxis.range": range };
   };
 
   const textPatch = (gd, sizes) => {
@@ -104,7 +123,37 @@
     gd.on("plotly_afterplot", () => style(gd));  // a new figure from the server: style it again
     style(gd);
   };
-  const scan = () => document.querySelectorAll(".js-plotly-plot").forEach(watch);
+  // A figure that arrives while its tab is hidden is drawn at plotly's default 700 px, and plotly's
+  // own resize skips a figure whose layout has a width and a height: once its box shows or changes
+  // width, it is drawn again at that width (and, on stage, for the room below it).
+  const shown = new ResizeObserver((entries) => {
+    for (const { target } of entries) {
+      const gd = target.querySelector(":scope > .js-plotly-plot");
+      const width = Math.round(gd?.getBoundingClientRect().width || 0);
+      if (!gd?._fullLayout || !window.Plotly || width < 20 || Math.abs(gd._fullLayout.width - width) < 2) continue;
+      window.Plotly.relayout(gd, { width }).then(() => style(gd));
+    }
+  });
+  const watchSize = (gd) => {
+    if (gd._playgroundSized || !gd.parentElement) return;
+    gd._playgroundSized = true;
+    shown.observe(gd.parentElement);
+  };
+  // The toolbar's presenter button says whether presenter mode is on (aria-pressed).
+  const markToggle = () => {
+    const button = document.getElementById("presenter-toggle");
+    if (button && button.getAttribute("aria-pressed") !== String(presenter())) {
+      button.setAttribute("aria-pressed", String(presenter()));
+      button.title = "Presenter mode: larger text, each tab's main view fits the window (key p)";
+    }
+  };
+  const scan = () => {
+    document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+      watch(gd);
+      watchSize(gd);
+    });
+    markToggle();
+  };
   new MutationObserver(scan).observe(document.body, { childList: true, subtree: true });
 
   window.playgroundTogglePresenter = (on) => {
@@ -114,6 +163,7 @@
     if (presenter()) url.searchParams.set("presenter", "1");
     else url.searchParams.delete("presenter");
     history.replaceState(null, "", url);
+    markToggle();
     return presenter();
   };
 }

@@ -214,3 +214,11 @@ def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page
     page.wait_for_function(  # the tab switch runs right after the prefix opens
         "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.includes('Step by step')"
     )
+    # Its charts arrived while the tab was hidden (this page has shown it before): drawn again for their
+    # boxes once the tab shows, not at plotly's default 700 px.
+    page.wait_for_function(
+        "() => { const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent);"
+        " return plots.length >= 2 && plots.every(g => Math.abs(g._fullLayout.width"
+        " - g.getBoundingClientRect().width) <= 2); }",
+        timeout=10_000,
+    )

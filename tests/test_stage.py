@@ -4,13 +4,17 @@ usable, keyboard control, and the same greedy answer in every tab. Headless Chro
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser import chromium_browser, chromium_path, open_page
+from playwright.sync_api import Error as PlaywrightError
+from stage_checks import assert_plots_clear, open_card
 
 from playground.errors import PlaygroundError
 from playground.ui.links import make_query, read_link
+from playground.ui.step_tab import LEDGER_COLUMNS
 
 pytestmark = [
     pytest.mark.browser,
@@ -124,10 +128,123 @@ def test_on_stage_a_long_step_path_shows_its_newest_lines_and_the_chart_stays_in
         assert scroll[1] > scroll[2] and scroll[0] + scroll[2] >= scroll[1] - 2, scroll  # at its end
 
 
+def test_token_cards_stay_in_the_window_and_take_their_own_clicks(browser, launched_app):
+    """At the desk a card near the right edge opens over the sidebar and keeps its clicks; on stage a
+    long answer scrolls in its box and a card at its end opens inside the window: its fifth
+    alternative forks the answer with a real click."""
+    query = make_query("chat", {"message": "Write two long sentences about the sea.", "temperature": 0.0,
+                                "max_new_tokens": 48})  # fmt: skip
+    with open_page(browser, f"{launched_app}/?{query}", **VIEWPORT) as page:
+        wait_for_status(page, "#chat-status", "stopped")
+        tokens = page.locator("#chat-tokens .answer-tokens > .tok")
+        rights = tokens.evaluate_all(  # of the tokens on one line
+            "ts => ts.map(t => t.getClientRects().length === 1 ? t.getBoundingClientRect().right : 0)"
+        )
+        rightmost = tokens.nth(rights.index(max(rights)))
+        view = box(page, "#chat-tokens")
+        assert open_card(page, rightmost)["right"] > view["x"] + view["width"]  # over the sidebar
+        page.keyboard.press("Escape")
+
+        page.locator("#presenter-toggle").click()
+        page.wait_for_function("document.body.classList.contains('presenter')")
+        page.wait_for_timeout(500)
+        assert_in_viewport(page, "#chat-tokens .answer-tokens")  # a scrolling box down to the bottom
+        last = tokens.last
+        card = open_card(page, last)
+        assert card["fontSize"] >= 18 and len(card["buttons"]) == 6, card
+        fifth = last.locator(".tok-alt").nth(4)
+        chosen = fifth.inner_text().split()[1]
+        spot = fifth.bounding_box()
+        page.mouse.click(spot["x"] + spot["width"] / 2, spot["y"] + spot["height"] / 2)
+        wait_for_status(page, "#chat-status", "given tokens first · stopped")
+        assert chosen.replace("␣", "") in page.locator("#chat-tokens .answer-tokens").inner_text()
+
+
+def test_copy_link_floats_over_the_page_and_closes(browser, launched_app):
+    with open_page(browser, launched_app, **VIEWPORT) as page:
+        lines = page.evaluate(  # the header's lines never wrap: each ends in "…" instead
+            "[...document.querySelectorAll('#header .model-info')].map(e => e.getClientRects().length"
+            " === 1 && e.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(e).lineHeight))"
+        )
+        assert lines and all(lines), lines
+        toggle = page.locator("#presenter-toggle")
+        assert toggle.get_attribute("aria-pressed") == "false"
+        assert toggle.evaluate("b => b.scrollWidth <= b.clientWidth")  # its label fits its button
+        tabs_top = box(page, "[role=tablist]")["y"]
+        link = page.locator("#share-link textarea, #share-link input").first
+        page.locator("#copy-link").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#share-link textarea, #share-link input')?.value || '')"
+            ".includes('tab=chat')"
+        )
+        assert link.is_visible() and box(page, "[role=tablist]")["y"] == tabs_top  # nothing moved
+        page.locator("#chat-message textarea").click()  # a click elsewhere closes it
+        link.wait_for(state="hidden")
+        page.locator("#copy-link").click()
+        link.wait_for(state="visible")
+        page.mouse.move(5, 5)
+        link.wait_for(state="hidden", timeout=15_000)  # and so do a few seconds without the pointer
+        toggle.click()
+        assert toggle.get_attribute("aria-pressed") == "true"
+        assert toggle.evaluate("b => b.scrollWidth <= b.clientWidth")  # stage-sized, still inside
+
+
+def test_on_stage_a_40_token_path_keeps_a_label_on_every_chart_row(browser, launched_app, embedded_lm):
+    text = " the old lighthouse keeper climbed the stairs every night, counting each step aloud as"
+    text += " the storm rolled in from the grey sea and the gulls went quiet over the harbour wall,"
+    text += " and the town below slept on."
+    ids = embedded_lm.tokenizer(text, add_special_tokens=False).input_ids[:40]
+    assert len(ids) == 40
+    query = make_query("step", {"prompt": "Once upon a time,", "path": ids})
+    with open_page(browser, f"{launched_app}/?{query}&presenter=1", **VIEWPORT) as page:
+        page.wait_for_function(SELECTED_STEP_TAB)
+        page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 40")
+        page.wait_for_timeout(1000)  # the chart fits itself to the room left
+        assert_in_viewport(page, "#step-chart")
+        wait_for_ranks(page, "1,2,3,4,5")  # the five the buttons show, best on top, each labelled
+        page.locator("#step-status").click()
+        page.keyboard.press("p")  # at the desk: all ten rows again
+        wait_for_ranks(page, "1,2,3,4,5,6,7,8,9,10")
+
+
+# The chart's row labels top to bottom, as ranks ("1. ␣Paris" -> 1).
+CHART_RANKS_JS = """() => [...document.querySelectorAll('#step-chart .ytick text')]
+  .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)
+  .map(t => parseInt(t.textContent))"""
+
+
+def wait_for_ranks(page, ranks: str) -> None:
+    try:
+        page.wait_for_function(f"({CHART_RANKS_JS})().join() === '{ranks}'", timeout=30_000)
+    except PlaywrightError:
+        raise AssertionError(f"chart rows {page.evaluate(CHART_RANKS_JS)}, wanted {ranks}") from None
+
+
+def test_plots_at_the_desk_have_room_and_clear_legends(browser, launched_app):
+    for width, height in ((1280, 720), (1920, 1080)):
+        with open_page(browser, f"{launched_app}/?tab=kv", width=width, height=height) as page:
+            page.get_by_role("tab", name="KV cache").click()
+            page.locator("#kv-curves .js-plotly-plot").wait_for()
+            page.wait_for_timeout(800)
+            area = page.evaluate("document.querySelector('#kv-curves .js-plotly-plot')._fullLayout._size")
+            assert area["w"] >= 400 and area["h"] >= 250, area  # was about 160 x 110 px
+            assert_plots_clear(page)
+            page.get_by_role("tab", name="Step by step").click()
+            page.locator("#step-cand-1").wait_for(state="visible")
+            page.locator("#step-greedy").click()
+            page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 1")
+            page.wait_for_timeout(800)
+            assert_plots_clear(page)
+
+
 def check_presenter_layout(page) -> None:
     page.wait_for_function("document.body.classList.contains('presenter')")  # the app's script ran
+    check_stage_header(page)
     page.get_by_role("tab", name="Step by step").click()
     page.locator("#step-cand-1").wait_for(state="visible")
+    page.locator("#step-status").click()  # no text box has the focus: keys work
+    page.keyboard.press("n")  # one token: its card
+    page.wait_for_function("document.querySelectorAll('#step-text .step-text .tok').length === 1")
     page.wait_for_timeout(800)  # the chart fits itself to the room left
     for selector in (
         "#step-chart",
@@ -142,6 +259,9 @@ def check_presenter_layout(page) -> None:
         "parseFloat(getComputedStyle(document.querySelector('#step-text .token-stream')).fontSize)"
     )
     assert size >= 24
+    assert_plots_clear(page)
+    assert open_card(page, page.locator("#step-text .step-text .tok").first)["fontSize"] >= 18
+    page.keyboard.press("Escape")
 
     page.get_by_role("tab", name="Chat").click()
     page.locator("#chat-message textarea").fill(CAPITAL)
@@ -154,6 +274,13 @@ def check_presenter_layout(page) -> None:
         "parseFloat(getComputedStyle(document.querySelector('#chat-tokens .answer-tokens .tok')).fontSize)"
     )
     assert size >= 24
+    for token in (
+        page.locator("#chat-tokens .answer-tokens > .tok").first,
+        page.locator("#chat-tokens .answer-tokens > .tok").last,
+    ):
+        card = open_card(page, token)  # inside the window, each of its 6 buttons reachable
+        assert card["fontSize"] >= 18 and len(card["buttons"]) == 6, card
+        page.keyboard.press("Escape")
 
     page.get_by_role("tab", name="Beam search").click()
     page.get_by_role("button", name="Run beam search").click()
@@ -166,13 +293,32 @@ def check_presenter_layout(page) -> None:
     page.wait_for_timeout(800)
     for selector in ("#beam-plot", "#beam-prompt"):
         assert_in_viewport(page, selector)
+    assert_plots_clear(page)
 
     page.get_by_role("tab", name="KV cache").click()
     page.locator("#kv-summary").wait_for()
-    assert_in_viewport(page, "#kv-summary")
+    page.wait_for_timeout(800)  # the curves fit themselves to the room left, once their tab shows
+    for selector in ("#kv-summary", "#kv-curves"):
+        assert_in_viewport(page, selector)
+    assert_plots_clear(page)  # titles whole, legends clear of the axis titles and of the labels
+    assert page.locator("#presenter-toggle").get_attribute("aria-pressed") == "true"
     page.keyboard.press("p")  # the p key leaves presenter mode
     assert not page.evaluate("document.body.classList.contains('presenter')")
     assert "presenter" not in page.url
+    assert page.locator("#presenter-toggle").get_attribute("aria-pressed") == "false"
+
+
+def check_stage_header(page) -> None:
+    """On stage the header is one line of text that reads from the back (18 px or more)."""
+    header = page.evaluate(
+        "(() => { const h = document.querySelector('#header .md'); const i = h.querySelector('.model-info');"
+        " return {height: h.getBoundingClientRect().height, size: parseFloat(getComputedStyle(i).fontSize),"
+        " line: parseFloat(getComputedStyle(i).lineHeight) || 1.5 * parseFloat(getComputedStyle(i).fontSize),"
+        " title: h.querySelector('h2').getBoundingClientRect().top,"
+        " info: i.getBoundingClientRect().top}; })()"
+    )
+    assert header["size"] >= 18 and abs(header["title"] - header["info"]) < header["line"], header
+    assert header["height"] < 2 * header["line"], header  # one line
 
 
 def test_dark_mode_plots_and_token_colours(browser, launched_app):
@@ -313,3 +459,34 @@ def test_chat_step_and_beam_all_answer_paris_greedily_with_their_defaults(browse
 
 
 assert json  # traces below use it
+
+
+@pytest.fixture(scope="module")
+def replay_app():
+    """The bundled gallery served with no model (python app.py --replay docs/traces)."""
+    from playground.traces import load_traces
+    from playground.ui.app import launch_options
+    from playground.ui.replay import build_replay_demo
+
+    demo = build_replay_demo(load_traces(Path(__file__).resolve().parents[1] / "docs" / "traces"))
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
+    )
+    yield url.rstrip("/")
+    demo.close()
+
+
+def test_replay_on_stage_fits_the_chat_tokens_and_the_ledger_has_its_headers(browser, replay_app):
+    with open_page(browser, f"{replay_app}/?presenter=1", **VIEWPORT) as page:
+        page.wait_for_function("document.querySelector('#chat-tokens .answer-tokens .tok')")
+        page.wait_for_timeout(500)
+        check_stage_header(page)
+        assert_in_viewport(page, "#chat-tokens .answer-tokens")
+        open_card(page, page.locator("#chat-tokens .answer-tokens > .tok").last)
+        page.get_by_role("tab", name="Step by step").click()
+        page.wait_for_function("document.querySelector('#step-text .step-text .tok')")
+        headers = page.evaluate(
+            "[...document.querySelectorAll('.table-wrap thead th, table thead th')]"
+            ".map(th => th.innerText.trim()).filter(Boolean)"
+        )
+        assert headers[: len(LEDGER_COLUMNS)] == LEDGER_COLUMNS, headers  # not "1 2 3 … 10"

@@ -163,6 +163,20 @@ def test_probability_answer_labels_first_token_values(embedded_lm) -> None:
     answer = probability_markdown(StepSession(embedded_lm, PROMPT).probability_of(" Paris, the city"))
     assert "first token rank" in answer and "first token after sampling" in answer
     assert " · after sampling" not in answer
+    # The text as typed, its spaces shown, in a code span (bold around a leading space showed "**").
+    assert answer.startswith("`␣Paris,␣the␣city`: P = ") and "**" not in answer
+
+
+def test_the_chart_follows_new_sampling_settings_until_a_stage_is_chosen(handlers) -> None:
+    handlers.step_start(PROMPT, False, TAB)
+    top_k = (1.0, 5, 1.0, 0.0, 1.0, 1.0, ORDER)
+    view = handlers.step_settings(*top_k, TAB)  # the list says "removed by sampling": so does the chart
+    assert view["stage"]["value"] == "top_k" and view["chart"].to_dict()["data"][1]["name"] == "after top-k"
+    assert "removed by sampling" in view["cand_6"]["value"]
+    handlers.step_view(10, "raw", TAB)  # a stage chosen by hand stays while the settings do
+    assert handlers.step_settings(*top_k, TAB)["stage"]["value"] == "raw"
+    view = handlers.step_settings(1.0, 5, 0.5, 0.0, 1.0, 1.0, ORDER, TAB)  # new settings: follow again
+    assert view["stage"]["value"] == view["stage"]["choices"][-1][1] == "top_p"
 
 
 def test_render_helpers() -> None:

@@ -7,6 +7,15 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 GIB = 2**30
+# A horizontal legend above the plot area (plotly grows the top margin to hold it).
+TOP_LEGEND = {
+    "orientation": "h",
+    "x": 0,
+    "xanchor": "left",
+    "y": 1.02,
+    "yanchor": "bottom",
+    "traceorder": "normal",
+}
 
 
 @dataclass(frozen=True)
@@ -34,20 +43,25 @@ def kv_curve_figure(series: list[CurveSeries], marker_tokens: int | None = None)
             )
         )
     if marker_tokens:
-        fig.add_vline(x=marker_tokens, line_dash="dot", line_color="gray", annotation_text="your length")
+        fig.add_vline(
+            x=marker_tokens, line_dash="dot", line_color="gray",
+            annotation_text="your length", annotation_position="bottom right",
+        )  # fmt: skip
+    # No in-figure title (the component's label names the chart); the legend is a column on the right,
+    # clear of both axis titles (plotly widens the right margin for it).
     fig.update_layout(
-        title="KV cache vs context length (batch as chosen)",
         xaxis_title="context length (tokens)",
-        yaxis_title="KV cache (GiB = 2^30 bytes)",
-        legend={"orientation": "h", "y": -0.25},
-        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+        yaxis={"title": {"text": "KV cache (GiB = 2^30 bytes)"}, "automargin": True},
+        legend={"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
+        margin={"l": 60, "r": 20, "t": 20, "b": 40},
         height=420,
     )
     return fig
 
 
 def memory_bar_figure(label: str, weights: int, kv: int, overhead: int, gpu: int) -> go.Figure:
-    """Stacked bar of weights + KV cache + reserved overhead, against the GPU's memory (a red line)."""
+    """One horizontal stacked bar, weights + KV cache + reserved overhead, against the GPU's memory (a
+    red line): a gauge as wide as the page and only as tall as it needs."""
     parts = [
         ("weights", weights, "#4c78a8"),
         ("KV cache", kv, "#f58518"),
@@ -57,23 +71,25 @@ def memory_bar_figure(label: str, weights: int, kv: int, overhead: int, gpu: int
     for name, value, color in parts:
         fig.add_trace(
             go.Bar(
-                x=[label],
-                y=[value / GIB],
+                y=[label],
+                x=[value / GIB],
                 name=name,
+                orientation="h",
                 marker_color=color,
-                hovertemplate=f"{name}: %{{y:.2f}} GiB<extra></extra>",
+                hovertemplate=f"{name}: %{{x:.2f}} GiB<extra></extra>",
             )
         )
-    fig.add_hline(
-        y=gpu / GIB, line_color="red", line_dash="dash", annotation_text=f"GPU: {gpu / GIB:.1f} GiB"
+    fig.add_vline(
+        x=gpu / GIB, line_color="red", line_dash="dash", annotation_text=f"GPU: {gpu / GIB:.1f} GiB"
     )
     top = max(gpu, weights + kv + overhead) / GIB
     fig.update_layout(
         barmode="stack",
-        title="Weights + KV cache against GPU memory",
-        yaxis_title="GiB (2^30 bytes)",
-        yaxis_range=[0, top * 1.1],
-        margin={"l": 60, "r": 20, "t": 50, "b": 40},
-        height=420,
+        legend=TOP_LEGEND,
+        xaxis_title="GiB (2^30 bytes)",
+        xaxis_range=[0, top * 1.1],
+        yaxis={"automargin": True},
+        margin={"l": 20, "r": 20, "t": 10, "b": 40},
+        height=240,
     )
     return fig

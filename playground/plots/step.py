@@ -42,8 +42,12 @@ def distribution_figure(
         yaxis={"autorange": "reversed", "type": "category", "automargin": True},
         xaxis={"tickformat": ".0%", "title": "probability"},
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        meta={"stage_rows": STAGE_ROWS},  # on stage (static/theme.js) only the top rows, each labelled
     )
     return fig
+
+
+STAGE_ROWS = 5  # the candidates presenter mode shows as buttons
 
 
 MAX_TOKEN_LABELS = 12  # more steps than this: label every k-th bar (hover still names each token)

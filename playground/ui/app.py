@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css")
-JS_FILES = ("plotclick.js", "app.js", "keys.js", "beam.js", "theme.js", "hood.js")
+JS_FILES = ("plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The selected tab's id, read in the browser when "Copy link" is pressed (tab buttons have no ids).
 CURRENT_TAB_JS = """(tab, ...rest) => {
   const ids = {"Chat": "chat", "Step by step": "step", "Beam search": "beam", "KV cache": "kv",
@@ -35,6 +36,7 @@ CURRENT_TAB_JS = """(tab, ...rest) => {
 SHOW_LINK_JS = """(query) => {
   const link = `${location.origin}${location.pathname}?${query}`;
   navigator.clipboard?.writeText(link).catch(() => {});
+  window.playgroundShowLink?.();
   return link;
 }"""
 
@@ -47,25 +49,30 @@ def header_markdown(engine: Engine) -> str:
     dtype_text = f" · **dtype** {dtype}" if dtype else ""
     load_text = f" · loaded in {engine.load_seconds:.1f} s ({engine.source})"
     decode = engine.describe_decode()
-    decode_text = f"<br>{decode}" if decode else ""
-    return (
-        "## LLM generation playground\n"
-        f"<span class='model-info'>**Model:** {engine.name}{size} · **engine** {engine.kind} · "
-        f"**device** {engine.device_summary()}{dtype_text}{load_text} · "
-        f"context {engine.context_length:,} tokens{decode_text}</span>"
+    decode_text = info_line(decode, "decode-info") if decode else ""
+    line = (
+        f"**Model:** {engine.name}{size} · **engine** {engine.kind} · **device** {engine.device_summary()}"
+        f"{dtype_text}{load_text} · context {engine.context_length:,} tokens"
     )
+    return f"## LLM generation playground\n{info_line(line)}{decode_text}"
+
+
+def info_line(text: str, extra_class: str = "") -> str:
+    """One header line (static/app.css ends a long one in "…"); the whole line is its tooltip."""
+    tooltip = html.escape(text.replace("**", ""), quote=True)
+    classes = f"model-info {extra_class}".strip()
+    return f"<span class='{classes}' title='{tooltip}'>{text}</span>"
 
 
 def remote_header_markdown(engine: Engine) -> str:
     """The served model, which engine computes every number (and whether that adapter was tested live)."""
     caps = engine.capabilities
     untested = "" if engine.tested_live else " · ⚠️ not yet tested against a live server"
-    return (
-        "## LLM generation playground\n"
-        f"<span class='model-info'>**Model:** {engine.name} · **engine** {engine.kind} at {engine.url} "
-        f"(every number comes from it) · top {caps.top_n:,} alternatives per position · "
-        f"context {engine.context_length:,} tokens{untested}</span>"
+    line = (
+        f"**Model:** {engine.name} · **engine** {engine.kind} at {engine.url} (every number comes from it) · "
+        f"top {caps.top_n:,} alternatives per position · context {engine.context_length:,} tokens{untested}"
     )
+    return f"## LLM generation playground\n{info_line(line)}"
 
 
 def build_demo(
@@ -109,7 +116,7 @@ def _header(engine: Engine) -> dict[str, Any]:
         with gr.Column(scale=4, min_width=400):
             gr.Markdown(header_markdown(engine), elem_id="header")
         with gr.Row(elem_id="toolbar-buttons"):
-            t["presenter"] = gr.Button("Presenter mode", size="sm", min_width=90, elem_id="presenter-toggle")
+            t["presenter"] = gr.Button("Presenter", size="sm", min_width=100, elem_id="presenter-toggle")
             t["help"] = gr.Button("Keys (?)", size="sm", min_width=70, elem_id="help-toggle")
             t["copy_link"] = gr.Button("Copy link", size="sm", min_width=80, elem_id="copy-link")
     t["link"] = gr.Textbox(

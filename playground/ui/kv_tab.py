@@ -399,9 +399,8 @@ def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
         with gr.Column(scale=2):
             first = calculate(lm, *(w[name].value for name in CALCULATOR_INPUTS))
             w["summary"] = gr.Markdown(first["summary"], elem_id="kv-summary")
-            with gr.Row():
-                w["curves"] = gr.Plot(first["curves"], label="KV bytes vs context")
-                w["bars"] = gr.Plot(first["bars"], label="Weights + KV vs GPU")
+            w["curves"] = gr.Plot(first["curves"], label="KV cache vs context length", elem_id="kv-curves")
+            w["bars"] = gr.Plot(first["bars"], label="Weights + KV cache vs GPU memory", elem_id="kv-bars")
             w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula", elem_classes=["stage-hide"])
             w["layers"] = gr.Dataframe(
                 first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False,

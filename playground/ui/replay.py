@@ -21,7 +21,7 @@ from playground.ui.chat_tab import render_chat_trace
 from playground.ui.common import connect
 from playground.ui.hood import VIEWS
 from playground.ui.hood.record import PLOT_SLOTS, REPLAY_OUTPUTS, render_hood_trace
-from playground.ui.step_tab import render_step_trace, stage_choice
+from playground.ui.step_tab import LEDGER_COLUMNS, render_step_trace, stage_choice
 
 TAB_NAMES = {"chat": "Chat", "step": "Step by step", "beam": "Beam search", "hood": "Under the hood"}
 BADGE = "<span class='recorded-badge'>● recorded</span>"
@@ -119,7 +119,7 @@ def _show(demo: gr.Blocks, w: dict[str, Any], kind: str, handler: Callable, outp
 
 def _chat_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: gr.Blocks) -> None:
     _picker(w, "chat", choices)
-    w["history"] = gr.Chatbot(label="Conversation (recorded)", height=320)
+    w["history"] = gr.Chatbot(label="Conversation (recorded)", height=320, elem_id="chat-bot")
     w["status"] = gr.Markdown(elem_classes=["chat-stats"])
     w["token_view"] = gr.HTML(elem_id="chat-tokens")
     _show(demo, w, "chat", handlers.replay_chat, ["history", "token_view", "status"])
@@ -137,7 +137,9 @@ def _step_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
             w["stage"] = gr.Radio([stage_choice(name) for name in ("raw", *DEFAULT_ORDER)], value="raw",
                                   label="distribution after stage")  # fmt: skip
     w["curve"] = gr.Plot(label="cumulative log-prob (chain rule)")
-    w["ledger"] = gr.Dataframe(label="ledger (recorded)", interactive=False, wrap=True)
+    w["ledger"] = gr.Dataframe(
+        headers=LEDGER_COLUMNS, label="ledger (recorded)", interactive=False, wrap=True
+    )
     w["tree"] = gr.HTML(label="branch tree")
     outputs = ["text", "status", "chart", "stage", "ledger", "curve", "tree", "candidates"]
     _show(demo, w, "step", handlers.replay_step, outputs)

@@ -19,7 +19,7 @@ import gradio as gr
 from playground.engine.base import Engine
 from playground.engine.records import TokenRecord
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings, validate_settings
-from playground.engine.tokens import read_after, read_pieces
+from playground.engine.tokens import read_after, read_pieces, visible_text
 from playground.errors import PlaygroundError
 from playground.plots.step import cumulative_logprob_figure, distribution_figure
 from playground.step import StepSession, TextProbability, session_from_json, session_to_dict, session_to_json
@@ -223,9 +223,10 @@ def render(session: StepSession, k: int = 10, stage_name: str = "raw") -> dict[s
 
 def probability_markdown(result: TextProbability, path: Sequence[TokenRecord] = ()) -> str:
     head, reads = result.tokens[0], read_after(path, result.tokens)
-    text = reads[0].candidate if "\ufffd" in result.text else result.text  # a byte piece says which byte
+    # a byte piece says which byte; the text is a code span, shown as typed
+    text = reads[0].candidate if "\ufffd" in result.text else visible_text(result.text)
     lines = [
-        f"**{html.escape(text)}**: P = {result.prob:.3g} (log-prob {result.logprob:.3f}) · "
+        f"`{text.replace('`', 'ˋ')}`: P = {result.prob:.3g} (log-prob {result.logprob:.3f}) · "
         f"first token rank {head.rank} · first token after sampling {percent(head.sampled_prob)}"
     ]
     if len(result.tokens) > 1:
@@ -396,10 +397,9 @@ class StepHandlers:
         """Use these sampling settings for 'sample' and the stage view (stored for this tab)."""
         settings = read_settings(temperature, top_k, top_p, min_p, typical_p, repetition_penalty, order)
         ws = self._workspace(request)
-        ws.step_settings = settings
-        if ws.step is None:
-            return {}
-        return self._act(ws, lambda s: s.use_settings(settings))
+        stage = ws.step_view[1] if settings == ws.step_settings else ""  # changed: show the last stage
+        ws.step_settings, ws.step_view = settings, (ws.step_view[0], stage)
+        return self._act(ws, lambda s: s.use_settings(settings)) if ws.step is not None else {}
 
     def step_view(self, candidates: float, stage: str, request: gr.Request = None) -> dict[str, Any]:
         """How many candidates the chart shows and which stage's distribution."""
