@@ -15,7 +15,7 @@ from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_mode
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood_tab import LENS_FROM_STEP_OUTPUTS, build_hood_tab
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, build_kv_tab
-from playground.ui.links import link_of, make_query
+from playground.ui.links import make_query, warn_bad_link
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
@@ -143,8 +143,9 @@ def _wire_links(
     on = {"status": "status"}
 
     def select_tab(request: gr.Request = None) -> Any:
-        link = link_of(request)
-        return gr.Tabs(selected=link.tab) if link else gr.skip()
+        """The tab a link names (a bad link is told as a toast; the tabs then open as usual)."""
+        tab = warn_bad_link(request)
+        return gr.Tabs(selected=tab) if tab else gr.skip()
 
     opened = demo.load(select_tab, None, tabs, api_visibility="private")
     step_outputs = [*VIEW_OUTPUTS, *SETTINGS_INPUTS, "candidates"]

@@ -30,7 +30,7 @@ from playground.errors import PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect
-from playground.ui.links import link_of
+from playground.ui.links import Link, link_opener
 from playground.workspace import Workspace, Workspaces
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
@@ -159,6 +159,8 @@ class BeamHandlers:
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
+        # Page load: a shared link's settings on the controls, and the search they make.
+        self.beam_from_link = link_opener("beam", self.beam_run, self._open_link)
 
     def beam_run(
         self,
@@ -196,32 +198,16 @@ class BeamHandlers:
             "export_file": None,
         }
 
-    def beam_from_link(
-        self,
-        prompt: str,
-        chat: bool,
-        beams: Any,
-        steps: Any,
-        length_penalty: Any,
-        early_stopping: Any,
-        pruned: Any,
-        show_greedy: bool,
-        image_format: str,
-        request: gr.Request = None,
-        progress: Any = gr.Progress(),  # noqa: B008
-    ) -> dict[str, Any]:
-        """A shared link to a search: its settings on the controls, the same search, its node chosen."""
-        link = link_of(request)
-        if link is None or link.tab != "beam" or not link.values.get("prompt"):
+    def _open_link(self, link: Link, values: dict[str, Any], request: Any, progress: Any) -> dict[str, Any]:
+        """A shared link to a search (beam_from_link): the same search, its node chosen; a link
+        without a prompt only sets the controls."""
+        if not link.values.get("prompt"):
             return {}
-        shown = {"prompt": prompt, "chat": chat, "beams": beams, "steps": steps,
-                 "length_penalty": length_penalty, "early_stopping": early_stopping}  # fmt: skip
-        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
-        views = self.beam_run(*values.values(), pruned, show_greedy, image_format, request, progress)
+        views = self.beam_run(**values, request=request, progress=progress)
         if "node" in link.values:
             views["prefix_text"] = self.beam_select_node(link.values["node"], request)
             views["node"] = link.values["node"]
-        return {**values, **views}
+        return views
 
     def link_values(self, request: gr.Request = None) -> dict[str, Any]:
         """What a link to the search on screen carries: its prompt, settings and chosen node."""

@@ -25,7 +25,7 @@ from playground.step.snapshot import StepSnapshot, take_snapshot
 from playground.traces import new_trace, save_trace
 from playground.tree import ROOT
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
-from playground.ui.links import link_of
+from playground.ui.links import Link, link_opener
 from playground.ui.token_html import legend_html, percent, record_rows, token_span
 from playground.workspace import Workspace, Workspaces
 
@@ -268,6 +268,8 @@ class StepHandlers:
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
+        # Page load: the session a shared link describes, or the default prompt started.
+        self.step_from_link = link_opener("step", self.step_start, self._open_link, default=True)
 
     # sessions
 
@@ -278,25 +280,20 @@ class StepHandlers:
             ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
         )
 
-    def step_from_link(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
-        """Page load: the session a shared link describes (prompt, settings, path, view), or the
-        default prompt started, so the tab opens ready."""
-        link = link_of(request)
-        if link is None or link.tab != "step":
-            return self.step_start(prompt, chat, request)
-        ws, values = self._workspace(request), link.values
-        settings = {
-            **settings_values(ws.step_settings),
-            **{k: v for k, v in values.items() if k in SETTINGS_INPUTS},
-        }
-        ws.step_settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
-        ws.step_view = (values.get("candidates", ws.step_view[0]), values.get("stage", ws.step_view[1]))
-        session = StepSession(
-            self.engine, values.get("prompt", prompt), values.get("chat", chat), settings=ws.step_settings
-        )
-        session.append_tokens(values.get("path", []))
-        view = self._install(ws, session)
-        return {**view, **settings_values(ws.step_settings), "candidates": ws.step_view[0]}
+    def _open_link(self, link: Link, values: dict[str, Any], request: Any) -> dict[str, Any]:
+        """A shared link to a session (step_from_link): its prompt, settings, path and view."""
+        ws, linked = self._workspace(request), link.values
+        settings = {**settings_values(ws.step_settings), **linked}
+        settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
+        session = StepSession(self.engine, values["prompt"], values["chat"], settings=settings)
+        try:
+            session.append_tokens(linked.get("path", []))
+        except BaseException:
+            session.release()
+            raise
+        ws.step_settings = settings
+        ws.step_view = (linked.get("candidates", ws.step_view[0]), linked.get("stage", ws.step_view[1]))
+        return {**self._install(ws, session), **settings_values(settings), "candidates": ws.step_view[0]}
 
     def link_values(self, request: gr.Request = None) -> dict[str, Any]:
         """What a link to this session carries: prompt, settings, the path's token ids, the view."""
