@@ -257,11 +257,16 @@ class KVHandlers:
                 zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True)
             )
 
-    def _open_link(self, link: Link, values: dict[str, Any]) -> dict[str, Any]:
-        """A shared link to a calculation (kv_from_link): its model's config, and the result."""
+    def _open_link(self, link: Link, values: dict[str, Any], request: Any = None) -> dict[str, Any]:
+        """A shared link to a calculation (kv_from_link): its model's config (and, as choosing the
+        model does, its weights dtype unless the link sets one), and the result."""
+        views = {}
         if "preset" in link.values:
-            values["config_text"] = preset_config_text(self.engine, values["preset"])
-        return {"config_text": values["config_text"], **self.kv_calculate(**values)}
+            views["config_text"] = values["config_text"] = preset_config_text(self.engine, values["preset"])
+        if "preset" in link.values and "weights_dtype" not in link.values:
+            views["weights_dtype"] = weights_dtype_update(self.engine, values["preset"])
+            values["weights_dtype"] = weights_dtype_default(self.engine, values["preset"])[0]
+        return {**views, **self.kv_calculate(**values)}
 
     def kv_preset_config(self, preset: str) -> str:
         """The config.json text of a preset (or of the loaded model)."""
@@ -459,7 +464,8 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
         w["params_b"].submit,
         w["overhead_pct"].release,
     ]
-    triggers += [w[name].change for name in ("kv_dtype", "mode", "gpu_gb", "weights_dtype")]
+    # .input: what a person changes (a preset's dtype or a link's values set by code would calculate twice)
+    triggers += [w[name].input for name in ("kv_dtype", "mode", "gpu_gb", "weights_dtype")]
     connect(triggers, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name="kv_calculate", **quick)
     # .select fires on every choice, re-choosing the same preset too (.change would not)
     chosen = connect(

@@ -8,7 +8,6 @@ validated on the way in, so a hand-edited link gets a clear message, never a sta
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -283,21 +282,24 @@ Opener = Callable[..., dict[str, Any]]  # (link, values by name, request=..., pr
 
 def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: bool = False) -> Any:
     """The page-load handler of a tab, taking what its `run` handler takes (the controls as shown,
-    then gr.Request and gr.Progress): with a valid link to `tab`, the link's values go on the
-    controls, and open_link(link, values, **injected) gives the views; a value it refuses is told
-    as a toast and the tab opens as usual. Without a link: nothing, or with `default`, `run` on the
-    controls as shown (the Step tab starts its default prompt)."""
+    then gr.Request, and gr.Progress if run has it): with a valid link to `tab`, the link's values
+    go on the controls, and open_link(link, values, request=..., progress=...) gives the views; a
+    value it refuses is told as a toast and the tab opens as usual. Without a link: nothing, or
+    with `default`, `run` on the controls as shown (the Step tab starts its default prompt)."""
     signature = inspect.signature(run)
+    takes_request = "request" in signature.parameters
+    if not takes_request:  # the opener needs the page's query: Gradio injects it by this annotation
+        request = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+        signature = signature.replace(parameters=[*signature.parameters.values(), request])
     injected = [name for name in ("request", "progress") if name in signature.parameters]
     settable = {param.widget for param in PARAMS[tab]}
 
-    @functools.wraps(run)
     def opened(*args: Any, **kwargs: Any) -> dict[str, Any]:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         extra = {name: bound.arguments[name] for name in injected}
         shown = {name: value for name, value in bound.arguments.items() if name not in extra}
-        link = link_to(tab, extra.get("request"))
+        link = link_to(tab, extra["request"])
         if link is not None:
             values = link.over(shown)
             try:
@@ -306,8 +308,14 @@ def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: 
                 warn_unopened(tab, exc)
             else:
                 return {**{k: v for k, v in values.items() if k in settable}, **views}
+        if not takes_request:
+            extra.pop("request")
         return run(**shown, **extra) if default else {}
 
+    opened.__signature__ = signature  # type: ignore[attr-defined]
+    opened.__annotations__ = {**getattr(run, "__annotations__", {}), "request": gr.Request}
+    opened.__name__ = f"{tab}_from_link"
+    opened.__doc__ = f"Page load: a shared link to {TAB_TITLES[tab]} opened on its controls."
     return opened
 
 
