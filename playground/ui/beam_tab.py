@@ -26,7 +26,7 @@ from playground.beam import (
 )
 from playground.engine.base import Engine
 from playground.engine.tokens import decode_ids
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect
@@ -182,11 +182,16 @@ class BeamHandlers:
         def report(done: int, total: int) -> None:
             progress((done, total), desc="Beam search", unit="steps")
 
-        tree = beam_search(
-            self.engine, prompt, beams, steps, as_number(length_penalty, "length penalty"),
-            parse_early_stopping(early_stopping), chat=bool(chat), include_greedy=True, progress=report,
-        )  # fmt: skip
         ws = self._workspace(request)
+        with ws.run("beam") as control:  # Stop cancels it at the next step
+            try:
+                tree = beam_search(
+                    self.engine, prompt, beams, steps, as_number(length_penalty, "length penalty"),
+                    parse_early_stopping(early_stopping), chat=bool(chat), include_greedy=True,
+                    progress=report, control=control,
+                )  # fmt: skip
+            except Cancelled:
+                return {}  # stopped: beam_stop's status line says so, the shown tree stays
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
         ws.beam_unfolded, ws.beam_window = set(), None
         return {
@@ -218,6 +223,13 @@ class BeamHandlers:
         return {"prompt": ws.beam.prompt, "chat": s.chat, "beams": s.num_beams, "steps": s.max_new_tokens,
                 "length_penalty": s.length_penalty, "early_stopping": early_stopping_word(s.early_stopping),
                 "node": ws.beam_node}  # fmt: skip
+
+    def beam_stop(self, request: gr.Request = None) -> dict[str, Any]:
+        """Stop: the running search ends at its next step (the tree on screen, if any, stays)."""
+        ws = self._workspace(request)
+        when = "at its next step" if ws.stop("beam") else "before it began"
+        shown = f"\n\nShown: the previous search. {status_markdown(ws.beam)}" if ws.beam else ""
+        return {"status": f"**Stopped** by you: the search ended {when}.{shown}"}
 
     def beam_redraw(
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
@@ -307,7 +319,9 @@ def _prompt_row() -> dict[str, Any]:
             c["chat"] = gr.Checkbox(
                 label="Chat template", value=False, info="Wrap the prompt as a user turn."
             )
-            c["run"] = gr.Button("Run beam search", variant="primary")
+            with gr.Row():
+                c["run"] = gr.Button("Run beam search", variant="primary", min_width=100, scale=2)
+                c["stop"] = gr.Button("Stop", variant="stop", min_width=60, scale=1, elem_id="beam-stop")
     return c
 
 
@@ -408,9 +422,10 @@ def render_beam_trace(data: dict[str, Any], pruned: Any = 2, show_greedy: bool =
 
 
 def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
-    """Events: run (button or Enter), redraw on view options, node choice, export."""
+    """Events: run (button or Enter) and Stop, redraw on view options, node choice, export."""
     run_triggers = [w["run"].click, w["prompt"].submit]
-    connect(run_triggers, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
+    run = connect(run_triggers, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
+    connect(w["stop"].click, h.beam_stop, w, ["status"], api_name="beam_stop", model=False, cancels=[run])
     redraw = [w[k].change for k in ("pruned", "show_greedy", "image_format")]
     connect(
         redraw, h.beam_redraw, w, ["plot"], api_name="beam_redraw", model=False, trigger_mode="always_last"
