@@ -98,10 +98,13 @@ def create_demo(settings: Settings) -> Any:
     """Load the model (or connect to the serving engine) and build the Gradio app; with --replay,
     the recorded traces' app, with no model at all."""
     if settings.replay:
-        from playground.traces import load_traces
-        from playground.ui.replay import build_replay_demo
+        from playground.traces import load_gallery
+        from playground.ui.replay import build_replay_demo, check_drawable
 
-        return build_replay_demo(load_traces(settings.replay))
+        traces, skipped = load_gallery(settings.replay, check=check_drawable)
+        for why in skipped:  # and in the page's header
+            print(f"replay: skipped {why}", file=sys.stderr)
+        return build_replay_demo(traces, skipped)
     from playground.ui.app import build_demo
 
     engine = create_engine(settings)

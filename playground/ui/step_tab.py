@@ -349,9 +349,9 @@ class StepHandlers:
         return self.step_open_chat_token(data.get("position"), request)
 
     def step_import(self, import_file: str | None, request: gr.Request = None) -> dict[str, Any]:
-        """Replay an exported session; the settings widgets show the file's settings."""
+        """Replay an exported session or a step trace; the settings widgets show the file's settings."""
         if not import_file:
-            raise PlaygroundError("Choose a session .json file to import.")
+            raise PlaygroundError("Choose a session or step trace (.json) to import.")
         text = Path(import_file).read_text(encoding="utf-8", errors="replace")
         ws = self._workspace(request)
         session = session_from_json(self.engine, text)
@@ -709,7 +709,7 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
         w["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         w["export_file"] = gr.File(label="exported session", interactive=False)
         w["import_file"] = gr.File(
-            label="import a session to replay it", file_types=[".json"], type="filepath"
+            label="import a session or step trace", file_types=[".json"], type="filepath"
         )
     hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
     w["refresh"] = gr.Button("Refresh", **hidden)
