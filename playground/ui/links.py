@@ -9,6 +9,7 @@ validated on the way in, so a hand-edited link gets a clear message, never a sta
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,30 +46,23 @@ class Param:
 
 def number(low: float | None = None, high: float | None = None) -> Callable[[str], float]:
     """A finite number, within [low, high] where given."""
-    allowed = "a number" + _range(low, high)
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ValueError(allowed) from None
-        if value != value or abs(value) == float("inf") or not _within(value, low, high):
-            raise ValueError(allowed)
-        return value
-
-    return parse
+    return _bounded(float, "a number", low, high)
 
 
 def whole(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """A whole number (as typed: 7, not 7.0), within [low, high] where given."""
-    allowed = "a whole number" + _range(low, high)
+    return _bounded(int, "a whole number", low, high)
 
-    def parse(text: str) -> int:
+
+def _bounded(read: Callable[[str], Any], what: str, low: float | None, high: float | None) -> Callable:
+    allowed = what + _range(low, high)
+
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = read(text)
         except ValueError:
             raise ValueError(allowed) from None
-        if not _within(value, low, high):
+        if not math.isfinite(value) or not _within(value, low, high):
             raise ValueError(allowed)
         return value
 
