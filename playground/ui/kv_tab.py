@@ -6,7 +6,9 @@ Every calculation is pure arithmetic (no model queue); only "measure" runs the l
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -223,39 +225,31 @@ def calculate(
     }
 
 
+def explained(calc: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """The calculator as a handler: a user error (bad JSON, bad size) replaces every output, so no
+    numbers from an earlier config stay on screen, and shows as a toast too."""
+
+    @functools.wraps(calc)
+    def kv_calculate(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return calc(*args, **kwargs)
+        except PlaygroundError as exc:
+            gr.Warning(str(exc))
+            cleared = (f"**Can't calculate:** {exc}", "", [], None, None)
+            return dict(zip(CALCULATOR_OUTPUTS, cleared, strict=True))
+
+    return kv_calculate
+
+
 class KVHandlers:
     """The tab's handlers; only `kv_measure` runs the model."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # The calculator for one set of inputs (calculate's, but for the model), its user errors explained.
+        self.kv_calculate = explained(functools.partial(calculate, engine))
         # Page load: a shared link's values on the controls, and what they calculate.
         self.kv_from_link = link_opener("kv", self.kv_calculate, self._open_link)
-
-    def kv_calculate(
-        self,
-        preset: str,
-        config_text: str,
-        seq_len: float,
-        batch: float,
-        kv_dtype: str,
-        mode: str,
-        gpu_gb: float,
-        weights_dtype: str,
-        params_b: float | None,
-        overhead_pct: float,
-    ) -> dict[str, Any]:
-        """The calculator for one set of inputs. A user error (bad JSON, bad size) replaces every
-        output, so no numbers from an earlier config stay on screen, and shows as a toast too."""
-        try:
-            return calculate(
-                self.engine, preset, config_text, seq_len, batch, kv_dtype, mode, gpu_gb, weights_dtype,
-                params_b, overhead_pct,
-            )  # fmt: skip
-        except PlaygroundError as exc:
-            gr.Warning(str(exc))
-            return dict(
-                zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True)
-            )
 
     def _open_link(self, link: Link, values: dict[str, Any], request: Any = None) -> dict[str, Any]:
         """A shared link to a calculation (kv_from_link): its model's config (and, as choosing the

@@ -283,8 +283,7 @@ def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: 
     signature = inspect.signature(run)
     takes_request = "request" in signature.parameters
     if not takes_request:  # the opener needs the page's query: Gradio injects it by this annotation
-        request = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
-        signature = signature.replace(parameters=[*signature.parameters.values(), request])
+        signature = _with_request(signature)
     injected = [name for name in ("request", "progress") if name in signature.parameters]
     settable = {param.widget for param in PARAMS[tab]}
 
@@ -311,6 +310,16 @@ def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: 
     opened.__name__ = f"{tab}_from_link"
     opened.__doc__ = f"Page load: a shared link to {TAB_TITLES[tab]} opened on its controls."
     return opened
+
+
+def _with_request(signature: inspect.Signature) -> inspect.Signature:
+    """signature and a last `request=None` parameter (keyword-only after a *args, before a **kwargs)."""
+    params = list(signature.parameters.values())
+    tail = [p for p in params if p.kind == p.VAR_KEYWORD]
+    head = [p for p in params if p.kind != p.VAR_KEYWORD]
+    varargs = any(p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY) for p in head)
+    kind = inspect.Parameter.KEYWORD_ONLY if varargs else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return signature.replace(parameters=[*head, inspect.Parameter("request", kind, default=None), *tail])
 
 
 def make_query(tab: str, values: Mapping[str, Any]) -> str:
