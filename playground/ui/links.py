@@ -1,9 +1,11 @@
 """Shareable links: the URL's query carries the tab, the prompt, the settings, the seed and the
 view, and opening it rebuilds the same state (a seeded or greedy answer comes out the same).
 
-Pure functions from component values to a query string and back; the wiring (page load, the
-"Copy link" button) is in playground/ui/app.py. Each tab's parameters are short, named, and
-validated on the way in, so a hand-edited link gets a clear message, never a stack trace.
+Pure functions from component values to a query string and back, and the one page-load opener
+every tab's `*_from_link` handler is made with; the wiring (page load, the "Copy link" button) is
+in playground/ui/app.py. Each tab's parameters are short, named, and validated on the way in: a
+hand-edited link with a bad value gets a toast that names it and what is allowed, none of its
+values is used, and the page opens as it does without a link (never a stack trace).
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def sampling(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
         try:
             validate_settings({name: value})
         except PlaygroundError as exc:
-            raise Refused(str(exc)) from None
+            raise Refused(str(exc).rstrip(".")) from None
         return value
 
     return parse
@@ -131,14 +133,14 @@ def _memory(text: str) -> float:
     try:
         return memory_gb(text)
     except PlaygroundError as exc:
-        raise Refused(str(exc)) from None
+        raise Refused(str(exc).rstrip(".")) from None
 
 
 SAMPLING = [
     Param("t", "temperature", sampling("temperature", number())),
-    Param("k", "top_k", sampling("top_k", whole())),
-    Param("p", "top_p", sampling("top_p", number())),
-    Param("minp", "min_p", sampling("min_p", number())),
+    Param("k", "top_k", sampling("top_k", whole()), "top-k"),
+    Param("p", "top_p", sampling("top_p", number()), "top-p"),
+    Param("minp", "min_p", sampling("min_p", number()), "min-p"),
     Param("rep", "repetition_penalty", sampling("repetition_penalty", number())),
 ]
 SEED = Param("seed", "seed", lambda text: str(whole()(text)))
@@ -154,7 +156,7 @@ PARAMS: dict[str, list[Param]] = {
         Param("prompt", "prompt", str),
         Param("chat", "chat", _flag),
         *SAMPLING,
-        Param("typ", "typical_p", sampling("typical_p", number())),
+        Param("typ", "typical_p", sampling("typical_p", number()), "typical-p"),
         Param("order", "order", _order),
         SEED,
         Param("cands", "candidates", whole(5, 40), "candidates in the chart"),
