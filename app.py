@@ -7,6 +7,7 @@ Options (each also settable as an environment variable):
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
   --share   PLAYGROUND_SHARE   create a public Gradio share link (default off)
+  --no-browser  PLAYGROUND_BROWSER=0  don't open a browser (it opens only from a terminal on a desktop)
   --replay  PLAYGROUND_REPLAY  serve recorded traces (a .json file or a folder) with no model loaded
   --no-compile  PLAYGROUND_COMPILE=0  decode eagerly (no static KV cache / CUDA graphs on a GPU)
   --decode  PLAYGROUND_DECODE  auto (static + CUDA graphs on CUDA, eager elsewhere), static or eager
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 from typing import Any
 
@@ -53,6 +55,10 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     parser.add_argument("--host", default=defaults.host, help="interface to listen on")
     parser.add_argument("--port", type=int, default=defaults.port)
     parser.add_argument("--share", action="store_true", default=defaults.share, help="public share link")
+    parser.add_argument(
+        "--no-browser", dest="browser", action="store_false", default=defaults.browser,
+        help="don't open a browser (by default it opens when started from a terminal on a desktop)",
+    )  # fmt: skip
     parser.add_argument(
         "--trust-remote-code",
         action="store_true",
@@ -98,10 +104,13 @@ def create_demo(settings: Settings) -> Any:
     """Load the model (or connect to the serving engine) and build the Gradio app; with --replay,
     the recorded traces' app, with no model at all."""
     if settings.replay:
-        from playground.traces import load_traces
-        from playground.ui.replay import build_replay_demo
+        from playground.traces import load_gallery
+        from playground.ui.replay import build_replay_demo, check_drawable
 
-        return build_replay_demo(load_traces(settings.replay))
+        traces, skipped = load_gallery(settings.replay, check=check_drawable)
+        for why in skipped:  # and in the page's header
+            print(f"replay: skipped {why}", file=sys.stderr)
+        return build_replay_demo(traces, skipped)
     from playground.ui.app import build_demo
 
     engine = create_engine(settings)
@@ -166,20 +175,46 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def opens_browser(settings: Settings) -> bool:
+    """Open a browser only for a person at a desktop: asked (not --no-browser), started from a
+    terminal (not a test, CI or a service), with a screen (not SSH or a container), not on Spaces."""
+    desktop = sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    return settings.browser and interactive and desktop and not os.environ.get("SPACE_ID")
+
+
+def ready_line(local_url: str, share_url: str | None, opened: bool) -> str:
+    """The one line printed once the app serves (Gradio's own lines are quiet: its share hint names
+    launch(), not our --share)."""
+    where = f"Serving on {local_url.rstrip('/')}" + (" (opened in your browser)" if opened else "")
+    share = f" · public link {share_url}" if share_url else " · --share for a public link"
+    return f"{where}{share} · Ctrl+C stops it"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the app; on any start-up failure print one line `error: ...` and return 2."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # Our messages at INFO; other libraries' (httpx logs each request Gradio makes) only from WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("playground").setLevel(logging.INFO)
     try:
         settings = parse_args(argv)
         demo = create_demo(settings)
         from playground.ui.app import launch_options
 
-        demo.launch(
+        opened = opens_browser(settings)
+        _, local_url, share_url = demo.launch(
             server_name=settings.host,
             server_port=settings.port,
             share=settings.share,
+            inbrowser=opened,
+            quiet=True,
+            prevent_thread_lock=True,
             **launch_options(settings),
         )
+        print(ready_line(local_url, share_url, opened), flush=True)
+        demo.block_thread()
     except (PlaygroundError, OSError, RuntimeError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

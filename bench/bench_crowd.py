@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.crowd_sessions import PROFILES, Request, run_session  # noqa: E402
+from bench.crowd_sessions import PROFILES, Request, launched, run_tab  # noqa: E402
 
 SAMPLE_EVERY = 50  # requests between two RSS samples
 STATS_SECONDS = 0.25  # how often the server writes its stores' sizes
@@ -51,16 +50,12 @@ STATS_SECONDS = 0.25  # how often the server writes its stores' sizes
 def serve(args: argparse.Namespace) -> None:
     """Build and run the app as app.py does, writing its stores' sizes to args.stats."""
     from playground.settings import load_settings
-    from playground.ui.app import build_demo, launch_options
-    from playground.workspace import Workspaces
 
     settings = load_settings(device=args.device, decode=args.decode)
-    engine = bench_engine(args, settings)
-    workspaces = Workspaces(engine, settings.max_workspaces)
-    demo = build_demo(engine, settings, workspaces=workspaces)
-    watch = (Path(args.stats), demo, engine, workspaces, settings)
-    threading.Thread(target=write_stats, args=watch, daemon=True).start()
-    demo.launch(server_name="127.0.0.1", server_port=args.port, quiet=True, **launch_options(settings))
+    with launched(bench_engine(args, settings), settings, port=args.port) as app:
+        watch = (Path(args.stats), app.demo, app.engine, app.workspaces, settings)
+        threading.Thread(target=write_stats, args=watch, daemon=True).start()
+        app.demo.block_thread()
 
 
 def bench_engine(args: argparse.Namespace, settings: Any) -> Any:
@@ -149,17 +144,6 @@ def wait_ready(server: Server, seconds: float = 600) -> None:
     raise RuntimeError(f"the server did not start in {seconds:.0f} s")
 
 
-def one_tab(url: str, i: int, tabs: int, on_request: Callable[[Request], None] | None = None) -> tuple:
-    """Open a tab, run session i, close the tab."""
-    from gradio_client import Client
-
-    client = Client(url, verbose=False)
-    try:
-        return run_session(client, i, tabs, on_request)
-    finally:
-        client.close()
-
-
 @dataclass
 class Crowd:
     server: Server
@@ -194,7 +178,7 @@ class Crowd:
                     return
                 i, self.next_session = self.next_session, self.next_session + 1
             try:
-                seen, _ = one_tab(self.server.url, i, self.tabs, self.answered)
+                seen, _ = run_tab(self.server.url, i, self.tabs, self.answered)
             except Exception as exc:  # counted and reported; the other users go on
                 self.errors.append(f"session {i}: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
@@ -206,7 +190,7 @@ def alone(server: Server, tabs: int) -> tuple[dict[int, list], list[Request]]:
     """Every kind of session once, one at a time: the expected answers and the baseline latencies."""
     expected, requests = {}, []
     for i in range(PROFILES):
-        expected[i], timed = one_tab(server.url, i, tabs)
+        expected[i], timed = run_tab(server.url, i, tabs)
         requests += timed
     return expected, requests
 

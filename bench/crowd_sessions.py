@@ -6,15 +6,19 @@ and each keeps only the part of its answer that must not depend on who else is u
 (no timings), so a session run in a crowd can be compared with the same session run alone
 (tests/test_crowd.py) and timed per kind of request (bench/bench_crowd.py).
 
-Needs gradio_client (a client of the app); the app may run in this process or another.
+Needs gradio_client (a client of the app); the app may run in this process (`launched`, which
+needs gradio) or another.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 # temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed, show_template
@@ -138,3 +142,42 @@ def run_session(
     start = i % len(PARTS)
     seen = [PARTS[(start + k) % len(PARTS)](r, i) for k in range(tabs)]
     return seen, r.requests
+
+
+def run_tab(
+    url: str, i: int, tabs: int = len(PARTS), on_request: Callable[[Request], None] | None = None
+) -> tuple[list[Any], list[Request]]:
+    """Open a tab (a fresh client: its own Gradio session), run session i in it, close the tab."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    try:
+        return run_session(client, i, tabs, on_request)
+    finally:
+        client.close()
+
+
+@contextmanager
+def launched(
+    engine: Any, settings: Any, port: int | None = None, heartbeat_seconds: str | None = None
+) -> Iterator[SimpleNamespace]:
+    """The whole app over `engine` in this process, its workspaces bounded by settings, on `port`
+    (a free one by default); heartbeat_seconds: how soon the server notices a closed tab (Gradio's
+    default: 15 s). Yields its url, demo, engine and workspaces; closed on exit."""
+    from playground.ui.app import build_demo, launch_local, launch_options
+    from playground.workspace import Workspaces
+
+    previous = os.environ.get("GRADIO_HEARTBEAT_INTERVAL")
+    if heartbeat_seconds is not None:
+        os.environ["GRADIO_HEARTBEAT_INTERVAL"] = heartbeat_seconds
+    workspaces = Workspaces(engine, settings.max_workspaces)
+    demo = build_demo(engine, settings, workspaces=workspaces)
+    try:
+        url = launch_local(demo, port, **launch_options(settings))
+        yield SimpleNamespace(url=url, demo=demo, engine=engine, workspaces=workspaces)
+    finally:
+        demo.close()
+        if heartbeat_seconds is not None and previous is None:
+            os.environ.pop("GRADIO_HEARTBEAT_INTERVAL", None)
+        elif heartbeat_seconds is not None:
+            os.environ["GRADIO_HEARTBEAT_INTERVAL"] = previous

@@ -34,6 +34,8 @@ class Settings:
     host: str = field(default_factory=lambda: os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     port: int = field(default_factory=lambda: int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     share: bool = False
+    # Open the app in a web browser when started from a terminal on a desktop (--no-browser: don't).
+    browser: bool = True
     # Upper bound for "max new tokens" in chat (and other tabs).
     max_new_tokens_limit: int = 1024
     # Memory bound for the KV caches the engine keeps between calls, all tabs together (MiB); least

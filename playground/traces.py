@@ -4,7 +4,7 @@ A trace holds the data a view is drawn from (a chat answer with every token's re
 session's snapshot, a beam search tree, an "Under the hood" run), plus what made it (model,
 engine, settings, when). `python app.py --replay FILE_OR_DIR` serves traces in seconds, each
 view marked "recorded". A file from elsewhere, a corrupt one or one from a newer version of the
-app is refused with a message that says which.
+app is refused with a message that says which (in a folder it is skipped, and named).
 """
 
 from __future__ import annotations
@@ -86,19 +86,47 @@ def read_trace(text: str, where: str = "this file") -> Trace:
 
 
 def load_traces(path: str | Path) -> list[Trace]:
-    """Every trace in a file or a folder (its *.json files, sorted); a bad file is named."""
+    """Every trace in a file or a folder (its *.json files, sorted); a bad file is refused, named."""
+    return [_read_file(file) for file in _trace_files(Path(path).expanduser())]
+
+
+def load_gallery(
+    path: str | Path, check: Callable[[Trace], Any] | None = None
+) -> tuple[list[Trace], list[str]]:
+    """What `--replay` serves: the traces of a file or a folder, and why each file of the folder
+    that is not one (or that `check` refuses: its data does not draw) was skipped. A single file is
+    refused, and so is a folder with no good trace."""
     root = Path(path).expanduser()
+    traces, skipped = [], []
+    for file in _trace_files(root):
+        try:
+            trace = _read_file(file)
+            if check is not None:
+                check(trace)
+        except PlaygroundError as exc:
+            if not root.is_dir():
+                raise
+            skipped.append(str(exc) if str(file) in str(exc) else f"{file}: {exc}")
+        else:
+            traces.append(trace)
+    if not traces:
+        raise PlaygroundError(f"The folder {root} has no trace to replay: {' '.join(skipped)}")
+    return traces, skipped
+
+
+def _trace_files(root: Path) -> list[Path]:
     if not root.exists():
         raise PlaygroundError(f"No file or folder {root} to replay.")
     files = sorted(root.glob("*.json")) if root.is_dir() else [root]
     if not files:
         raise PlaygroundError(f"The folder {root} has no .json traces to replay.")
-    traces = []
-    for file in files:
-        if file.stat().st_size > MAX_TRACE_BYTES:
-            raise PlaygroundError(f"{file} is over {MAX_TRACE_BYTES // 2**20} MiB: not a trace.")
-        traces.append(read_trace(file.read_text(encoding="utf-8", errors="replace"), str(file)))
-    return traces
+    return files
+
+
+def _read_file(file: Path) -> Trace:
+    if file.stat().st_size > MAX_TRACE_BYTES:
+        raise PlaygroundError(f"{file} is over {MAX_TRACE_BYTES // 2**20} MiB: not a trace.")
+    return read_trace(file.read_text(encoding="utf-8", errors="replace"), str(file))
 
 
 def decode_data(trace: Trace, decoders: dict[str, Callable[[dict[str, Any]], Any]]) -> Any:

@@ -10,6 +10,8 @@ replay.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from playground.beam import BeamTree
@@ -49,6 +51,28 @@ class Workspace:
         if old is not None and old is not session:
             old.release()
         return session
+
+    @contextmanager
+    def run(self, view: str) -> Iterator[Control]:
+        """A fresh Control for this tab's request of `view` while it runs: `stop(view)` cancels it
+        (the model stops at its next step); forgotten when the request ends."""
+        control = Control()
+        with self.lock:
+            self.running[view] = control
+        try:
+            yield control
+        finally:
+            with self.lock:
+                if self.running.get(view) is control:
+                    del self.running[view]
+
+    def stop(self, view: str) -> bool:
+        """Cancel this tab's running request of `view`; False when none was running."""
+        with self.lock:
+            control = self.running.pop(view, None)
+        if control is not None:
+            control.cancel()
+        return control is not None
 
     def release(self) -> None:
         """The tab closed (or was evicted): stop its running work and free its caches."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from launching import launch_local
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach the Hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -59,11 +58,11 @@ def launched_app(embedded_lm: LocalEngine):
 
     Yields the base URL."""
     from playground.settings import load_settings
-    from playground.ui.app import build_demo, launch_options
+    from playground.ui.app import build_demo, launch_local, launch_options
 
     demo = build_demo(embedded_lm, load_settings())
     url = launch_local(demo, **launch_options())
-    yield url.rstrip("/")
+    yield url
     demo.close()
 
 

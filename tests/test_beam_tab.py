@@ -195,3 +195,31 @@ def test_the_greedy_text_keeps_multibyte_characters_whole(tiny_lm, monkeypatch):
 
 
 assert FINISHED  # the fates are part of the public beam API
+
+
+def test_stop_ends_a_running_search_at_its_next_step_and_keeps_the_shown_tree(tiny_lm):
+    """Stop (from another request, as the button is) cancels the search through the engine's
+    Control: it ends within a step, long before its 64 steps, and the tree on screen stays."""
+    handlers = BeamHandlers(tiny_lm, Workspaces(tiny_lm))
+    handlers.beam_run("Hi", False, 2, 3, 1.0, "off", 1, False, "png", TAB, progress=no_progress)
+    shown = handlers.workspaces.get(TAB.session_hash).beam
+    steps: list[int] = []
+
+    def progress(value: object, **_: object) -> None:
+        if isinstance(value, tuple):
+            steps.append(value[0])
+            if value[0] == 2:  # the button pressed while step 3 runs
+                stopped.update(handlers.beam_stop(TAB))
+
+    stopped: dict = {}
+    views = handlers.beam_run(
+        "Hello there", False, 16, 64, 1.0, "never", 1, False, "png", TAB, progress=progress
+    )
+    assert views == {}  # no view changes: no error mark either, the status line says "Stopped"
+    assert steps[-1] <= 3, f"the search ran on to step {steps[-1]} after Stop"
+    assert stopped["status"].startswith("**Stopped** by you: the search ended at its next step.")
+    assert "Shown: the previous search." in stopped["status"]
+    ws = handlers.workspaces.get(TAB.session_hash)
+    assert ws.beam is shown and ws.running == {}  # the shown tree stays; nothing left running
+    idle = handlers.beam_stop(TAB)["status"]
+    assert idle.startswith("**Stopped** by you: the search ended before it began.")

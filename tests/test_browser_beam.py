@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from browser import browser_page, chromium_path
 from conftest import make_tiny_llama
-from launching import launch_local
+
+from playground.ui.app import launch_local
 
 pytestmark = [
     pytest.mark.browser,
@@ -59,7 +60,7 @@ def tiny_app(embedded_lm):
 
     demo = build_demo(make_tiny_llama(embedded_lm.tokenizer), load_settings())
     url = launch_local(demo, **launch_options())
-    yield url.rstrip("/")
+    yield url
     demo.close()
 
 

@@ -4,7 +4,6 @@ Gradio's state for it. The load test runs the workload of bench/bench_crowd.py a
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,9 +12,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import make_tiny_llama
 from gradio_client import Client
-from launching import launch_local
 
-from bench.crowd_sessions import GREEDY_CHAT, run_session
+from bench.crowd_sessions import GREEDY_CHAT, launched, run_tab
 from playground.chat import normalize_history, with_footer
 from playground.engine.base import DecodePlan
 from playground.engine.kv_store import CacheEntry, KVStore
@@ -33,28 +31,17 @@ HEARTBEAT_SECONDS = "0.5"  # how soon the server notices a closed client (Gradio
 @pytest.fixture(scope="module")
 def crowd_app(embedded_lm):
     """The whole app over a tiny random model (fast), with its workspaces at hand."""
-    previous = os.environ.get("GRADIO_HEARTBEAT_INTERVAL")
-    os.environ["GRADIO_HEARTBEAT_INTERVAL"] = HEARTBEAT_SECONDS
-    engine = make_tiny_llama(embedded_lm.tokenizer)
-    workspaces = Workspaces(engine, 64)
-    demo = build_demo(engine, load_settings(model_concurrency=2), workspaces=workspaces)
-    url = launch_local(demo, **launch_options())
-    yield SimpleNamespace(url=url.rstrip("/"), demo=demo, engine=engine, workspaces=workspaces)
-    demo.close()
-    if previous is None:
-        os.environ.pop("GRADIO_HEARTBEAT_INTERVAL", None)
-    else:
-        os.environ["GRADIO_HEARTBEAT_INTERVAL"] = previous
+    settings = load_settings(model_concurrency=2, max_workspaces=64)
+    with launched(
+        make_tiny_llama(embedded_lm.tokenizer), settings, heartbeat_seconds=HEARTBEAT_SECONDS
+    ) as app:
+        yield app
 
 
 def session(url: str, i: int, tabs: int = 4) -> tuple[list, float]:
-    """Run session i in a fresh tab (client), then close the tab; returns what it saw and the
-    seconds its requests took."""
-    client = Client(url, verbose=False)
-    try:
-        seen, requests = run_session(client, i, tabs)
-    finally:
-        client.close()
+    """Run session i in a fresh tab, then close the tab; returns what it saw and the seconds its
+    requests took."""
+    seen, requests = run_tab(url, i, tabs)
     return seen, sum(r.seconds for r in requests)
 
 

@@ -3,7 +3,6 @@ and an estimate in every tab, and a closed tab's queued events never run and its
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable
@@ -12,13 +11,11 @@ from types import SimpleNamespace
 import pytest
 from browser import browser_context, chromium_path, new_tab
 from conftest import make_tiny_llama
-from launching import launch_local
 from test_crowd import HEARTBEAT_SECONDS, wait_until
 
+from bench.crowd_sessions import launched
 from playground.settings import load_settings
-from playground.ui.app import build_demo, launch_options
 from playground.ui.common import MODEL_QUEUE
-from playground.workspace import Workspaces
 
 pytestmark = [
     pytest.mark.browser,
@@ -41,18 +38,11 @@ QUEUE_TEXT = """el => {
 @pytest.fixture(scope="module")
 def one_at_a_time(embedded_lm):
     """The app over a tiny random model serving one model event at a time."""
-    previous = os.environ.get("GRADIO_HEARTBEAT_INTERVAL")
-    os.environ["GRADIO_HEARTBEAT_INTERVAL"] = HEARTBEAT_SECONDS
-    engine = make_tiny_llama(embedded_lm.tokenizer)
-    workspaces = Workspaces(engine, 16)
-    demo = build_demo(engine, load_settings(model_concurrency=1), workspaces=workspaces)
-    url = launch_local(demo, **launch_options())
-    yield SimpleNamespace(url=url.rstrip("/"), demo=demo, engine=engine, workspaces=workspaces)
-    demo.close()
-    if previous is None:
-        os.environ.pop("GRADIO_HEARTBEAT_INTERVAL", None)
-    else:
-        os.environ["GRADIO_HEARTBEAT_INTERVAL"] = previous
+    settings = load_settings(model_concurrency=1, max_workspaces=16)
+    with launched(
+        make_tiny_llama(embedded_lm.tokenizer), settings, heartbeat_seconds=HEARTBEAT_SECONDS
+    ) as app:
+        yield app
 
 
 def started_tab(context, url: str):

@@ -90,10 +90,17 @@ def test_bad_inputs_raise_clear_errors(embedded_lm):
         calc(embedded_lm, seq=0)
     with pytest.raises(PlaygroundError, match="Unknown dtype"):
         calc(embedded_lm, kv="float12")
-    for gpu in (-1, "lots", None):
-        with pytest.raises(PlaygroundError, match="GPU memory must be a positive number"):
+    for gpu in (-1, "lots", None, "12,5", "0 GB"):
+        with pytest.raises(
+            PlaygroundError, match=r"GPU memory must be a positive size in GB \(e.g. 80, 12.5"
+        ):
             calc(embedded_lm, gpu=gpu)
     assert "On a 100 GB GPU" in calc(embedded_lm, gpu="100")[0]  # a typed custom size
+    # typed as the presets read: a decimal, a unit, the preset's whole label; GiB and TB converted
+    typed_sizes = [("12.5 GB", "a 12.5 GB"), ("12.5", "a 12.5 GB"), ("80 GB · A100-80, H100", "an 80 GB"),
+                   ("24 GiB", "a 25.77 GB"), ("1.5 TB", "a 1,500 GB")]  # fmt: skip
+    for typed, shown in typed_sizes:
+        assert f"On {shown} GPU" in calc(embedded_lm, gpu=typed)[0], typed
     assert (
         "On an 80 GB GPU" in calc(embedded_lm, gpu=80)[0]
         and "On an 11 GB GPU" in calc(embedded_lm, gpu=11)[0]
@@ -107,6 +114,36 @@ def test_bad_inputs_raise_clear_errors(embedded_lm):
         "an",
         "a",
     ]
+
+
+def test_longest_context_stops_at_the_models_own_limit(embedded_lm):
+    text = kv_tab.preset_config_text(embedded_lm, "SmolLM2-135M")
+    summary, formula, *_ = calc(embedded_lm, "SmolLM2-135M", text, seq=4096, batch=1)
+    # memory alone would hold millions of tokens of this 135 M model on 80 GB; the model stops at 8,192
+    line = next(row for row in summary.splitlines() if row.startswith("- longest context"))
+    assert line.startswith("- longest context at batch 1: **8,192 tokens**, the model's own limit"), line
+    assert (
+        "memory alone: " in line and int(line.split("memory alone: ")[1].split()[0].replace(",", "")) > 10**6
+    )
+    assert "context limit = **8192** ← `max_position_embeddings`" in formula
+    assert "past this model's own context limit" not in summary
+    summary, *_ = calc(embedded_lm, "SmolLM2-135M", text, seq=16384, batch=1)
+    assert "⚠️ 16,384 tokens is past this model's own context limit of 8,192" in summary
+    # a GPU too small for even the model's limit: memory's answer stands
+    summary, *_ = calc(embedded_lm, "Llama-3.1-8B", kv_tab.preset_config_text(embedded_lm, "Llama-3.1-8B"),
+                       seq=4096, batch=1, gpu=24)  # fmt: skip
+    line = next(row for row in summary.splitlines() if row.startswith("- longest context"))
+    assert "model's own limit" not in line and int(line.split("**")[1].split()[0].replace(",", "")) < 131072
+
+
+def test_heads_must_be_a_multiple_of_the_kv_heads(embedded_lm):
+    config = {**PRESETS["SmolLM2-135M"].config, "num_attention_heads": 4, "num_key_value_heads": 3}
+    with pytest.raises(
+        PlaygroundError, match=r"num_attention_heads \(4\) must be a multiple of the KV heads \(3\)"
+    ):
+        calc(embedded_lm, "SmolLM2-135M", json.dumps(config))
+    config["num_key_value_heads"] = 2  # 2 query heads per KV head: fine
+    assert "bytes" in calc(embedded_lm, "SmolLM2-135M", json.dumps(config))[0]
 
 
 def test_bad_config_clears_every_output_and_explains(embedded_lm):

@@ -77,8 +77,8 @@ def test_a_link_round_trips_and_bad_values_are_named():
     }
     assert read_link({}) is None
     for query, message in [
-        ({"tab": "nowhere"}, "unknown tab 'nowhere'"),
-        ({"tab": "step", "t": "hot"}, "t='hot' is not a valid temperature"),
+        ({"tab": "nowhere"}, "tab='nowhere' is not a tab"),
+        ({"tab": "step", "t": "hot"}, "t='hot' is not allowed: temperature must be a number"),
         ({"tab": "step", "path": "1,x"}, "path='1,x'"),
         ({"tab": "step", "order": "top_p,magic"}, "order='top_p,magic'"),
         ({"tab": "chat", "t": "inf"}, "t='inf'"),

@@ -7,6 +7,7 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -31,6 +32,8 @@ from playground.ui.step_tab import (
     text_html,
 )
 from playground.workspace import Workspaces
+
+DOCS_TRACES = Path(__file__).resolve().parents[1] / "docs" / "traces"
 
 PROMPT = "The capital of France is"
 ORDER = list(DEFAULT_ORDER)
@@ -145,6 +148,27 @@ def test_export_writes_the_settings_in_use_and_import_restores_them(handlers) ->
     assert handlers.workspaces.get("fresh-tab").step.settings.top_k == 5
     with pytest.raises(PlaygroundError, match="Choose a session"):
         handlers.step_import(None, other_tab)
+
+
+def test_import_replays_the_bundled_step_trace_and_names_what_it_refuses(handlers, tmp_path) -> None:
+    """The Step tab's import takes a recorded step trace too (docs/traces), not only an exported session."""
+    trace = json.loads((DOCS_TRACES / "step-capital.json").read_text(encoding="utf-8"))
+    recorded = trace["data"]["snapshot"]["records"]
+    view = handlers.step_import(str(DOCS_TRACES / "step-capital.json"), SimpleNamespace(session_hash="trace"))
+    session = handlers.workspaces.get("trace").step
+    assert view["prompt"] == trace["data"]["session"]["prompt"]
+    assert [e.token.id for e in session.ledger] == [r["id"] for r in recorded]
+    # the numbers are this model's, recomputed: the embedded model recorded them, so they agree
+    assert [e.token.logprob for e in session.ledger] == pytest.approx(
+        [r["logprob"] for r in recorded], abs=1e-3
+    )
+    chat_trace, bare = tmp_path / "chat.json", tmp_path / "bare.json"
+    chat_trace.write_text((DOCS_TRACES / "chat-capital-greedy.json").read_text(encoding="utf-8"), "utf-8")
+    with pytest.raises(PlaygroundError, match="recorded chat trace: Step by step imports sessions and step"):
+        handlers.step_import(str(chat_trace), TAB)
+    bare.write_text(json.dumps({**trace, "data": {"snapshot": trace["data"]["snapshot"]}}), "utf-8")
+    with pytest.raises(PlaygroundError, match="holds no session to replay"):
+        handlers.step_import(str(bare), TAB)
 
 
 def test_cumulative_plot_has_room_and_no_duplicate_title() -> None:

@@ -9,14 +9,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from launching import launch_local
 
 from playground.engine.sampling import DEFAULT_ORDER
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
-from playground.traces import TRACE_VERSION, load_traces, read_trace
+from playground.traces import TRACE_VERSION, load_gallery, load_traces, read_trace
+from playground.ui.app import launch_local
 from playground.ui.beam_tab import BeamHandlers, render_beam_trace
 from playground.ui.chat_tab import ChatHandlers, render_chat_trace
+from playground.ui.replay import check_drawable
 from playground.ui.step_tab import StepHandlers, render, render_step_trace
 from playground.workspace import Workspaces
 
@@ -125,6 +126,36 @@ def test_replay_serves_the_gallery_without_loading_a_model(monkeypatch):
     finally:
         demo.close()
     assert built < 30  # no model: seconds, not the model's load time
+
+
+def test_replay_skips_a_corrupt_file_of_a_folder_and_says_which(monkeypatch, tmp_path, capsys):
+    """One bad file no longer refuses the whole gallery: it is skipped, named in the console and in
+    the replay header; a folder with nothing good, or a single bad file, is still refused."""
+    import app as playground_app
+    from playground.engine import loading
+    from playground.ui.replay import header_markdown
+
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("replay must not load a model"))
+    for file in GALLERY.glob("*.json"):
+        (tmp_path / file.name).write_text(file.read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "broken.json").write_text("{half a trace", encoding="utf-8")
+    undrawable = json.loads((GALLERY / "chat-capital-greedy.json").read_text(encoding="utf-8"))
+    (tmp_path / "undrawable.json").write_text(json.dumps({**undrawable, "data": {"update": {}}}), "utf-8")
+    traces, skipped = load_gallery(tmp_path, check=check_drawable)
+    assert len(traces) == len(load_traces(GALLERY)) and len(skipped) == 2
+    assert "broken.json is not a trace: not valid JSON" in skipped[0]
+    assert "undrawable.json: The chat trace" in skipped[1] and "is corrupt" in skipped[1]
+    header = header_markdown(traces, skipped)
+    assert header.count("⚠️ Skipped ") == 2 and "broken.json" in header and "undrawable.json" in header
+    playground_app.create_demo(playground_app.parse_args(["--replay", str(tmp_path)]))
+    console = capsys.readouterr().err
+    assert "replay: skipped " in console and "broken.json" in console and "undrawable.json" in console
+    with pytest.raises(PlaygroundError, match=r"broken\.json is not a trace"):
+        load_gallery(tmp_path / "broken.json")  # one file: what you asked for, refused
+    for file in tmp_path.glob("*-*.json"):
+        file.unlink()
+    with pytest.raises(PlaygroundError, match=r"has no trace to replay: .*broken\.json.*undrawable\.json"):
+        load_gallery(tmp_path, check=check_drawable)
 
 
 @pytest.mark.browser

@@ -33,7 +33,7 @@ from playground.kv.bytes import (
     kv_curve,
 )
 from playground.kv.config import KEY_ALIASES, as_config_dict, load_config_file
-from playground.kv.dtypes import GB, GIB, KV_DTYPES, KVDtype, resolve_kv_dtype
+from playground.kv.dtypes import GB, GIB, KV_DTYPES, KVDtype, memory_gb, resolve_kv_dtype
 from playground.kv.fit import FitResult, estimate_parameters, fit_on_gpu, weights_bytes
 from playground.kv.geometry import MODES, KVGeometry, LayerSpec, kv_geometry
 from playground.kv.measure import Measurement, measure_vs_predicted
@@ -68,6 +68,7 @@ __all__ = [
     "kv_geometry",
     "load_config_file",
     "measure_vs_predicted",
+    "memory_gb",
     "resolve_kv_dtype",
     "weights_bytes",
 ]

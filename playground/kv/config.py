@@ -20,6 +20,7 @@ KEY_ALIASES: dict[str, tuple[str, ...]] = {
     "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads", "multi_query_group_num"),
     "hidden": ("hidden_size", "n_embd", "d_model", "n_embed", "dim"),
     "head_dim": ("head_dim", "attention_head_dim", "kv_channels"),
+    "context": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx"),
 }
 _NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config")
 NO_CACHE_TYPES = ("linear", "mamba", "conv", "recurrent", "ssm", "mlp", "moe", "dummy", "rwkv")

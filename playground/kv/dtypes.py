@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,28 @@ from playground.errors import PlaygroundError
 
 GIB = 2**30  # gibibyte: what nvidia-smi (MiB) and torch report
 GB = 10**9  # gigabyte: what GPU vendors print on the box
+# A memory size as people type it: 80, 12.5, "12.5 GB", "24 GiB", "1.5 TB", "80 GB · A100-80, H100".
+_SIZE = re.compile(
+    r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(gb|gib|tb|tib|mb|mib)?\s*(?:·.*)?", re.IGNORECASE | re.DOTALL
+)
+_UNIT_BYTES = {"gb": GB, "gib": GIB, "tb": 10**12, "tib": 2**40, "mb": 10**6, "mib": 2**20}
+
+
+def memory_gb(value: Any, label: str = "GPU memory") -> float:
+    """A memory size in GB (10^9 B): a number (GB), or text with a unit (GB when none); the error
+    names the value and what is allowed."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number, unit = float(value), "gb"
+    else:
+        match = _SIZE.fullmatch(str(value or ""))
+        number, unit = (float(match[1]), (match[2] or "gb").lower()) if match else (0.0, "gb")
+    if not 0 < number < float("inf"):
+        raise PlaygroundError(
+            f"{label} must be a positive size in GB (e.g. 80, 12.5 or 12.5 GB; GiB and TB work too), "
+            f"got {value!r}."
+        )
+    return number * _UNIT_BYTES[unit] / GB
+
 
 # --- dtypes --------------------------------------------------------------------------------------
 

@@ -85,6 +85,7 @@ class FitResult:
     fits: bool
     max_seq_len: int | None  # longest context at this batch; None = any length (windows cap the cache)
     max_batch: int | None  # largest batch at the requested length; None = unbounded (no per-token cache)
+    context_limit: int | None = None  # the model's own longest context (max_seq_len is memory's alone)
 
 
 def fit_on_gpu(
@@ -110,7 +111,8 @@ def fit_on_gpu(
     per_sequence = total_bytes(geometry, spec, seq, 1)
     max_batch = None if per_sequence == 0 else max(free, 0) // per_sequence
     max_seq = _max_seq_len(geometry, spec, batch, free)
-    return FitResult(gpu_bytes, weights, overhead, kv, free, kv <= free, max_seq, max_batch)
+    limit = geometry.context_limit
+    return FitResult(gpu_bytes, weights, overhead, kv, free, kv <= free, max_seq, max_batch, limit)
 
 
 def _max_seq_len(geometry: KVGeometry, spec: KVDtype, batch: int, free: int) -> int | None:

@@ -38,6 +38,7 @@ class KVGeometry:
     layers: tuple[LayerSpec, ...]
     sources: tuple[tuple[str, str, str], ...]  # (quantity, value, config key or rule it came from)
     notes: tuple[str, ...] = ()
+    context_limit: int | None = None  # the model's own longest context (max_position_embeddings)
 
     def tokens_held(self, layer: LayerSpec, seq_len: int) -> int:
         """Tokens one sequence keeps in `layer` after `seq_len` tokens went through the model."""
@@ -286,6 +287,11 @@ def _standard_layers(
     heads = positive_int(heads_value, "num_attention_heads")
     head_dim = _head_dim(reader, heads)
     kv = _kv_heads(reader, heads, mode)
+    if heads % kv:
+        raise PlaygroundError(
+            f"num_attention_heads ({heads}) must be a multiple of the KV heads ({kv}): in grouped-query "
+            "attention every KV head serves the same number of query heads."
+        )
     return [
         LayerSpec(i, k, kv, head_dim, head_dim, w)
         for i, (k, w) in enumerate(zip(kinds, windows, strict=True))
@@ -307,7 +313,10 @@ def _build_geometry(config: Any, mode: str) -> KVGeometry:
         pairs = enumerate(zip(kinds, windows, strict=True))
         layers = [LayerSpec(i, "none" if k == "none" else "mla", 1, mla[0], mla[1], w) for i, (k, w) in pairs]
     model_type = reader.text.get("model_type") or getattr(reader.obj, "model_type", None)
-    return KVGeometry(model_type, mode, tuple(layers), tuple(reader.sources), _notes(layers, mode))
+    limit = reader.get("context", "context limit")
+    limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    notes = _notes(layers, mode)
+    return KVGeometry(model_type, mode, tuple(layers), tuple(reader.sources), notes, limit)
 
 
 def _notes(layers: list[LayerSpec], mode: str) -> tuple[str, ...]:

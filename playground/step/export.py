@@ -1,4 +1,5 @@
-"""Save a step-by-step session as JSON and replay it (every number is recomputed on replay).
+"""Save a step-by-step session as JSON and replay it (every number is recomputed on replay); a
+recorded step trace holds such a session too, and replays the same way.
 
 The format (version 1) stores token ids only, so a file made with another engine or model
 replays with this one's numbers; a different tokenizer is caught by the prompt's ids.
@@ -15,6 +16,7 @@ from playground.engine.records import SOURCES
 from playground.engine.sampling import validate_settings
 from playground.errors import PlaygroundError
 from playground.step.session import StepSession
+from playground.traces import TRACE_FORMAT, read_trace
 from playground.tree import ROOT
 
 EXPORT_FORMAT = "llm-playground/step-session"
@@ -74,11 +76,27 @@ def session_from_dict(engine: Engine, data: Any) -> StepSession:
 
 
 def session_from_json(engine: Engine, text: str) -> StepSession:
+    """Replay an exported session, or the session a recorded step trace holds (Save trace)."""
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise PlaygroundError(f"Not a JSON file: {exc}") from exc
+    if isinstance(data, dict) and data.get("format") == TRACE_FORMAT:
+        data = _trace_session(text)
     return session_from_dict(engine, data)
+
+
+def _trace_session(text: str) -> Any:
+    """The exported session inside a recorded step trace; another kind of trace is named."""
+    trace = read_trace(text, "This file")
+    if trace.kind != "step":
+        raise PlaygroundError(
+            f"This file is a recorded {trace.kind} trace: Step by step imports sessions and step traces "
+            "(serve any trace with --replay)."
+        )
+    if "session" not in trace.data:
+        raise PlaygroundError("This step trace holds no session to replay: it has only its views.")
+    return trace.data["session"]
 
 
 def _replay(session: StepSession, nodes: list[dict[str, Any]]) -> dict[int, int]:

@@ -17,7 +17,7 @@ from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, build_kv_tab
-from playground.ui.links import link_of, make_query
+from playground.ui.links import make_query, warn_bad_link
 from playground.ui.state import TabStates
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
@@ -137,8 +137,9 @@ def _wire_links(
     on = {"status": "status"}
 
     def select_tab(request: gr.Request = None) -> Any:
-        link = link_of(request)
-        return gr.Tabs(selected=link.tab) if link else gr.skip()
+        """The tab a link names (a bad link is told as a toast; the tabs then open as usual)."""
+        tab = warn_bad_link(request)
+        return gr.Tabs(selected=tab) if tab else gr.skip()
 
     opened = demo.load(select_tab, None, tabs, api_visibility="private")
     step_outputs = [*VIEW_OUTPUTS, *SETTINGS_INPUTS, "candidates"]
@@ -250,3 +251,25 @@ def launch_options(settings: Settings | None = None) -> dict[str, object]:
         # Each file is one `() => {...}` function; launch() takes one, so call them in turn.
         "js": "() => {\n" + "".join(f"({script})();\n" for script in scripts) + "}",
     }
+
+
+LAUNCH_ATTEMPTS = 3
+
+
+def launch_local(demo: gr.Blocks, port: int | None = None, **options: Any) -> str:
+    """demo.launch() on 127.0.0.1 without blocking (tests, benchmarks, scripts); its base URL.
+
+    Gradio checks at launch that localhost answers a HEAD request within 3 s and refuses to start
+    otherwise ("When localhost is not accessible..."). On a machine under load the first answer can
+    take longer: close and launch again, a few times, before failing."""
+    for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+        try:
+            _, url, _ = demo.launch(
+                server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **options
+            )
+            return url.rstrip("/")
+        except ValueError as exc:
+            if "localhost is not accessible" not in str(exc) or attempt == LAUNCH_ATTEMPTS:
+                raise
+            demo.close()
+    raise AssertionError("unreachable")

@@ -26,11 +26,11 @@ from playground.beam import (
 )
 from playground.engine.base import Engine
 from playground.engine.tokens import cut_off_shown, decode_ids
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect
-from playground.ui.links import link_of
+from playground.ui.links import Link, link_opener
 from playground.workspace import Workspace, Workspaces
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
@@ -159,6 +159,8 @@ class BeamHandlers:
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
+        # Page load: a shared link's settings on the controls, and the search they make.
+        self.beam_from_link = link_opener("beam", self.beam_run, self._open_link)
 
     def beam_run(
         self,
@@ -180,11 +182,16 @@ class BeamHandlers:
         def report(done: int, total: int) -> None:
             progress((done, total), desc="Beam search", unit="steps")
 
-        tree = beam_search(
-            self.engine, prompt, beams, steps, as_number(length_penalty, "length penalty"),
-            parse_early_stopping(early_stopping), chat=bool(chat), include_greedy=True, progress=report,
-        )  # fmt: skip
         ws = self._workspace(request)
+        with ws.run("beam") as control:  # Stop cancels it at the next step
+            try:
+                tree = beam_search(
+                    self.engine, prompt, beams, steps, as_number(length_penalty, "length penalty"),
+                    parse_early_stopping(early_stopping), chat=bool(chat), include_greedy=True,
+                    progress=report, control=control,
+                )  # fmt: skip
+            except Cancelled:
+                return {}  # stopped: beam_stop's status line says so, the shown tree stays
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
         ws.beam_unfolded, ws.beam_window = set(), None
         return {
@@ -196,32 +203,16 @@ class BeamHandlers:
             "export_file": None,
         }
 
-    def beam_from_link(
-        self,
-        prompt: str,
-        chat: bool,
-        beams: Any,
-        steps: Any,
-        length_penalty: Any,
-        early_stopping: Any,
-        pruned: Any,
-        show_greedy: bool,
-        image_format: str,
-        request: gr.Request = None,
-        progress: Any = gr.Progress(),  # noqa: B008
-    ) -> dict[str, Any]:
-        """A shared link to a search: its settings on the controls, the same search, its node chosen."""
-        link = link_of(request)
-        if link is None or link.tab != "beam" or not link.values.get("prompt"):
+    def _open_link(self, link: Link, values: dict[str, Any], request: Any, progress: Any) -> dict[str, Any]:
+        """A shared link to a search (beam_from_link): the same search, its node chosen; a link
+        without a prompt only sets the controls."""
+        if not link.values.get("prompt"):
             return {}
-        shown = {"prompt": prompt, "chat": chat, "beams": beams, "steps": steps,
-                 "length_penalty": length_penalty, "early_stopping": early_stopping}  # fmt: skip
-        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
-        views = self.beam_run(*values.values(), pruned, show_greedy, image_format, request, progress)
+        views = self.beam_run(**values, request=request, progress=progress)
         if "node" in link.values:
             views["prefix_text"] = self.beam_select_node(link.values["node"], request)
             views["node"] = link.values["node"]
-        return {**values, **views}
+        return views
 
     def link_values(self, request: gr.Request = None) -> dict[str, Any]:
         """What a link to the search on screen carries: its prompt, settings and chosen node."""
@@ -232,6 +223,13 @@ class BeamHandlers:
         return {"prompt": ws.beam.prompt, "chat": s.chat, "beams": s.num_beams, "steps": s.max_new_tokens,
                 "length_penalty": s.length_penalty, "early_stopping": early_stopping_word(s.early_stopping),
                 "node": ws.beam_node}  # fmt: skip
+
+    def beam_stop(self, request: gr.Request = None) -> dict[str, Any]:
+        """Stop: the running search ends at its next step (the tree on screen, if any, stays)."""
+        ws = self._workspace(request)
+        when = "at its next step" if ws.stop("beam") else "before it began"
+        shown = f"\n\nShown: the previous search. {status_markdown(ws.beam)}" if ws.beam else ""
+        return {"status": f"**Stopped** by you: the search ended {when}.{shown}"}
 
     def beam_redraw(
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
@@ -321,7 +319,9 @@ def _prompt_row() -> dict[str, Any]:
             c["chat"] = gr.Checkbox(
                 label="Chat template", value=False, info="Wrap the prompt as a user turn."
             )
-            c["run"] = gr.Button("Run beam search", variant="primary")
+            with gr.Row():
+                c["run"] = gr.Button("Run beam search", variant="primary", min_width=100, scale=2)
+                c["stop"] = gr.Button("Stop", variant="stop", min_width=60, scale=1, elem_id="beam-stop")
     return c
 
 
@@ -422,9 +422,10 @@ def render_beam_trace(data: dict[str, Any], pruned: Any = 2, show_greedy: bool =
 
 
 def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
-    """Events: run (button or Enter), redraw on view options, node choice, export."""
+    """Events: run (button or Enter) and Stop, redraw on view options, node choice, export."""
     run_triggers = [w["run"].click, w["prompt"].submit]
-    connect(run_triggers, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
+    run = connect(run_triggers, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
+    connect(w["stop"].click, h.beam_stop, w, ["status"], api_name="beam_stop", model=False, cancels=[run])
     redraw = [w[k].change for k in ("pruned", "show_greedy", "image_format")]
     connect(
         redraw, h.beam_redraw, w, ["plot"], api_name="beam_redraw", model=False, trigger_mode="always_last"

@@ -22,7 +22,7 @@ from playground.errors import PlaygroundError
 from playground.settings import Settings
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
-from playground.ui.links import link_of
+from playground.ui.links import link_to
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
 
@@ -221,13 +221,13 @@ class ChatHandlers:
     ) -> Iterator[dict[str, Any]]:
         """A shared link to a chat answer: its settings on the controls, then the same answer
         (greedy, or seeded: the link carries the seed)."""
-        link = link_of(request)
-        if link is None or link.tab != "chat":
+        link = link_to("chat", request)
+        if link is None:
             yield {}
             return
         shown = dict(zip(CONTROLS, (system_prompt, temperature, top_k, top_p, min_p, repetition_penalty,
                                     max_new_tokens, seed), strict=True))  # fmt: skip
-        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
+        values = link.over(shown)
         yield values
         if link.values.get("message"):
             yield from self.chat(

@@ -59,7 +59,8 @@ def explain_exception(exc: BaseException) -> str:
 
 
 def friendly_errors(handler: Callable) -> Callable:
-    """Turn engine errors into gr.Error (a red toast in the UI, an error through the API)."""
+    """Turn engine errors into gr.Error (a red toast in the UI, an error through the API). A user's
+    error is no server fault: no traceback in the console (explain_exception logs unexpected ones)."""
     if inspect.isgeneratorfunction(handler):
 
         @functools.wraps(handler)
@@ -69,7 +70,7 @@ def friendly_errors(handler: Callable) -> Callable:
             except gr.Error:
                 raise
             except Exception as exc:  # every failure becomes a clear message
-                raise gr.Error(explain_exception(exc)) from None
+                raise gr.Error(explain_exception(exc), print_exception=False) from None
 
         return generator_wrapper
 
@@ -80,7 +81,7 @@ def friendly_errors(handler: Callable) -> Callable:
         except gr.Error:
             raise
         except Exception as exc:  # every failure becomes a clear message
-            raise gr.Error(explain_exception(exc)) from None
+            raise gr.Error(explain_exception(exc), print_exception=False) from None
 
     return wrapper
 

@@ -6,7 +6,9 @@ Every calculation is pure arithmetic (no model queue); only "measure" runs the l
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -17,7 +19,7 @@ from playground.errors import PlaygroundError
 from playground.kv.presets import COMPARISON_MODELS, PRESETS
 from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
 from playground.ui.common import as_number, as_whole, connect
-from playground.ui.links import link_of
+from playground.ui.links import Link, link_opener
 
 LOADED = "Loaded model"
 GPU_CHOICES = [
@@ -101,6 +103,7 @@ def summary_markdown(b: kvm.KVBreakdown, params: int, source: str, wdtype: str, 
     g, per_token = fit.gpu_bytes, b.total_bytes / (b.seq_len * b.batch_size)
     verdict = "✅ fits" if fit.fits else "❌ does not fit"
     batch_text = "unbounded" if fit.max_batch is None else f"{fit.max_batch:,}"
+    size = f"{g / kvm.GB:,.2f}".rstrip("0").rstrip(".")  # 80, 12.5: as typed
     lines = [
         f"### KV cache: **{b.total_bytes:,} bytes** = **{b.gib:,.3f} GiB** (2^30 B) "
         f"= **{b.gb:,.3f} GB** (10^9 B)",
@@ -108,13 +111,16 @@ def summary_markdown(b: kvm.KVBreakdown, params: int, source: str, wdtype: str, 
         f"mode *{b.geometry.mode}* · per token and sequence: {per_token:,.0f} B",
         f"**Weights:** {params / 1e9:,.3f} B parameters ({source}) in {wdtype} "
         f"= {kvm.format_bytes(fit.weights_bytes)}",
-        f"**On {article(g / kvm.GB)} {g / kvm.GB:,.0f} GB GPU** ({g / kvm.GIB:,.1f} GiB): {verdict}. "
+        f"**On {article(g / kvm.GB)} {size} GB GPU** ({g / kvm.GIB:,.1f} GiB): {verdict}. "
         "Overhead reserve "
         f"{kvm.format_bytes(fit.overhead_bytes)} ({fit.overhead_bytes / g:.0%} of the GPU, for activations, "
         f"CUDA context, fragmentation) leaves {kvm.format_bytes(max(fit.free_for_kv, 0))} for the KV cache.",
-        f"- longest context at batch {b.batch_size}: **{_max_len_text(fit)}**",
+        f"- longest context at batch {b.batch_size}: {_max_len_text(fit)}",
         f"- largest batch at {b.seq_len:,} tokens: **{batch_text}**",
     ]
+    if fit.context_limit is not None and b.seq_len > fit.context_limit:
+        limit = f"{fit.context_limit:,} (`max_position_embeddings`)"
+        lines.append(f"- ⚠️ {b.seq_len:,} tokens is past this model's own context limit of {limit}.")
     if fit.free_for_kv < 0:
         lines.append("- ⚠️ the weights and the reserve alone exceed the GPU's memory.")
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
@@ -128,11 +134,17 @@ def article(number: float) -> str:
 
 
 def _max_len_text(fit: kvm.FitResult) -> str:
+    """Memory's answer, capped at the model's own context limit (and saying so)."""
     if fit.max_seq_len is None:
-        return "any length (every cached layer is windowed, so the cache stops growing)"
-    if fit.max_seq_len >= kvm.MAX_TOKENS:
-        return f"more than {kvm.MAX_TOKENS:,} tokens"
-    return f"{fit.max_seq_len:,} tokens"
+        memory = "any length (every cached layer is windowed, so the cache stops growing)"
+    elif fit.max_seq_len >= kvm.MAX_TOKENS:
+        memory = f"more than {kvm.MAX_TOKENS:,} tokens"
+    else:
+        memory = f"{fit.max_seq_len:,} tokens"
+    limit = fit.context_limit
+    if limit is None or (fit.max_seq_len is not None and fit.max_seq_len <= limit):
+        return f"**{memory}**"
+    return f"**{limit:,} tokens**, the model's own limit (`max_position_embeddings`; memory alone: {memory})"
 
 
 def formula_markdown(b: kvm.KVBreakdown) -> str:
@@ -199,7 +211,7 @@ def calculate(
     )
     params, source = parameter_count(lm, preset, config, params_b)
     weights = kvm.weights_bytes(params, weights_dtype)
-    gpu = int(_positive(gpu_gb, "GPU memory") * kvm.GB)
+    gpu = int(kvm.memory_gb(gpu_gb) * kvm.GB)
     fit = kvm.fit_on_gpu(config, gpu, weights, b.seq_len, b.batch_size, kv_dtype, mode, overhead_pct / 100)
     label = preset if preset in PRESETS and config == PRESETS[preset].config else "this config"
     return {
@@ -211,73 +223,42 @@ def calculate(
     }
 
 
+def explained(calc: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """The calculator as a handler: a user error (bad JSON, bad size) replaces every output, so no
+    numbers from an earlier config stay on screen, and shows as a toast too."""
+
+    @functools.wraps(calc)
+    def kv_calculate(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return calc(*args, **kwargs)
+        except PlaygroundError as exc:
+            gr.Warning(str(exc))
+            cleared = (f"**Can't calculate:** {exc}", "", [], None, None)
+            return dict(zip(CALCULATOR_OUTPUTS, cleared, strict=True))
+
+    return kv_calculate
+
+
 class KVHandlers:
     """The tab's handlers; only `kv_measure` runs the model."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # The calculator for one set of inputs (calculate's, but for the model), its user errors explained.
+        self.kv_calculate = explained(functools.partial(calculate, engine))
+        # Page load: a shared link's values on the controls, and what they calculate.
+        self.kv_from_link = link_opener("kv", self.kv_calculate, self._open_link)
 
-    def kv_calculate(
-        self,
-        preset: str,
-        config_text: str,
-        seq_len: float,
-        batch: float,
-        kv_dtype: str,
-        mode: str,
-        gpu_gb: float,
-        weights_dtype: str,
-        params_b: float | None,
-        overhead_pct: float,
-    ) -> dict[str, Any]:
-        """The calculator for one set of inputs. A user error (bad JSON, bad size) replaces every
-        output, so no numbers from an earlier config stay on screen, and shows as a toast too."""
-        try:
-            return calculate(
-                self.engine, preset, config_text, seq_len, batch, kv_dtype, mode, gpu_gb, weights_dtype,
-                params_b, overhead_pct,
-            )  # fmt: skip
-        except PlaygroundError as exc:
-            gr.Warning(str(exc))
-            return dict(
-                zip(CALCULATOR_OUTPUTS, (f"**Can't calculate:** {exc}", "", [], None, None), strict=True)
-            )
-
-    def kv_from_link(
-        self,
-        preset: str,
-        config_text: str,
-        seq_len: float,
-        batch: float,
-        kv_dtype: str,
-        mode: str,
-        gpu_gb: float,
-        weights_dtype: str,
-        params_b: float | None,
-        overhead_pct: float,
-        request: gr.Request = None,
-    ) -> dict[str, Any]:
-        """A shared link to a calculation: its model and sizes on the controls, and the result."""
-        link = link_of(request)
-        if link is None or link.tab != "kv":
-            return {}
-        inputs = (
-            preset,
-            config_text,
-            seq_len,
-            batch,
-            kv_dtype,
-            mode,
-            gpu_gb,
-            weights_dtype,
-            params_b,
-            overhead_pct,
-        )
-        shown = dict(zip(CALCULATOR_INPUTS, inputs, strict=True))
-        values = {**shown, **{k: v for k, v in link.values.items() if k in shown}}
+    def _open_link(self, link: Link, values: dict[str, Any], request: Any = None) -> dict[str, Any]:
+        """A shared link to a calculation (kv_from_link): its model's config (and, as choosing the
+        model does, its weights dtype unless the link sets one), and the result."""
+        views = {}
         if "preset" in link.values:
-            values["config_text"] = preset_config_text(self.engine, values["preset"])
-        return {**values, **self.kv_calculate(*(values[name] for name in CALCULATOR_INPUTS))}
+            views["config_text"] = values["config_text"] = preset_config_text(self.engine, values["preset"])
+        if "preset" in link.values and "weights_dtype" not in link.values:
+            views["weights_dtype"] = weights_dtype_update(self.engine, values["preset"])
+            values["weights_dtype"] = weights_dtype_default(self.engine, values["preset"])[0]
+        return {**views, **self.kv_calculate(**values)}
 
     def kv_preset_config(self, preset: str) -> str:
         """The config.json text of a preset (or of the loaded model)."""
@@ -362,17 +343,6 @@ def _whole(value: float | None, label: str) -> int:
         number = 0  # not a whole number: the same message as for zero
     if number <= 0:
         raise PlaygroundError(f"{label} must be a positive whole number, got {value!r}.")
-    return number
-
-
-def _positive(value: float | str | None, label: str) -> float:
-    """A positive number; typed dropdown values arrive as text ("100")."""
-    try:
-        number = as_number(value, label)
-    except PlaygroundError:
-        number = 0.0  # not a number: the same message as for zero
-    if not number > 0:
-        raise PlaygroundError(f"{label} must be a positive number, got {value!r}.")
     return number
 
 
@@ -485,7 +455,8 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
         w["params_b"].submit,
         w["overhead_pct"].release,
     ]
-    triggers += [w[name].change for name in ("kv_dtype", "mode", "gpu_gb", "weights_dtype")]
+    # .input: what a person changes (a preset's dtype or a link's values set by code would calculate twice)
+    triggers += [w[name].input for name in ("kv_dtype", "mode", "gpu_gb", "weights_dtype")]
     connect(triggers, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name="kv_calculate", **quick)
     # .select fires on every choice, re-choosing the same preset too (.change would not)
     chosen = connect(

@@ -1,104 +1,185 @@
 """Shareable links: the URL's query carries the tab, the prompt, the settings, the seed and the
 view, and opening it rebuilds the same state (a seeded or greedy answer comes out the same).
 
-Pure functions from component values to a query string and back; the wiring (page load, the
-"Copy link" button) is in playground/ui/app.py. Each tab's parameters are short, named, and
-validated on the way in, so a hand-edited link gets a clear message, never a stack trace.
+Pure functions from component values to a query string and back, and the one page-load opener
+every tab's `*_from_link` handler is made with; the wiring (page load, the "Copy link" button) is
+in playground/ui/app.py. Each tab's parameters are short, named, and validated on the way in: a
+hand-edited link with a bad value gets a toast that names it and what is allowed, none of its
+values is used, and the page opens as it does without a link (never a stack trace).
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from playground.engine.sampling import DEFAULT_ORDER
+import gradio as gr
+
+from playground.beam import MAX_BEAMS, MAX_NEW_TOKENS
+from playground.beam.search import LENGTH_PENALTY_RANGE
+from playground.engine.sampling import DEFAULT_ORDER, validate_settings
 from playground.errors import PlaygroundError
+from playground.kv import KV_DTYPES, MODES, memory_gb
 
 TABS = ("chat", "step", "beam", "kv", "hood")
+TAB_TITLES = {"chat": "Chat", "step": "Step by step", "beam": "Beam search", "kv": "KV cache",
+              "hood": "Under the hood"}  # fmt: skip
+# Query parameters that are not ours and go with any link: Gradio's theme, presenter mode (static/theme.js).
+FOREIGN = ("__theme", "presenter")
 
 
 @dataclass(frozen=True)
 class Param:
-    """One query parameter: its short name in the URL, the component it fills, how to read it."""
+    """One query parameter: its short name in the URL, the component it fills, how to read it
+    (parse raises ValueError with what is allowed, e.g. "a whole number from 1 to 16")."""
 
     key: str  # in the URL
     widget: str  # the component's name in its tab's widgets
     parse: Callable[[str], Any]
+    label: str = ""  # how a message names it (default: the widget's name in words)
+
+    def name(self) -> str:
+        return self.label or self.widget.replace("_", " ")
 
 
-def _number(text: str) -> float:
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(text)
-    return value
+def number(low: float | None = None, high: float | None = None) -> Callable[[str], float]:
+    """A finite number, within [low, high] where given."""
+    return _bounded(float, "a number", low, high)
 
 
-def _whole(text: str) -> int:
-    return int(text)
+def whole(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """A whole number (as typed: 7, not 7.0), within [low, high] where given."""
+    return _bounded(int, "a whole number", low, high)
+
+
+def _bounded(read: Callable[[str], Any], what: str, low: float | None, high: float | None) -> Callable:
+    allowed = what + _range(low, high)
+
+    def parse(text: str) -> Any:
+        try:
+            value = read(text)
+        except ValueError:
+            raise ValueError(allowed) from None
+        if not math.isfinite(value) or not _within(value, low, high):
+            raise ValueError(allowed)
+        return value
+
+    return parse
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _range(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f" from {low:g} to {high:g}"
+    return f" of at least {low:g}" if low is not None else ""
+
+
+def _within(value: float, low: float | None, high: float | None) -> bool:
+    return (low is None or value >= low) and (high is None or value <= high)
 
 
 def _flag(text: str) -> bool:
-    if text not in ("0", "1"):
-        raise ValueError(text)
-    return text == "1"
+    return one_of("0", "1")(text) == "1"
 
 
 def _order(text: str) -> list[str]:
     names = [name for name in text.split(",") if name]
     if not set(names) <= set(DEFAULT_ORDER):
-        raise ValueError(text)
+        raise ValueError(f"stage names from {', '.join(DEFAULT_ORDER)}, separated by commas")
     return names
 
 
 def _ids(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part]
+    try:
+        ids = [int(part) for part in text.split(",") if part]
+    except ValueError:
+        ids = [-1]
+    if any(i < 0 for i in ids):
+        raise ValueError("token ids: whole numbers of at least 0 separated by commas, e.g. 7042,28")
+    return ids
+
+
+class Refused(ValueError):
+    """A value refused with a whole sentence of why (not only what is allowed)."""
+
+
+def sampling(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A sampling setting, checked by the engine's own rules (its message names the allowed range)."""
+
+    def parse(text: str) -> Any:
+        value = read(text)
+        try:
+            validate_settings({name: value})
+        except PlaygroundError as exc:
+            raise Refused(str(exc).rstrip(".")) from None
+        return value
+
+    return parse
+
+
+def _memory(text: str) -> float:
+    try:
+        return memory_gb(text)
+    except PlaygroundError as exc:
+        raise Refused(str(exc).rstrip(".")) from None
 
 
 SAMPLING = [
-    Param("t", "temperature", _number),
-    Param("k", "top_k", _whole),
-    Param("p", "top_p", _number),
-    Param("minp", "min_p", _number),
-    Param("rep", "repetition_penalty", _number),
+    Param("t", "temperature", sampling("temperature", number())),
+    Param("k", "top_k", sampling("top_k", whole()), "top-k"),
+    Param("p", "top_p", sampling("top_p", number()), "top-p"),
+    Param("minp", "min_p", sampling("min_p", number()), "min-p"),
+    Param("rep", "repetition_penalty", sampling("repetition_penalty", number())),
 ]
+SEED = Param("seed", "seed", lambda text: str(whole()(text)))
 PARAMS: dict[str, list[Param]] = {
     "chat": [
         Param("q", "message", str),
         Param("sys", "system_prompt", str),
         *SAMPLING,
-        Param("max", "max_new_tokens", _whole),
-        Param("seed", "seed", str),
+        Param("max", "max_new_tokens", whole(1), "max new tokens"),
+        SEED,
     ],
     "step": [
         Param("prompt", "prompt", str),
         Param("chat", "chat", _flag),
         *SAMPLING,
-        Param("typ", "typical_p", _number),
+        Param("typ", "typical_p", sampling("typical_p", number()), "typical-p"),
         Param("order", "order", _order),
-        Param("seed", "seed", str),
-        Param("cands", "candidates", _whole),
-        Param("stage", "stage", str),
+        SEED,
+        Param("cands", "candidates", whole(5, 40), "candidates in the chart"),
+        Param("stage", "stage", one_of("raw", *DEFAULT_ORDER)),
         Param("path", "path", _ids),  # the generated token ids after the prompt
     ],
     "beam": [
         Param("prompt", "prompt", str),
         Param("chat", "chat", _flag),
-        Param("beams", "beams", _whole),
-        Param("steps", "steps", _whole),
-        Param("lp", "length_penalty", _number),
-        Param("es", "early_stopping", str),
-        Param("node", "node", _whole),
+        Param("beams", "beams", whole(1, MAX_BEAMS)),
+        Param("steps", "steps", whole(1, MAX_NEW_TOKENS)),
+        Param("lp", "length_penalty", number(*LENGTH_PENALTY_RANGE)),
+        Param("es", "early_stopping", one_of("off", "on", "never")),
+        Param("node", "node", whole(0)),
     ],
     "kv": [
-        Param("preset", "preset", str),
-        Param("seq", "seq_len", _whole),
-        Param("batch", "batch", _whole),
-        Param("kvdtype", "kv_dtype", str),
-        Param("mode", "mode", str),
-        Param("gpu", "gpu_gb", _number),
-        Param("wdtype", "weights_dtype", str),
+        Param("preset", "preset", str),  # checked against the Model list when opened
+        Param("seq", "seq_len", whole(1)),
+        Param("batch", "batch", whole(1)),
+        Param("kvdtype", "kv_dtype", one_of(*KV_DTYPES), "KV dtype"),
+        Param("mode", "mode", one_of(*MODES)),
+        Param("gpu", "gpu_gb", _memory),
+        Param("wdtype", "weights_dtype", one_of(*KV_DTYPES)),
     ],
     "hood": [Param("view", "view", str)],
 }
@@ -116,31 +197,131 @@ class Link:
         """The link reproduces a result (an answer, a path, a search), not only settings."""
         return {"chat": "message", "step": "prompt", "beam": "prompt"}.get(self.tab, "") in self.values
 
+    def over(self, shown: Mapping[str, Any]) -> dict[str, Any]:
+        """The controls' values `shown`, with the ones this link sets put over them."""
+        return {**shown, **{k: v for k, v in self.values.items() if k in shown}}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A page's query read: the valid link (None without one, or when it has a bad value), the tab
+    to show (the one it names, if that is a tab), and what was wrong ('' when nothing)."""
+
+    link: Link | None
+    tab: str | None
+    problem: str = ""
+
+
+def read_query(query: Mapping[str, str]) -> Reading:
+    """Every parameter checked; a bad one is named with what is allowed, and then no value of the
+    link is used (a link opens exactly what it says, or the tab's defaults)."""
+    tab = query.get("tab")
+    if not tab:
+        return Reading(None, None)
+    if tab not in TABS:
+        return Reading(None, None, f"This link's tab={tab!r} is not a tab: use one of {', '.join(TABS)}.")
+    params = {param.key: param for param in PARAMS[tab]}
+    values, problems = {}, []
+    for key, text in query.items():
+        if key == "tab" or key in FOREIGN:
+            continue
+        if key not in params:
+            problems.append(f"{key}={text!r} is not a setting of this tab (it takes {', '.join(params)})")
+            continue
+        try:
+            values[params[key].widget] = params[key].parse(text)
+        except ValueError as exc:
+            why = exc if isinstance(exc, Refused) else f"{params[key].name()} must be {exc}"
+            problems.append(f"{key}={text!r} is not allowed: {why}")
+    if problems:
+        return Reading(None, tab, f"This link's {'; '.join(problems)}.")
+    return Reading(Link(tab, values), tab)
+
 
 def read_link(query: Mapping[str, str]) -> Link | None:
     """The link in a page's query parameters (None when it names no tab); a bad value is named."""
-    tab = query.get("tab")
-    if not tab:
-        return None
-    if tab not in TABS:
-        raise PlaygroundError(f"This link names an unknown tab {tab!r}: use one of {', '.join(TABS)}.")
-    values: dict[str, Any] = {}
-    for param in PARAMS[tab]:
-        if param.key in query:
-            try:
-                values[param.widget] = param.parse(query[param.key])
-            except ValueError:
-                what = param.widget.replace("_", " ")
-                raise PlaygroundError(
-                    f"This link's {param.key}={query[param.key]!r} is not a valid {what}."
-                ) from None
-    return Link(tab, values)
+    reading = read_query(query)
+    if reading.problem:
+        raise PlaygroundError(reading.problem)
+    return reading.link
 
 
-def link_of(request: Any) -> Link | None:
-    """The link the page was opened with (a handler's gr.Request), if any."""
+def page_query(request: Any) -> Reading:
+    """The query the page was opened with (a handler's gr.Request), read."""
     query = getattr(request, "query_params", None)
-    return read_link(dict(query)) if query else None
+    return read_query(dict(query)) if query else Reading(None, None)
+
+
+def link_to(tab: str, request: Any) -> Link | None:
+    """The valid link to `tab` the page was opened with, if any (its problems are told once, on
+    page load, by `warn_bad_link`)."""
+    link = page_query(request).link
+    return link if link is not None and link.tab == tab else None
+
+
+def warn_bad_link(request: Any) -> str | None:
+    """Page load: a toast for a link that can't be opened; returns the tab to show (None: as usual)."""
+    reading = page_query(request)
+    if reading.problem:
+        opened = f"{TAB_TITLES[reading.tab]} opened" if reading.tab else "The page opened"
+        gr.Warning(f"{reading.problem} {opened} with its defaults instead.")
+    return reading.tab
+
+
+def warn_unopened(tab: str, exc: Exception) -> None:
+    """A link whose values read well but could not be used (a token id past the vocabulary...)."""
+    gr.Warning(f"This link could not be opened: {exc} {TAB_TITLES[tab]} opened with its defaults instead.")
+
+
+Opener = Callable[..., dict[str, Any]]  # (link, values by name, request=..., progress=...) -> views
+
+
+def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: bool = False) -> Any:
+    """The page-load handler of a tab, taking what its `run` handler takes (the controls as shown,
+    then gr.Request, and gr.Progress if run has it): with a valid link to `tab`, the link's values
+    go on the controls, and open_link(link, values, request=..., progress=...) gives the views; a
+    value it refuses is told as a toast and the tab opens as usual. Without a link: nothing, or
+    with `default`, `run` on the controls as shown (the Step tab starts its default prompt)."""
+    signature = inspect.signature(run)
+    takes_request = "request" in signature.parameters
+    if not takes_request:  # the opener needs the page's query: Gradio injects it by this annotation
+        signature = _with_request(signature)
+    injected = [name for name in ("request", "progress") if name in signature.parameters]
+    settable = {param.widget for param in PARAMS[tab]}
+
+    def opened(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        extra = {name: bound.arguments[name] for name in injected}
+        shown = {name: value for name, value in bound.arguments.items() if name not in extra}
+        link = link_to(tab, extra["request"])
+        if link is not None:
+            values = link.over(shown)
+            try:
+                views = open_link(link, values, **extra)
+            except PlaygroundError as exc:
+                warn_unopened(tab, exc)
+            else:
+                return {**{k: v for k, v in values.items() if k in settable}, **views}
+        if not takes_request:
+            extra.pop("request")
+        return run(**shown, **extra) if default else {}
+
+    opened.__signature__ = signature  # type: ignore[attr-defined]
+    opened.__annotations__ = {**getattr(run, "__annotations__", {}), "request": gr.Request}
+    opened.__name__ = f"{tab}_from_link"
+    opened.__doc__ = f"Page load: a shared link to {TAB_TITLES[tab]} opened on its controls."
+    return opened
+
+
+def _with_request(signature: inspect.Signature) -> inspect.Signature:
+    """signature and a last `request=None` parameter (keyword-only after a *args, before a **kwargs)."""
+    params = list(signature.parameters.values())
+    tail = [p for p in params if p.kind == p.VAR_KEYWORD]
+    head = [p for p in params if p.kind != p.VAR_KEYWORD]
+    varargs = any(p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY) for p in head)
+    kind = inspect.Parameter.KEYWORD_ONLY if varargs else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return signature.replace(parameters=[*head, inspect.Parameter("request", kind, default=None), *tail])
 
 
 def make_query(tab: str, values: Mapping[str, Any]) -> str:

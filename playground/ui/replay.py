@@ -8,7 +8,7 @@ without a GPU, a cold Space, or the README's gallery.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gradio as gr
@@ -31,13 +31,27 @@ def trace_label(trace: Trace) -> str:
     return f"{trace.title} · {trace.model} ({trace.engine}) · {trace.created}"
 
 
-def header_markdown(traces: list[Trace]) -> str:
+def header_markdown(traces: list[Trace], skipped: Sequence[str] = ()) -> str:
     models = sorted({f"{t.model} ({t.engine})" for t in traces})
+    lines = "".join(f"<br>⚠️ Skipped {html.escape(why)}" for why in skipped)
     return (
         "## LLM generation playground · replay\n"
         f"<span class='model-info'>{BADGE} {len(traces)} recorded trace{'s' * (len(traces) != 1)}, no model "
-        f"loaded: every number was recorded from {', '.join(models)}.</span>"
+        f"loaded: every number was recorded from {', '.join(models)}.{lines}</span>"
     )
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "chat": render_chat_trace,
+    "step": render_step_trace,
+    "beam": render_beam_trace,
+    "hood": render_hood_trace,
+}
+
+
+def check_drawable(trace: Trace) -> None:
+    """Refuse (naming it) a trace whose data does not draw: `--replay DIR` skips its file."""
+    decode_data(trace, RENDERERS)
 
 
 def provenance(trace: Trace) -> str:
@@ -87,11 +101,11 @@ def candidates_markdown(data: dict[str, Any]) -> str:
     return "**Next token** (recorded)\n\n" + "\n".join(f"- {line}" for line in lines)
 
 
-def build_replay_demo(traces: list[Trace]) -> gr.Blocks:
-    """The replay app: one tab per kind of trace present."""
+def build_replay_demo(traces: list[Trace], skipped: Sequence[str] = ()) -> gr.Blocks:
+    """The replay app: one tab per kind of trace present; the header names the files skipped."""
     handlers = ReplayHandlers(traces)
     with gr.Blocks(title="LLM generation playground · replay") as demo:
-        gr.Markdown(header_markdown(traces), elem_id="header")
+        gr.Markdown(header_markdown(traces, skipped), elem_id="header")
         with gr.Tabs():
             for kind, build in (
                 ("chat", _chat_tab),

@@ -27,8 +27,13 @@ from playground.step.snapshot import StepSnapshot, take_snapshot
 from playground.traces import new_trace, save_trace
 from playground.tree import ROOT
 from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
-from playground.ui.links import link_of
-from playground.ui.token_html import chain_text, legend_html, percent, step_text_spans
+from playground.ui.links import Link, link_opener
+from playground.ui.token_html import (
+    chain_text,
+    legend_html,
+    percent,
+    step_text_spans,
+)
 from playground.workspace import Workspace, Workspaces
 
 N_BUTTONS = 10  # candidate buttons (keys 1-9 pick the first nine)
@@ -268,6 +273,8 @@ class StepHandlers:
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
+        # Page load: the session a shared link describes, or the default prompt started.
+        self.step_from_link = link_opener("step", self.step_start, self._open_link, default=True)
 
     # sessions
 
@@ -278,25 +285,20 @@ class StepHandlers:
             ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
         )
 
-    def step_from_link(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
-        """Page load: the session a shared link describes (prompt, settings, path, view), or the
-        default prompt started, so the tab opens ready."""
-        link = link_of(request)
-        if link is None or link.tab != "step":
-            return self.step_start(prompt, chat, request)
-        ws, values = self._workspace(request), link.values
-        settings = {
-            **settings_values(ws.step_settings),
-            **{k: v for k, v in values.items() if k in SETTINGS_INPUTS},
-        }
-        ws.step_settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
-        ws.step_view = (values.get("candidates", ws.step_view[0]), values.get("stage", ws.step_view[1]))
-        session = StepSession(
-            self.engine, values.get("prompt", prompt), values.get("chat", chat), settings=ws.step_settings
-        )
-        session.append_tokens(values.get("path", []))
-        view = self._install(ws, session)
-        return {**view, **settings_values(ws.step_settings), "candidates": ws.step_view[0]}
+    def _open_link(self, link: Link, values: dict[str, Any], request: Any) -> dict[str, Any]:
+        """A shared link to a session (step_from_link): its prompt, settings, path and view."""
+        ws, linked = self._workspace(request), link.values
+        settings = {**settings_values(ws.step_settings), **linked}
+        settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
+        session = StepSession(self.engine, values["prompt"], values["chat"], settings=settings)
+        try:
+            session.append_tokens(linked.get("path", []))
+        except BaseException:
+            session.release()
+            raise
+        ws.step_settings = settings
+        ws.step_view = (linked.get("candidates", ws.step_view[0]), linked.get("stage", ws.step_view[1]))
+        return {**self._install(ws, session), **settings_values(settings), "candidates": ws.step_view[0]}
 
     def link_values(self, request: gr.Request = None) -> dict[str, Any]:
         """What a link to this session carries: prompt, settings, the path's token ids, the view."""
@@ -352,9 +354,9 @@ class StepHandlers:
         return self.step_open_chat_token(data.get("position"), request)
 
     def step_import(self, import_file: str | None, request: gr.Request = None) -> dict[str, Any]:
-        """Replay an exported session; the settings widgets show the file's settings."""
+        """Replay an exported session or a step trace; the settings widgets show the file's settings."""
         if not import_file:
-            raise PlaygroundError("Choose a session .json file to import.")
+            raise PlaygroundError("Choose a session or step trace (.json) to import.")
         text = Path(import_file).read_text(encoding="utf-8", errors="replace")
         ws = self._workspace(request)
         session = session_from_json(self.engine, text)
@@ -711,7 +713,7 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
         w["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         w["export_file"] = gr.File(label="exported session", interactive=False)
         w["import_file"] = gr.File(
-            label="import a session to replay it", file_types=[".json"], type="filepath"
+            label="import a session or step trace", file_types=[".json"], type="filepath"
         )
     hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
     w["refresh"] = gr.Button("Refresh", **hidden)
