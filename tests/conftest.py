@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach the Hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
