@@ -11,7 +11,6 @@ from __future__ import annotations
 import inspect
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,26 +56,13 @@ class HoodTab:
         """Keep what the view shows now (its trace is saved from it); returns views."""
         return self.states.get(_session(request)).remember(key, views, fresh)
 
-    @contextmanager
-    def _running(self, request: gr.Request | None, key: str) -> Iterator[Control]:
-        """A fresh Control for this tab's run of a view while it runs (Stop cancels it)."""
-        ws, control = self.workspaces.get(_session(request)), Control()
-        with ws.lock:
-            ws.running[key] = control
-        try:
-            yield control
-        finally:
-            with ws.lock:
-                if ws.running.get(key) is control:
-                    del ws.running[key]
-
     # --- the handlers every view gets ---------------------------------------------------------------
 
     def run(self, view: LessonView, inputs: dict[str, Any], request: gr.Request | None) -> Iterator[dict]:
         """Stream a view's run; Stop ends it quietly (the Stop handler says so), an error is shown as
         a "Failed" status line and raised for the toast."""
         shown: dict[str, Any] = {}
-        with self._running(request, view.key) as control:
+        with self.workspaces.get(_session(request)).run(view.key) as control:
             ctx = self.context(request, view.key, control)
             yield {f"{view.key}_status": f"Running: {view.run_label.removeprefix('Run: ')}…"}
             try:
@@ -91,12 +77,8 @@ class HoodTab:
 
     def stop(self, view: LessonView, request: gr.Request | None) -> dict[str, Any]:
         """Cancel this tab's run of the view (the model stops within one step) and say so."""
-        ws = self.workspaces.get(_session(request))
-        with ws.lock:
-            control = ws.running.pop(view.key, None)
-        if control is None:
+        if not self.workspaces.get(_session(request)).stop(view.key):
             return {}
-        control.cancel()
         return {f"{view.key}_status": "Stopped by you: press Run to start again.", f"{view.key}_summary": ""}
 
     def trace(self, view: LessonView, request: gr.Request | None) -> str:
