@@ -41,8 +41,17 @@ class Settings:
     # Memory bound for the KV caches the engine keeps between calls, all tabs together (MiB); least
     # recently used caches are dropped beyond it (and recomputed from their ids when needed again).
     kv_store_mib: int = 512
-    # How many requests may use the model at once (queue beyond that).
+    # How many requests may use the model at once (queue beyond that); with continuous batching the
+    # batch's places (batch_size) are the limit instead.
     model_concurrency: int = 2
+    # "continuous": every chat stream and step of every user joins one running batch, scheduled per
+    # iteration (engine/batcher.py); "off": each request runs its own forwards, model_concurrency at once.
+    batching: str = "continuous"
+    # Requests in the running batch at once (more wait in the queue for a place).
+    batch_size: int = 32
+    # Tokens per batch iteration, decode tokens and prompt chunks together; 0 = the prefill chunk
+    # (256 on a CPU, 2048 on a GPU), so a long prompt never stalls the others' next token.
+    batch_tokens: int = 0
     # Browser tabs whose chat, step session and beam tree are kept (and Gradio's own per-tab state);
     # beyond it the least recently used tab's are released. A closed tab releases its own at once.
     max_workspaces: int = 512

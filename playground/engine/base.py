@@ -91,6 +91,11 @@ class Engine(Protocol):
     tested_live: bool  # the adapter was tested against a live engine (always True in process)
 
     @property
+    def concurrency(self) -> int | None:
+        """Requests the engine serves at once (a running batch's places); None: as settings say."""
+        ...
+
+    @property
     def context_length(self) -> int: ...
 
     @property

@@ -36,6 +36,8 @@ T = TypeVar("T")
 Advance = Generator[Progress, None, tuple[torch.Tensor, float]]
 # (cache, ids of one chunk, rows to keep) -> float32 scores (keep, vocab)
 PieceFn = Callable[[Any, Sequence[int], int], torch.Tensor]
+# (entry, ids to read, rows wanted, control) -> Advance: another way to read ids (the running batch)
+ReadFn = Callable[[CacheEntry, list[int], int, "Control | None"], Advance]
 OOM_ADVICE = "Try a shorter prompt or text, fewer tokens, fewer beams or a smaller batch"
 
 _state = threading.local()  # depth of Forwarder.run frames on this thread
@@ -118,13 +120,14 @@ class Forwarder:
 
     def advance(
         self, entry: CacheEntry, target: list[int], last: int, control: Control | None, piece: PieceFn,
-        new_cache: Callable[[], Any],
+        new_cache: Callable[[], Any], rest: ReadFn | None = None,
     ) -> Advance:  # fmt: skip
         """Make entry cover target; the scores after its last `last` ids and the model time.
 
         Rows the entry remembers are reused (all of them and a cache covering target: a crop, no
         forward). Otherwise crop to the common prefix, or to just before the first row to compute,
-        and forward the rest in chunks (yielding progress). The caller checks the ids."""
+        and forward the rest in chunks (yielding progress), or with `rest(entry, ids, rows, control)`
+        (the engine's running batch). The caller checks the ids."""
         common = common_prefix(entry.ids, target)
         lengths = range(len(target) - last + 1, len(target) + 1)
         known = 0  # leading rows the entry remembers (a pick then forwards only the new token)
@@ -138,7 +141,10 @@ class Forwarder:
         if entry.cache is None:
             entry.cache, entry.ids = new_cache(), []
         new_ids = target[len(entry.ids) :]
-        rows, seconds = yield from self.chunks(entry, new_ids, last - known, control, piece)
+        if rest is not None:
+            rows, seconds = yield from rest(entry, new_ids, last - known, control)
+        else:
+            rows, seconds = yield from self.chunks(entry, new_ids, last - known, control, piece)
         for n, row in zip(lengths[known:], rows, strict=True):
             entry.remember(n, row)
         return (torch.cat([torch.stack(reused), rows]) if reused else rows), seconds

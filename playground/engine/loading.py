@@ -24,6 +24,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
+from playground.engine.batcher import BatchConfig
 from playground.engine.local import LocalEngine
 from playground.engine.static import StaticConfig
 from playground.errors import PlaygroundError
@@ -94,6 +95,7 @@ def load_model(
     trust_remote_code: bool = False,
     progress: LoadProgressFn | None = None,
     decode: str | None = None,
+    batching: str | None = None,
 ) -> LocalEngine:
     """Load a causal LM for the playground: the in-process engine every feature runs on.
 
@@ -102,7 +104,8 @@ def load_model(
     decode: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager; None
     = settings.decode (PLAYGROUND_DECODE, default auto), or eager when settings.compile is off
     (--no-compile, PLAYGROUND_COMPILE=0). The static path is prepared (graphs captured, checked,
-    warmed up) as the last loading step.
+    warmed up) as the last loading step. batching: "continuous" or "off"; None = settings.batching
+    (PLAYGROUND_BATCHING, default continuous).
     """
     report = progress or (lambda message: log.info(message))
     settings = load_settings()
@@ -144,6 +147,7 @@ def load_model(
         source,
         decode=decode or (settings.decode if settings.compile else "eager"),
         static_config=static,
+        batching=BatchConfig(batching or settings.batching, settings.batch_size, settings.batch_tokens),
     )
     report(f"Loaded {loaded.describe()}")
     loaded.prepare_decode(report)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from playground.engine.base import Capabilities, DecodePlan, Progress
+from playground.engine.batcher import BatchConfig, make_batcher
 from playground.engine.cache import copy_cache, filled_layer_bytes, new_cache
 from playground.engine.control import Control, check, holding, run_to_end
 from playground.engine.forward import Advance, Forwarder, crop_entry, eager_logits, keep_rows
@@ -82,6 +83,7 @@ class LocalEngine:
         prefill_chunk: int | None = None,
         decode: str = "eager",
         static_config: StaticConfig | None = None,
+        batching: BatchConfig | None = None,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.device, self.dtype = device, dtype
@@ -98,6 +100,11 @@ class LocalEngine:
         # decode: "eager" (the default), "static" (static KV cache; CUDA graphs on CUDA, eager steps
         # elsewhere) or "auto" (static on CUDA only). See engine/static.py.
         self._static, self._eager_status = self._decoder_for(decode, static_config)
+        # Continuous batching (engine/batcher.py): every stream and step in one running batch.
+        config = batching or BatchConfig()
+        self.batcher, self.batching_line = make_batcher(
+            model, self.forwarder, tokenizer, config, self._static is not None
+        )
 
     # --- what the model is --------------------------------------------------------------
 
@@ -191,7 +198,12 @@ class LocalEngine:
         status = self.decode_status
         if status.held_bytes is not None and self.device.type == "cuda" and not zero_gpu():
             status.held_bytes = int(torch.cuda.memory_reserved(self.device))
-        return status.line()
+        return f"{status.line()} · {self.batching_line}"
+
+    @property
+    def concurrency(self) -> int | None:
+        """Requests the engine serves at once (the batch's places), None: one forward at a time."""
+        return self.batcher.max_jobs if self.batcher is not None else None
 
     def prepare_decode(self, progress: ProgressFn | None = None) -> DecodeStatus:
         """The loading step that readies decoding: allocate the static caches, capture the CUDA graphs,
@@ -229,7 +241,8 @@ class LocalEngine:
         self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
         if key is None:  # a one-off forward: a growable cache, never a static slot (no live sequence parked)
-            return run_to_end(self._advance(CacheEntry(new_cache(self.config)), list(ids), last, control))[0]
+            one_off = CacheEntry(new_cache(self.config))
+            return run_to_end(self._advance(one_off, list(ids), last, control, "one-off"))[0]
         self.release(key)
         return self.sync(key, ids, last=last, control=control)
 
@@ -245,7 +258,7 @@ class LocalEngine:
         self, key: str, ids: Sequence[int], *, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
         with self._checked_out(key) as entry:
-            return run_to_end(self._advance(entry, list(ids), last, control))[0]
+            return run_to_end(self._advance(entry, list(ids), last, control, key))[0]
 
     def crop(self, key: str, length: int) -> None:
         with self._checked_out(key) as entry:
@@ -289,10 +302,19 @@ class LocalEngine:
         `checked` ids, known good) or a `last` outside the sequence."""
         check_ids(ids, last, self.context_length, self.vocab_size, checked)
 
-    def _advance(self, entry: CacheEntry, target: list[int], last: int, control: Control | None) -> Advance:
-        """Make entry cover target (see Forwarder.advance); the cached ids were checked when added."""
+    def _advance(
+        self, entry: CacheEntry, target: list[int], last: int, control: Control | None, name: str = "request"
+    ) -> Advance:
+        """Make entry cover target (see Forwarder.advance), in the running batch when batching; the
+        cached ids were checked when added."""
         self.check_ids(target, last, checked=common_prefix(entry.ids, target))
-        return (yield from self.forwarder.advance(entry, target, last, control, self._piece, self._new_cache))
+        batcher = self.batcher
+        rest = None if batcher is None else lambda e, ids, rows, c: batcher.forward(e, ids, rows, c, name)
+        return (
+            yield from self.forwarder.advance(
+                entry, target, last, control, self._piece, self._new_cache, rest
+            )
+        )
 
     def _piece(self, cache: Any, ids: Sequence[int], keep: int) -> torch.Tensor:
         """One forward of ids with the cache (inside a forwarder turn); float32 scores (keep, vocab)."""
@@ -381,12 +403,17 @@ class LocalEngine:
         control: Control | None = None,
     ) -> Iterator[Progress | TokenRecord]:
         """See Engine.stream: prefill (with progress), the given prefix's records, then decode."""
-        prefix = list(answer_prefix)
+        prefix, name = list(answer_prefix), key or "stream"
         with self._checked_out(key) as entry:
-            rows, seconds = yield from self._advance(entry, [*prompt_ids, *prefix], len(prefix) + 1, control)
+            target = [*prompt_ids, *prefix]
+            rows, seconds = yield from self._advance(entry, target, len(prefix) + 1, control, name)
             if prefix:
                 yield from describe_rows(self.tokenizer, rows[:-1], prefix, top=plan.top, source="given")
-            yield from self._decode(entry, rows[-1:], seconds, plan, control)
+            if self.batcher is not None:
+                context, eos = self.context_length, self.eos_token_ids
+                yield from self.batcher.decode(entry, rows[-1], seconds, plan, eos, context, control, name)
+            else:
+                yield from self._decode(entry, rows[-1:], seconds, plan, control)
 
     def _decode(
         self, entry: CacheEntry, logits: torch.Tensor, spent: float, plan: DecodePlan, control: Control | None

@@ -80,7 +80,8 @@ def build_demo(
 ) -> gr.Blocks:
     """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
     tabs' objects (default: a store bounded by settings)."""
-    set_model_concurrency(settings.model_concurrency)
+    concurrency = engine.concurrency or settings.model_concurrency  # a running batch: its places
+    set_model_concurrency(concurrency)
     if workspaces is None:
         workspaces = Workspaces(engine, settings.max_workspaces)
     states = TabStates(settings.max_workspaces)
@@ -104,7 +105,7 @@ def build_demo(
             demo, tabs, toolbar, tab_widgets, {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
         )
         release_closed_tabs(demo, workspaces, states)
-    demo.queue(default_concurrency_limit=settings.model_concurrency)
+    demo.queue(default_concurrency_limit=concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
     return demo
 

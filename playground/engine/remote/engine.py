@@ -142,6 +142,8 @@ class RemoteEngine:
     def tested_live(self) -> bool:
         return self.adapter.tested_live
 
+    concurrency = None  # the server schedules its own batch
+
     def describe_decode(self) -> str | None:
         return None  # the server decodes its own way
 

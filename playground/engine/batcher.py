@@ -1,0 +1,371 @@
+"""Continuous batching: every running request of the engine in one batch, scheduled per iteration.
+
+A request is a `Job`: ids to read (a prompt, a step's new tokens) and, for a chat stream, a
+decode that follows. Each iteration is ONE forward (engine/ragged.py) over:
+1. one token for every decoding job (first come, first served);
+2. then prompt chunks, oldest job first, until the iteration's token budget is spent;
+so a long prompt is read a chunk at a time and never stalls anyone's next token, and a job that
+finishes leaves at once: the next iteration has a place for a waiting one (at most `max_jobs`
+run together). Every job keeps its own cache (its KV store entry), settings and seeded RNG: its
+tokens and records are those it would get alone. Stop (or a closed tab) takes a job out at the
+next iteration; out of memory refuses the newest job, never the others.
+
+Callers block on their job's queue: `forward` (yields Progress, returns rows and seconds) and
+`decode` (yields a TokenRecord per token). `Batcher(threaded=False)` runs `step()` by hand (the
+"Continuous batching" lesson replays arrivals at set iterations). `log` keeps the schedule.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from playground.engine.base import DecodePlan, Progress
+from playground.engine.control import Control
+from playground.engine.forward import Advance, Forwarder, keep_rows
+from playground.engine.kv_store import CacheEntry
+from playground.engine.ragged import IMPLEMENTATION, NO_MASK, RaggedCache, RaggedPlan, Segment, unsupported
+from playground.engine.records import TokenRecord, describe_rows
+from playground.engine.sampling import choose, final_scores, seeded_generator
+from playground.errors import Cancelled, PlaygroundError
+
+LOG_ITERATIONS = 4096  # iterations the schedule log keeps
+MODES = ("continuous", "off")
+_DONE = object()  # a job's last message
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """How the in-process engine batches (PLAYGROUND_BATCHING, _BATCH_SIZE, _BATCH_TOKENS)."""
+
+    mode: str = "off"  # "continuous": every request in one running batch; "off": one forward each
+    size: int = 32  # requests in the batch at once (more wait for a place)
+    tokens: int = 0  # tokens per iteration, decodes and prompt chunks together; 0: the prefill chunk
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise PlaygroundError(f"Unknown batching {self.mode!r}: use one of {', '.join(MODES)}.")
+        if self.size < 1 or self.tokens < 0:
+            raise PlaygroundError(
+                f"Batching needs a batch size >= 1 and tokens >= 0, got {self.size}, {self.tokens}."
+            )
+
+
+def make_batcher(
+    model: Any, forwarder: Forwarder, tokenizer: Any, config: BatchConfig, static: bool
+) -> tuple[Batcher | None, str]:
+    """The engine's batcher when asked for and possible, and the header's line on batching."""
+    if config.mode == "off":
+        return None, "Batching: off (each request its own forwards)"
+    reason = "not with the static decode path (CUDA graphs) yet" if static else unsupported(model)
+    if reason:
+        return None, f"Batching: off ({reason})"
+    from playground.engine.probes import shared_weights_copy
+
+    twin = shared_weights_copy(model)  # the batch's attention on a twin: the model keeps its own
+    twin.set_attn_implementation(IMPLEMENTATION)
+    budget = config.tokens or forwarder.prefill_chunk
+    batcher = Batcher(twin, forwarder, tokenizer, budget=budget, max_jobs=config.size)
+    return batcher, f"Batching: continuous (up to {config.size} requests, {budget} tokens per iteration)"
+
+
+@dataclass
+class Decoding:
+    """A stream's decode after its prompt: settings, private RNG, where it stops."""
+
+    plan: DecodePlan
+    eos: tuple[int, ...]
+    context: int  # the model's context length
+    generator: torch.Generator
+    made: int = 0
+    source: str = "sample"
+
+
+@dataclass
+class Job:
+    """One request in the batch (see the module docstring)."""
+
+    name: str  # shown in the schedule
+    entry: CacheEntry  # its cache and the ids it covers
+    pending: list[int]  # ids to forward, in order
+    keep: int  # rows wanted after the last `keep` of pending (a stream: prefix + 1)
+    control: Control | None
+    decoding: Decoding | None = None
+    out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    rows: list[torch.Tensor] = field(default_factory=list)
+    seconds: float = 0.0  # model time of its reading (its share: the iterations it was in)
+    read: int = 0  # of pending, forwarded so far
+    submitted: float = field(default_factory=time.perf_counter)
+    gone: threading.Event = field(default_factory=threading.Event)  # left the batch
+    withdrawn: bool = False
+
+    @property
+    def reading(self) -> bool:
+        return self.read < len(self.pending)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.withdrawn or (self.control is not None and self.control.cancelled)
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """What one job did in one iteration (the schedule log and the lesson's Gantt chart)."""
+
+    name: str
+    kind: str  # "prefill" (reading ids) or "decode" (one token it chose)
+    tokens: int
+    emitted: bool  # a row came out for it (a prompt read to its end, or a decode step)
+
+
+@dataclass(frozen=True)
+class Iteration:
+    index: int
+    started: float  # perf_counter
+    seconds: float  # model time of its one forward
+    jobs: tuple[Scheduled, ...]
+
+
+class Batcher:
+    """The engine's running batch (see the module docstring)."""
+
+    def __init__(
+        self, model: Any, forwarder: Forwarder, tokenizer: Any, *, budget: int, max_jobs: int,
+        threaded: bool = True,
+    ) -> None:  # fmt: skip
+        if budget < 1 or max_jobs < 1:
+            raise PlaygroundError(
+                f"Batching needs a token budget and a batch size >= 1, got {budget}, {max_jobs}."
+            )
+        self.model, self.forwarder, self.tokenizer = model, forwarder, tokenizer  # model: a ragged twin
+        self.budget, self.max_jobs, self.threaded = int(budget), int(max_jobs), threaded
+        self.waiting: deque[Job] = deque()
+        self.running: list[Job] = []
+        self.log: deque[Iteration] = deque(maxlen=LOG_ITERATIONS)
+        self.iterations = 0
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    # --- what callers use ---------------------------------------------------------------------
+
+    def forward(
+        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, name: str
+    ) -> Advance:
+        """Read new_ids into entry's cache in the batch; Progress while it does (long inputs), then
+        (rows (last, vocab), seconds)."""
+        job = Job(name, entry, list(new_ids), last, control)
+        self._submit(job)
+        try:
+            while True:
+                message = self._next(job)
+                if isinstance(message, Progress):
+                    yield message
+                elif message is _DONE:
+                    return torch.stack(job.rows), job.seconds
+        finally:
+            self._withdraw(job)
+
+    def decode(
+        self, entry: CacheEntry, first: torch.Tensor, spent: float, plan: DecodePlan, eos: tuple[int, ...],
+        context: int, control: Control | None, name: str,
+    ) -> Iterator[TokenRecord]:  # fmt: skip
+        """Choose, record and feed back one token per iteration from the row `first` on, as
+        LocalEngine's decode loop does alone: the same tokens and records."""
+        source = "greedy" if plan.settings.greedy else "sample"
+        decoding = Decoding(plan, eos, context, seeded_generator(plan.seed, first.device), source=source)
+        job = Job(name, entry, [], 1, control, decoding, rows=[first], seconds=spent)
+        self._submit(job)
+        try:
+            while (message := self._next(job)) is not _DONE:
+                yield message
+        finally:
+            self._withdraw(job)
+
+    def _submit(self, job: Job) -> None:
+        with self._wake:
+            self.waiting.append(job)
+            self._wake.notify()
+        if self.threaded and (self._thread is None or not self._thread.is_alive()):
+            self._thread = threading.Thread(target=self._serve, name="playground-batcher", daemon=True)
+            self._thread.start()
+
+    def _next(self, job: Job) -> Any:
+        message = job.out.get()
+        if isinstance(message, BaseException):
+            raise message
+        return message
+
+    def _withdraw(self, job: Job) -> None:
+        """The caller is done (or gone): the job leaves at the next iteration; wait until it has, so
+        its cache goes back to the store untouched by the batch afterwards."""
+        if not job.gone.is_set():
+            job.withdrawn = True
+            with self._wake:
+                self._wake.notify()
+            job.gone.wait()
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while True:
+            with self._wake:
+                while not (self.waiting or self.running):
+                    idle = not self._wake.wait(timeout=60)
+                    if idle and not (self.waiting or self.running):  # idle a minute: the thread ends
+                        self._thread = None
+                        return
+            self.step()
+
+    def step(self) -> bool:
+        """One iteration: admit, schedule, one forward, hand out rows and tokens. False: nothing to do."""
+        self._admit()
+        plan = self._schedule()
+        if not plan:
+            return False
+        try:
+            logits, seconds = self._forward(plan)
+        except PlaygroundError as exc:  # out of memory: the newest job is refused, the others retry
+            self._finish(max(self.running, key=lambda job: job.submitted), exc)
+            return True
+        except Exception as exc:  # never leave a caller waiting: the iteration's jobs get the error
+            for job, _ in plan:
+                self._finish(job, exc)
+            return True
+        self._hand_out(plan, logits, seconds)
+        return True
+
+    def _admit(self) -> None:
+        with self._wake:
+            for job in [j for j in self.running if j.cancelled]:
+                self._finish(job, Cancelled())
+            for job in [j for j in self.waiting if j.cancelled]:
+                self.waiting.remove(job)
+                self._finish(job, Cancelled())
+            while self.waiting and len(self.running) < self.max_jobs:
+                job = self.waiting.popleft()
+                if job.control is not None:  # the wait for a place counts as a wait for the model
+                    job.control.wait_seconds += time.perf_counter() - job.submitted
+                self.running.append(job)
+        for job in [j for j in self.running if j.decoding is not None and not j.pending and not j.reading]:
+            self._choose(job)  # a decode's first token: from the row it came with
+
+    def _schedule(self) -> list[tuple[Job, int]]:
+        """(job, tokens this iteration): decodes first, then prompt chunks up to the budget."""
+        budget, plan = self.budget, []
+        for job in self.running:
+            if job.decoding is not None and job.read == 0 and len(job.pending) == 1 and budget:
+                plan.append((job, 1))
+                budget -= 1
+        for job in self.running:
+            if job.decoding is None and job.reading and budget:
+                n = min(len(job.pending) - job.read, budget)
+                plan.append((job, n))
+                budget -= n
+        return plan
+
+    def _forward(self, plan: list[tuple[Job, int]]) -> tuple[torch.Tensor, float]:
+        """The iteration's one forward: rows (kept, vocab) float32, in plan order."""
+        ids, positions, segments, keep = [], [], [], []
+        for job, n in plan:
+            start, part = len(job.entry.ids), job.pending[job.read : job.read + n]
+            segments.append(Segment(len(ids), len(ids) + n, job.entry.cache))
+            keep.extend(len(ids) + i for i in self._kept(job, n))
+            ids.extend(part)
+            positions.extend(range(start, start + n))
+        ragged = RaggedPlan(tuple(segments))
+        device = self.forwarder.device
+
+        def call() -> torch.Tensor:
+            out = self.model(
+                input_ids=torch.tensor([ids], device=device),
+                position_ids=torch.tensor([positions], device=device),
+                past_key_values=RaggedCache(ragged), attention_mask=NO_MASK.to(device), ragged=ragged,
+                use_cache=True, **keep_rows(self.model, torch.tensor(keep or [0], device=device)),
+            )  # fmt: skip
+            return out.logits[0].float()
+
+        on_oom = plan[-1][0]  # the newest job's cache is the one to drop
+        rows, seconds = self.forwarder.run(call, on_oom=lambda: _drop(on_oom))
+        return rows[: len(keep)], seconds
+
+    @staticmethod
+    def _kept(job: Job, n: int) -> range:
+        """Offsets in this chunk whose rows the job wants (its last `keep` pending ids)."""
+        if job.decoding is not None:
+            return range(n - 1, n)
+        first_wanted = len(job.pending) - job.keep
+        return range(max(0, first_wanted - job.read), n) if job.read + n > first_wanted else range(0)
+
+    def _hand_out(self, plan: list[tuple[Job, int]], logits: torch.Tensor, seconds: float) -> None:
+        row, done = 0, []
+        for job, n in plan:
+            kept = len(self._kept(job, n))
+            job.entry.ids.extend(job.pending[job.read : job.read + n])
+            job.read += n
+            job.seconds += seconds
+            job.rows.extend(logits[row : row + kept])
+            row += kept
+            done.append(Scheduled(job.name, "decode" if job.decoding else "prefill", n, bool(kept)))
+            self._after(job)
+        self.log.append(Iteration(self.iterations, time.perf_counter() - seconds, seconds, tuple(done)))
+        self.iterations += 1
+
+    def _after(self, job: Job) -> None:
+        """A job after its part of an iteration: progress, its rows, its next token."""
+        if job.decoding is not None:
+            job.pending, job.read = [], 0
+            job.entry.remember(len(job.entry.ids), job.rows[-1])
+            self._choose(job)
+        elif not job.reading:
+            job.out.put(_DONE)
+            self._leave(job)
+        elif len(job.pending) > self.forwarder.prefill_chunk:
+            job.out.put(Progress("prefill", job.read, len(job.pending)))
+
+    def _choose(self, job: Job) -> None:
+        """Pick the decoding job's next token from its last row (its own settings and RNG)."""
+        d = job.decoding
+        assert d is not None
+        started, logits = time.perf_counter(), job.rows[-1].unsqueeze(0)
+        settings = d.plan.settings
+        history = torch.tensor(job.entry.ids, dtype=torch.long, device=logits.device)
+        scores = final_scores(logits[0], history, settings)
+        token = choose(scores, settings, d.generator)
+        record = describe_rows(
+            self.tokenizer, logits, token, processed=scores, top=d.plan.top, source=d.source
+        )[0]
+        record.seconds = job.seconds + time.perf_counter() - started
+        job.out.put(record)
+        d.made, job.seconds, job.rows = d.made + 1, 0.0, []
+        if record.id in d.eos or d.made >= d.plan.max_new_tokens:
+            self._finish(job, None)
+        elif len(job.entry.ids) + 1 > d.context:
+            total = len(job.entry.ids) + 1
+            self._finish(
+                job,
+                PlaygroundError(f"{total} tokens is more than the model's context of {d.context} tokens."),
+            )
+        else:
+            job.pending = [record.id]
+
+    def _finish(self, job: Job, error: BaseException | None) -> None:
+        job.out.put(error if error is not None else _DONE)
+        self._leave(job)
+
+    def _leave(self, job: Job) -> None:
+        if job in self.running:
+            self.running.remove(job)
+        job.gone.set()
+
+
+def _drop(job: Job) -> None:
+    from playground.engine.forward import drop_cache
+
+    drop_cache(job.entry)
