@@ -118,4 +118,4 @@ def test_a_model_call_outside_the_forwarder_is_seen(tiny_lm):
     """The hook can fail: a direct call of the model is reported."""
     with watched() as forwards, torch.inference_mode():
         tiny_lm.model(input_ids=torch.tensor([[5, 6, 7]]))
-    assert forwards.outside == [": LlamaForCausalLM"]
+    assert forwards.outside == [": LlamaForCausalLM", ": LlamaModel"]  # the model and its decoder
