@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from forward_counts import count_forwards
 from transformers import DynamicCache
 
 from playground.chat import ChatRequest, run_chat, stream_chat
@@ -80,11 +81,7 @@ def test_growable_layer_appends_in_place_and_crops_without_copying(tiny_lm):
 def test_sync_reuses_the_common_prefix_and_remembers_rows(embedded_lm, monkeypatch):
     ids = embedded_lm.tokenizer("The capital of France is Paris, and", add_special_tokens=False).input_ids
     reference = embedded_lm.prefill(ids, last=3)
-    calls: list[int] = []
-    original = embedded_lm._piece
-    monkeypatch.setattr(
-        embedded_lm, "_piece", lambda c, new, last: calls.append(len(new)) or original(c, new, last)
-    )
+    calls = count_forwards(monkeypatch, embedded_lm)
     key = "test:sync"
     rows = embedded_lm.sync(key, ids, last=3)
     torch.testing.assert_close(rows, reference, atol=1e-4, rtol=0)

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 import torch
+from forward_counts import count_forwards
 
 from playground.chat import ChatRequest, ChatSession, run_chat
 from playground.engine import Control
@@ -150,11 +151,7 @@ def test_chat_token_and_step_path_move_both_ways_with_their_records(embedded_lm,
     """Chat token -> Step by step (records and cache move, no forward); step path -> chat answer."""
     chat = ChatSession(embedded_lm)
     answer = list(chat.answer(ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=8), 1024))[-1]
-    calls: list[int] = []
-    original = embedded_lm._piece
-    monkeypatch.setattr(
-        embedded_lm, "_piece", lambda c, ids, last: calls.append(len(ids)) or original(c, ids, last)
-    )
+    calls = count_forwards(monkeypatch, embedded_lm)
     step = StepSession.from_path(
         embedded_lm,
         QUESTION[0]["content"],

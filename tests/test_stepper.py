@@ -10,6 +10,7 @@ import threading
 
 import pytest
 import torch
+from forward_counts import count_forwards as counted
 
 from playground.engine import kv_store as kv_store_module
 from playground.engine.kv_store import CacheEntry, KVStore
@@ -47,16 +48,7 @@ def snapshot(session: StepSession) -> tuple:
 
 def count_forwards(monkeypatch, session: StepSession) -> list[int]:
     """Record the number of new tokens of every forward the session's engine runs."""
-    calls: list[int] = []
-    engine = session.engine
-    original = engine._piece
-
-    def counting(cache, new_ids, n_logits):
-        calls.append(len(new_ids))
-        return original(cache, new_ids, n_logits)
-
-    monkeypatch.setattr(engine, "_piece", counting)
-    return calls
+    return counted(monkeypatch, session.engine)
 
 
 def cache_entry(session: StepSession) -> CacheEntry:

@@ -28,10 +28,11 @@ from typing import Any
 import torch
 
 from playground.engine.base import DecodePlan, Progress
-from playground.engine.control import Control
+from playground.engine.control import Control, check
 from playground.engine.forward import Advance, Forwarder, keep_rows
 from playground.engine.kv_store import CacheEntry
-from playground.engine.ragged import IMPLEMENTATION, NO_MASK, RaggedCache, RaggedPlan, Segment, unsupported
+from playground.engine.probes import Probes
+from playground.engine.ragged import NO_MASK, RaggedCache, RaggedPlan, Segment, unsupported
 from playground.engine.records import TokenRecord, describe_rows
 from playground.engine.sampling import choose, final_scores, seeded_generator
 from playground.errors import Cancelled, PlaygroundError
@@ -59,20 +60,18 @@ class BatchConfig:
 
 
 def make_batcher(
-    model: Any, forwarder: Forwarder, tokenizer: Any, config: BatchConfig, static: bool
+    probes: Probes, tokenizer: Any, config: BatchConfig, static: bool
 ) -> tuple[Batcher | None, str]:
     """The engine's batcher when asked for and possible, and the header's line on batching."""
     if config.mode == "off":
         return None, "Batching: off (each request its own forwards)"
-    reason = "not with the static decode path (CUDA graphs) yet" if static else unsupported(model)
+    reason = "not with the static decode path (CUDA graphs) yet" if static else unsupported(probes.model)
     if reason:
         return None, f"Batching: off ({reason})"
-    from playground.engine.probes import shared_weights_copy
-
-    twin = shared_weights_copy(model)  # the batch's attention on a twin: the model keeps its own
-    twin.set_attn_implementation(IMPLEMENTATION)
-    budget = config.tokens or forwarder.prefill_chunk
-    batcher = Batcher(twin, forwarder, tokenizer, budget=budget, max_jobs=config.size)
+    batcher = Batcher(
+        probes.ragged_twin(), probes.forwarder, tokenizer, budget=config.tokens, max_jobs=config.size
+    )
+    budget = batcher.budget
     return batcher, f"Batching: continuous (up to {config.size} requests, {budget} tokens per iteration)"
 
 
@@ -105,6 +104,9 @@ class Job:
     submitted: float = field(default_factory=time.perf_counter)
     gone: threading.Event = field(default_factory=threading.Event)  # left the batch
     withdrawn: bool = False
+    # "read": ids to forward (a prompt, a step's tokens); "choose": a row to pick the next token
+    # from; "decode": one token (the one it picked) to forward per iteration
+    phase: str = "read"
 
     @property
     def reading(self) -> bool:
@@ -140,18 +142,23 @@ class Batcher:
         self, model: Any, forwarder: Forwarder, tokenizer: Any, *, budget: int, max_jobs: int,
         threaded: bool = True,
     ) -> None:  # fmt: skip
-        if budget < 1 or max_jobs < 1:
+        if budget < 0 or max_jobs < 1:
             raise PlaygroundError(
                 f"Batching needs a token budget and a batch size >= 1, got {budget}, {max_jobs}."
             )
         self.model, self.forwarder, self.tokenizer = model, forwarder, tokenizer  # model: a ragged twin
-        self.budget, self.max_jobs, self.threaded = int(budget), int(max_jobs), threaded
+        self._budget, self.max_jobs, self.threaded = int(budget), int(max_jobs), threaded
         self.waiting: deque[Job] = deque()
         self.running: list[Job] = []
         self.log: deque[Iteration] = deque(maxlen=LOG_ITERATIONS)
         self.iterations = 0
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+
+    @property
+    def budget(self) -> int:
+        """Tokens per iteration (0 at construction: the engine's prefill chunk, as it is now)."""
+        return self._budget or self.forwarder.prefill_chunk
 
     # --- what callers use ---------------------------------------------------------------------
 
@@ -180,13 +187,27 @@ class Batcher:
         LocalEngine's decode loop does alone: the same tokens and records."""
         source = "greedy" if plan.settings.greedy else "sample"
         decoding = Decoding(plan, eos, context, seeded_generator(plan.seed, first.device), source=source)
-        job = Job(name, entry, [], 1, control, decoding, rows=[first], seconds=spent)
+        job = Job(name, entry, [], 1, control, decoding, rows=[first], seconds=spent, phase="choose")
         self._submit(job)
         try:
             while (message := self._next(job)) is not _DONE:
                 yield message
         finally:
             self._withdraw(job)
+
+    def stream_job(
+        self, entry: CacheEntry, prompt: list[int], plan: DecodePlan, eos: tuple[int, ...], context: int,
+        name: str,
+    ) -> Job:  # fmt: skip
+        """Submit a whole stream (read the prompt, then decode) and return its job: its records come
+        on job.out (the lesson steps an unthreaded batcher and reads them afterwards)."""
+        source = "greedy" if plan.settings.greedy else "sample"
+        decoding = Decoding(
+            plan, eos, context, seeded_generator(plan.seed, self.forwarder.device), source=source
+        )
+        job = Job(name, entry, list(prompt), 1, None, decoding)
+        self._submit(job)
+        return job
 
     def _submit(self, job: Job) -> None:
         with self._wake:
@@ -197,6 +218,8 @@ class Batcher:
             self._thread.start()
 
     def _next(self, job: Job) -> Any:
+        """The job's next message; Stop raises at once (what was made since is not handed out)."""
+        check(job.control)
         message = job.out.get()
         if isinstance(message, BaseException):
             raise message
@@ -253,18 +276,18 @@ class Batcher:
                 if job.control is not None:  # the wait for a place counts as a wait for the model
                     job.control.wait_seconds += time.perf_counter() - job.submitted
                 self.running.append(job)
-        for job in [j for j in self.running if j.decoding is not None and not j.pending and not j.reading]:
+        for job in [j for j in self.running if j.phase == "choose"]:
             self._choose(job)  # a decode's first token: from the row it came with
 
     def _schedule(self) -> list[tuple[Job, int]]:
         """(job, tokens this iteration): decodes first, then prompt chunks up to the budget."""
         budget, plan = self.budget, []
         for job in self.running:
-            if job.decoding is not None and job.read == 0 and len(job.pending) == 1 and budget:
+            if job.phase == "decode" and budget:
                 plan.append((job, 1))
                 budget -= 1
         for job in self.running:
-            if job.decoding is None and job.reading and budget:
+            if job.phase == "read" and job.reading and budget:
                 n = min(len(job.pending) - job.read, budget)
                 plan.append((job, n))
                 budget -= n
@@ -298,7 +321,7 @@ class Batcher:
     @staticmethod
     def _kept(job: Job, n: int) -> range:
         """Offsets in this chunk whose rows the job wants (its last `keep` pending ids)."""
-        if job.decoding is not None:
+        if job.phase == "decode":
             return range(n - 1, n)
         first_wanted = len(job.pending) - job.keep
         return range(max(0, first_wanted - job.read), n) if job.read + n > first_wanted else range(0)
@@ -312,17 +335,16 @@ class Batcher:
             job.seconds += seconds
             job.rows.extend(logits[row : row + kept])
             row += kept
-            done.append(Scheduled(job.name, "decode" if job.decoding else "prefill", n, bool(kept)))
+            done.append(Scheduled(job.name, "decode" if job.phase == "decode" else "prefill", n, bool(kept)))
             self._after(job)
         self.log.append(Iteration(self.iterations, time.perf_counter() - seconds, seconds, tuple(done)))
         self.iterations += 1
 
     def _after(self, job: Job) -> None:
         """A job after its part of an iteration: progress, its rows, its next token."""
-        if job.decoding is not None:
-            job.pending, job.read = [], 0
+        if job.phase == "decode" or (job.decoding is not None and not job.reading):
             job.entry.remember(len(job.entry.ids), job.rows[-1])
-            self._choose(job)
+            self._choose(job)  # a decode step done, or a stream's prompt read to its end
         elif not job.reading:
             job.out.put(_DONE)
             self._leave(job)
@@ -353,7 +375,7 @@ class Batcher:
                 PlaygroundError(f"{total} tokens is more than the model's context of {d.context} tokens."),
             )
         else:
-            job.pending = [record.id]
+            job.pending, job.read, job.phase = [record.id], 0, "decode"
 
     def _finish(self, job: Job, error: BaseException | None) -> None:
         job.out.put(error if error is not None else _DONE)

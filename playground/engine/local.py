@@ -103,7 +103,7 @@ class LocalEngine:
         # Continuous batching (engine/batcher.py): every stream and step in one running batch.
         config = batching or BatchConfig()
         self.batcher, self.batching_line = make_batcher(
-            model, self.forwarder, tokenizer, config, self._static is not None
+            self.probes, tokenizer, config, self._static is not None
         )
 
     # --- what the model is --------------------------------------------------------------

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from playground.engine.local import LocalEngine
 
 FINAL_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_layer_norm", "final_norm")
-MAX_TWINS = 4  # eager + a few early-exit depths; each is module objects only (weights shared)
+MAX_TWINS = 5  # eager, ragged + a few early-exit depths; each is module objects only (weights shared)
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,12 @@ class Probes:
     def eager_twin(self) -> Any:
         """The model with eager attention (returns weights), sharing the engine's weights."""
         return self._twin(("eager", 0), lambda twin: twin.set_attn_implementation("eager"))
+
+    def ragged_twin(self) -> Any:
+        """The model with the running batch's attention (engine/ragged.py), sharing its weights."""
+        from playground.engine.ragged import IMPLEMENTATION
+
+        return self._twin(("ragged", 0), lambda twin: twin.set_attn_implementation(IMPLEMENTATION))
 
     def early_exit_twin(self, exit_layer: int) -> Any:
         """The model cut after its first exit_layer decoder layers; the final norm and the head

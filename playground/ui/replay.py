@@ -41,11 +41,16 @@ def header_markdown(traces: list[Trace], skipped: Sequence[str] = ()) -> str:
     )
 
 
+def render_lesson_trace(data: dict[str, Any]) -> dict[str, Any]:
+    """An Under the hood trace, titled by its lesson (the registry names every lesson)."""
+    return render_hood_trace(data, {view.key: view.lesson.title for view in VIEWS})
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "chat": render_chat_trace,
     "step": render_step_trace,
     "beam": render_beam_trace,
-    "hood": render_hood_trace,
+    "hood": render_lesson_trace,
 }
 
 
@@ -85,9 +90,7 @@ class ReplayHandlers:
 
     def replay_hood(self, hood_trace: int) -> dict[str, Any]:
         trace = self.pick("hood", hood_trace)
-        titles = {view.key: view.lesson.title for view in VIEWS}
-        drawn = decode_data(trace, {"hood": lambda data: render_hood_trace(data, titles)})
-        return {**drawn, "hood_source": provenance(trace)}
+        return {**decode_data(trace, {"hood": render_lesson_trace}), "hood_source": provenance(trace)}
 
     def replay_beam(self, beam_trace: int) -> dict[str, Any]:
         trace = self.pick("beam", beam_trace)
