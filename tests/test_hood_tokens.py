@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from hood_tab_helpers import Hood
@@ -15,7 +18,7 @@ from transformers import PreTrainedTokenizerFast
 from playground import hood
 from playground.engine.tokens import token_bytes, token_piece
 from playground.errors import PlaygroundError
-from playground.hood.tokens import CHINESE, ENGLISH, MAX_CHARS, MAX_WORD_CHARS, iter_tokens
+from playground.hood.tokens import CHINESE, ENGLISH, MAX_CHARS, MAX_WORD_CHARS, iter_tokens, words_of
 from playground.kv import kv_cache_bytes
 from tests.conftest import make_tiny_llama
 
@@ -58,6 +61,10 @@ def test_tokenize_is_the_tokenizers_own_ids_and_offsets(embedded_lm, text):
             assert b0 <= first + token.byte_index - 1 < b1  # byte i of n lies in this token
             assert token.byte_count == len(token.char.encode())
     assert sum(t.chars for t in tokens) == pytest.approx(len(text))
+    words = re.finditer(r"\S+", text)  # tokens per word: those that cover part of it
+    assert [w.tokens for w in words_of(text, tokens)] == [
+        sum(t.char_span[0] < w.end() and t.char_span[1] > w.start() for t in tokens) for w in words
+    ]
 
 
 def test_the_measured_facts_the_lesson_shows(embedded_lm):
@@ -175,6 +182,28 @@ def test_each_sentence_costs_the_kv_formula_and_its_cache_holds_exactly_that(emb
         assert sentence.ids == ids
         formula = kv_cache_bytes(embedded_lm.config, len(ids), 1, "float32", mode="transformers")
         assert sentence.formula_bytes == sentence.measured_bytes == formula
+
+
+def test_an_engine_without_direct_forwards_still_tokenizes_and_says_why_the_cache_is_not_measured(
+    embedded_lm,
+):
+    capabilities = replace(embedded_lm.capabilities, probes=False, reasons={"probes": "a remote server"})
+    lm = embedded_lm
+    remote = SimpleNamespace(
+        tokenizer=lm.tokenizer, config=lm.config, dtype=lm.dtype, capabilities=capabilities, probes=None
+    )
+    *_, result = iter_tokens(remote, "我爱你", "", ENGLISH, CHINESE)
+    assert len(result.tokens) == 7 and result.word == "我爱你" and result.merges is not None
+    assert [s.measured_bytes for s in result.sentences] == [
+        None,
+        None,
+    ] and result.kv_note == "a remote server"
+    assert result.sentences[0].formula_bytes == kv_cache_bytes(
+        embedded_lm.config, len(result.sentences[0].ids), 1, "float32", mode="transformers"
+    )
+    unknown = SimpleNamespace(**{**vars(remote), "config": None, "dtype": None})
+    *_, result = iter_tokens(unknown, "hi", "hi", ENGLISH, CHINESE)
+    assert [s.formula_bytes for s in result.sentences] == [None, None] and "KV formula" in result.kv_note
 
 
 def test_a_bad_text_in_the_view_is_a_failed_status_with_the_message(embedded_lm):

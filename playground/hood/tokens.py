@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -116,7 +117,7 @@ class SentenceCost:
     language: str
     text: str
     ids: list[int]
-    formula_bytes: int  # the KV tab's formula at len(ids) tokens
+    formula_bytes: int | None  # the KV tab's formula at len(ids) tokens (None: no config or dtype here)
     measured_bytes: int | None  # the model's own cache after reading it (None: not measurable here)
 
 
@@ -213,11 +214,15 @@ def carried(text: TokenText) -> float:
 
 def words_of(text: str, tokens: Sequence[Token]) -> list[WordTokens]:
     """Each word (text between spaces) with the number of tokens that cover part of it."""
+    starts = [t.char_span[0] for t in tokens]  # both in text order
+    ends = [t.char_span[1] for t in tokens]
     out = []
     for match in re.finditer(r"\S+", text):
         start, end = match.span()
-        count = sum(1 for t in tokens if t.char_span[0] < end and t.char_span[1] > start)
-        out.append(WordTokens(match.group(), (start, end), count))
+        count = bisect_left(starts, end) - bisect_right(
+            ends, start
+        )  # begins before its end, ends after its start
+        out.append(WordTokens(match.group(), (start, end), max(count, 0)))
     return out
 
 
@@ -413,11 +418,17 @@ def iter_tokens(
         result.merges_note = str(exc)
     result.phase = f"{len(result.tokens):,} tokens · merges of {result.word!r}"
     yield result
-    result.dtype = str(lm.dtype).removeprefix("torch.")
+    result.dtype = "" if lm.dtype is None else str(lm.dtype).removeprefix("torch.")
     for language, sentence in (("English", english), ("Chinese", chinese)):
         result.sentences.append(_cost(lm, result, language, sentence, control))
         result.phase = f"{len(result.tokens):,} tokens · {language} sentence read"
         yield result
+    english_ids, chinese_ids = (len(s.ids) for s in result.sentences)
+    merged = f"{len(result.merges.steps)} merges of {result.word!r}" if result.merges else "no merges"
+    result.phase = (
+        f"{len(result.tokens):,} tokens · {merged} · English {english_ids} vs Chinese {chinese_ids} tokens"
+    )
+    yield result
     return result
 
 
@@ -426,6 +437,9 @@ def _cost(
 ) -> SentenceCost:
     """A sentence's tokens, the formula's KV bytes for them, and the bytes its real cache holds."""
     ids = [t.id for t in tokenize(lm, text)]
+    if lm.config is None or not result.dtype:
+        result.kv_note = "this engine does not say its model's config and dtype, which the KV formula needs."
+        return SentenceCost(language, text, ids, None, None)
     formula = kv_cache_bytes(lm.config, len(ids), 1, result.dtype, mode="transformers")
     capabilities = lm.capabilities
     if not (capabilities.probes and capabilities.cache_bytes and lm.probes is not None):

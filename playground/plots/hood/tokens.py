@@ -9,58 +9,87 @@ import plotly.graph_objects as go
 from playground.plots.hood.style import ACCEPTED, CACHED, RECOMPUTED, Series, bar_figure, style
 
 SHOWN = 80  # bars drawn at most (a long text: its first tokens and words)
+TICKS = 30  # at most this many labels under the bars (every k-th beyond)
 
 
 def chars_per_token_figure(
-    pieces: Sequence[str], chars: Sequence[float], byte_piece: Sequence[bool]
+    labels: Sequence[str], names: Sequence[str], chars: Sequence[float], byte_piece: Sequence[bool]
 ) -> go.Figure:
-    """How many characters each token carries (a byte piece: its share of one character)."""
-    whole = [
-        (f"{i + 1} {p}", c)
-        for i, (p, c, b) in enumerate(zip(pieces, chars, byte_piece, strict=True))
-        if not b
-    ]
-    split = [
-        (f"{i + 1} {p}", c) for i, (p, c, b) in enumerate(zip(pieces, chars, byte_piece, strict=True)) if b
-    ]
-    order = [f"{i + 1} {p}" for i, p in enumerate(pieces)][:SHOWN]
-    hover = "token %{x}: %{y:.2f} characters"
+    """How many characters each token carries (a byte piece: its share of one character).
+    labels: short tick labels; names: what the hover says of each token."""
+    n = min(len(labels), SHOWN)
+    whole = [i for i in range(n) if not byte_piece[i]]
+    split = [i for i in range(n) if byte_piece[i]]
     series = [
-        Series("whole characters", [x for x, _ in whole], [c for _, c in whole], CACHED, hover),
-        Series("bytes of a character", [x for x, _ in split], [c for _, c in split], RECOMPUTED, hover),
+        ("whole characters", whole, CACHED),
+        ("bytes of a character", split, RECOMPUTED),
     ]
-    title = f"token (first {SHOWN} of {len(pieces)})" if len(pieces) > SHOWN else "token"
-    fig = bar_figure([s for s in series if s.x], title, "characters in the token", 300, barmode="overlay")
-    fig.update_xaxes(categoryorder="array", categoryarray=order, range=[-0.5, len(order) - 0.5])
+    fig = _bars(series, names, chars, "%{customdata}: %{y:.2f} characters")
+    _ticks(fig, labels[:n])
+    title = f"token (first {SHOWN} of {len(labels)})" if len(labels) > SHOWN else "token"
+    fig.update_xaxes(title_text=title)
+    fig.update_yaxes(title_text="characters", rangemode="tozero")
     return fig
 
 
 def tokens_per_word_figure(words: Sequence[str], tokens: Sequence[int]) -> go.Figure:
     """How many tokens cover each word (the text between spaces)."""
-    names = [f"{i + 1} {w}" for i, w in enumerate(words)]
-    one = [(n, t) for n, t in zip(names, tokens, strict=True) if t <= 1]
-    more = [(n, t) for n, t in zip(names, tokens, strict=True) if t > 1]
-    hover = "word %{x}: %{y} tokens"
+    n = min(len(words), SHOWN)
     series = [
-        Series("one token", [n for n, _ in one], [t for _, t in one], ACCEPTED, hover),
-        Series("split into several", [n for n, _ in more], [t for _, t in more], RECOMPUTED, hover),
+        ("one token", [i for i in range(n) if tokens[i] <= 1], ACCEPTED),
+        ("split into several", [i for i in range(n) if tokens[i] > 1], RECOMPUTED),
     ]
+    fig = _bars(series, words, tokens, "%{customdata}: %{y} tokens")
+    _ticks(fig, [_short(w, 10) for w in words[:n]])
     title = f"word (first {SHOWN} of {len(words)})" if len(words) > SHOWN else "word (text between spaces)"
-    fig = bar_figure([s for s in series if s.x], title, "tokens", 300, barmode="overlay")
-    fig.update_xaxes(
-        categoryorder="array", categoryarray=names[:SHOWN], range=[-0.5, min(len(names), SHOWN) - 0.5]
+    fig.update_xaxes(title_text=title)
+    fig.update_yaxes(
+        title_text="tokens", rangemode="tozero", dtick=1 if max(tokens, default=1) <= 8 else None
     )
-    fig.update_yaxes(rangemode="tozero", dtick=1 if max(tokens, default=1) <= 10 else None)
     return fig
 
 
-def languages_figure(languages: Sequence[str], tokens: Sequence[int], kv_bytes: Sequence[int]) -> go.Figure:
+def languages_figure(
+    languages: Sequence[str], tokens: Sequence[int], kv_bytes: Sequence[int | None]
+) -> go.Figure:
     """The same sentence in two languages: its tokens, labelled with what their KV cache costs."""
+    labels = [
+        f"{t} tokens" + ("" if b is None else f" · {b / 1024:,.0f} KiB of KV")
+        for t, b in zip(tokens, kv_bytes, strict=True)
+    ]
     fig = go.Figure()
     fig.add_bar(
-        x=list(languages), y=list(tokens), marker_color=[CACHED, RECOMPUTED][: len(languages)],
-        text=[f"{t} tokens · {b / 1024:,.0f} KiB of KV" for t, b in zip(tokens, kv_bytes, strict=True)],
+        x=list(languages), y=list(tokens), marker_color=[CACHED, RECOMPUTED][: len(languages)], text=labels,
         textposition="auto", hovertemplate="%{x}: %{y} tokens<extra></extra>",
     )  # fmt: skip
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
     return style(fig, 300, showlegend=False)
+
+
+def _bars(
+    series: Sequence[tuple[str, list[int], str]], names: Sequence[str], values: Sequence[float], hover: str
+) -> go.Figure:
+    """Bars at positions 1..n, split into coloured series by index, each bar's name in its hover."""
+    drawn = [
+        Series(name, [i + 1 for i in index], [values[i] for i in index], colour, hover)
+        for name, index, colour in series
+        if index
+    ]
+    fig = bar_figure(drawn, "", "", 340, barmode="overlay")
+    for trace, (_, index, _) in zip(fig.data, [s for s in series if s[1]], strict=True):
+        trace.customdata = [names[i] for i in index]
+    return fig
+
+
+def _ticks(fig: go.Figure, labels: Sequence[str]) -> None:
+    """One label per bar (every k-th when there are many), slanted."""
+    step = max(1, -(-len(labels) // TICKS))
+    positions = list(range(1, len(labels) + 1, step))
+    fig.update_xaxes(
+        tickvals=positions, ticktext=[labels[p - 1] for p in positions], tickangle=-45,
+        range=[0.5, len(labels) + 0.5],
+    )  # fmt: skip
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

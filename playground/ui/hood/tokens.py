@@ -17,10 +17,10 @@ from playground.hood.tokens import (
     MAX_WORD_CHARS,
     BpeMerges,
     SentenceCost,
+    Token,
     TokensResult,
     iter_tokens,
 )
-from playground.kv import format_bytes
 from playground.plots.hood import tokens as plots
 from playground.ui.common import Widgets, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status, verdict
@@ -46,6 +46,7 @@ COLOURS = (
     "rgba(23,190,207,0.30)",
 )
 MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,monospace"
+CELL = "style='padding:2px 6px'"  # table cells (the theme pads them for prose)
 
 
 class TokensView(LessonView):
@@ -80,20 +81,22 @@ class TokensView(LessonView):
                 info=f"Blank: the text's first word; at most {MAX_WORD_CHARS} characters",
             )  # fmt: skip
         with gr.Row():
-            w["tok_english"] = gr.Textbox(ENGLISH, label="a sentence in English", elem_id="hood-tok-english")
+            info = "The model reads it: its KV cache is measured"
+            w["tok_english"] = gr.Textbox(
+                ENGLISH, label="a sentence in English", info=info, elem_id="hood-tok-english"
+            )
             w["tok_chinese"] = gr.Textbox(
-                CHINESE, label="the same in Chinese", elem_id="hood-tok-chinese",
-                info="Both are read by the model: their KV cache is measured",
-            )  # fmt: skip
+                CHINESE, label="the same in Chinese", info=info, elem_id="hood-tok-chinese"
+            )
         run_row(w, self)
         w["tok_view"] = gr.HTML(elem_id="hood-tok-view")
         with gr.Row():
             w["tok_chars"] = gr.Plot(label="characters per token", elem_id="hood-tok-chars")
             w["tok_words"] = gr.Plot(label="tokens per word", elem_id="hood-tok-words")
         with gr.Row():
-            w["tok_merges"] = gr.HTML(elem_id="hood-tok-merges")
+            w["tok_merges"] = gr.HTML(elem_id="hood-tok-merges", scale=3)
             w["tok_languages"] = gr.Plot(
-                label="the same sentence: tokens and KV cache", elem_id="hood-tok-languages"
+                scale=2, label="the same sentence: tokens and KV cache", elem_id="hood-tok-languages"
             )
 
     def run(
@@ -113,7 +116,10 @@ class TokensView(LessonView):
             **status(self, result.phase, final),
             "tok_view": token_view(result),
             "tok_chars": plots.chars_per_token_figure(
-                [t.piece for t in tokens], [t.chars for t in tokens], [t.byte_piece for t in tokens]
+                [tick(t) for t in tokens],
+                [f"{i + 1} {t.piece}" for i, t in enumerate(tokens)],
+                [t.chars for t in tokens],
+                [t.byte_piece for t in tokens],
             ),
             "tok_words": plots.tokens_per_word_figure(
                 [w.word for w in result.words], [w.tokens for w in result.words]
@@ -142,6 +148,13 @@ class TokensView(LessonView):
         connect(
             w["tok_preset"].input, hood_tokens_preset, w, ["tok_text", "tok_word"], api_name=None, model=False
         )
+
+
+def tick(token: Token) -> str:
+    """A token's label under its bar: its piece, or its character and byte for a byte piece."""
+    if token.byte_piece and token.char is not None:
+        return f"{visible_text(token.char)}{token.byte_index}/{token.byte_count}"
+    return token.piece if len(token.piece) <= 7 else token.piece[:6] + "…"
 
 
 # --- the main view: the text coloured by token, its ids, the characters split over bytes -----------
@@ -188,11 +201,19 @@ def _box(result: TokensResult, members: list[int], chars: str | None, fill: str)
 
 def _card(result: TokensResult, chars: str, members: list[int]) -> str:
     tokens = [result.tokens[m] for m in members]
-    pieces = " + ".join(f"<code>{html.escape(t.raw)}</code> ({t.id})" for t in tokens)
+    data = result.text.encode()
+    pieces = " + ".join(
+        f"<code>{_bytes(data[t.byte_span[0] : t.byte_span[1]])}</code> ({t.id})" for t in tokens
+    )
     return (
         f"<span style='display:inline-block;margin:2px 8px 2px 0'><b>{html.escape(visible_text(chars))}</b> "
         f"= {len(tokens)} byte tokens: {pieces}</span>"
     )
+
+
+def _bytes(data: bytes) -> str:
+    """A token's bytes: printable ASCII as itself (a space as ␣), every other byte in hex."""
+    return " ".join(visible_text(chr(b)) if 0x20 <= b < 0x7F else f"{b:02X}" for b in data)
 
 
 # --- the merges, step by step ---------------------------------------------------------------------
@@ -211,21 +232,23 @@ def merges_view(word: str, merges: BpeMerges | None, note: str) -> str:
         lines.append(f"The pre-tokenizer cut it first into {cut}: merges never cross those cuts.")
     if not merges.steps:
         lines.append("No pair of its pieces is in the merges table: each stays a token.")
-    same = verdict(merges.final == merges.tokens, "the tokenizer's own split", "NOT the tokenizer's split")
-    lines.append(f"{len(merges.steps)} merges, ending at {' | '.join(_pieces(merges))}: {same}.")
+    same = "the tokenizer's own split ✓" if merges.final == merges.tokens else "NOT the tokenizer's split ✗"
+    lines.append(f"{len(merges.steps)} merges, ending at {' | '.join(_pieces(merges))}: <b>{same}</b>.")
+    heads = "".join(f"<th {CELL}>{h}</th>" for h in ("step", "pair merged", "rank", "pieces after it"))
     table = (
-        "<div style='max-height:300px;overflow:auto'><table style='font-size:0.9em'>"
-        "<tr><th>step</th><th>pair merged</th><th>rank</th><th>pieces after it</th></tr>"
+        "<div style='max-height:300px;overflow:auto'><table style='font-size:0.9em;margin:0'>"
+        f"<tr>{heads}</tr>"
         f"{''.join(rows)}</table></div>"
     )
     return head + table + "".join(f"<p>{line}</p>" for line in lines)
 
 
 def _row(step: str, pair: str, rank: str, pieces: Any) -> str:
-    shown = " | ".join(html.escape(p) for p in pieces)
+    shown = "|".join(html.escape(p) for p in pieces)
+    mono = f"style='{MONO};padding:2px 6px'"
     return (
-        f"<tr><td>{step}</td><td style='{MONO}'>{html.escape(pair)}</td><td>{rank}</td>"
-        f"<td style='{MONO}'>{shown}</td></tr>"
+        f"<tr><td {CELL}>{step}</td><td {mono}>{html.escape(pair)}</td><td {CELL}>{rank}</td>"
+        f"<td {mono}>{shown}</td></tr>"
     )
 
 
@@ -238,9 +261,10 @@ def _pieces(merges: BpeMerges) -> list[str]:
 
 def summary(result: TokensResult) -> str:
     tokens, words = result.tokens, result.words
+    noun = "word" if len(words) == 1 else "words"
     lines = [
         f"**{len(tokens):,} tokens** for {len(result.text):,} characters: **{result.chars_per_token:.2f} "
-        f"characters per token**; {len(words):,} words (text between spaces), "
+        f"characters per token**; {len(words):,} {noun} (text between spaces), "
         f"{len(tokens) / max(len(words), 1):.2f} tokens per word."
     ]
     pieces = [t for t in tokens if t.byte_piece]
@@ -252,21 +276,28 @@ def summary(result: TokensResult) -> str:
     if result.merges is not None:
         merges = result.merges
         lines.append(
-            f"{html.escape(repr(result.word))} → {' | '.join(_pieces(merges))} after {len(merges.steps)} "
-            "BPE merges, the tokenizer's own split."
+            f"“{html.escape(result.word, quote=False)}” → {' | '.join(_pieces(merges))} after "
+            f"{len(merges.steps)} BPE merges, the tokenizer's own split."
         )
     elif result.merges_note:
         lines.append(f"Merges: {result.merges_note}")
     lines += [_cost(s, result.dtype) for s in result.sentences]
+    if len(result.sentences) == 2 and result.sentences[0].ids:
+        english, chinese = result.sentences
+        ratio = len(chinese.ids) / len(english.ids)
+        kv = "" if chinese.formula_bytes is None else f", so {ratio:.2f}× the KV bytes"
+        lines.append(f"The same sentence in Chinese takes **{ratio:.2f}×** the tokens{kv}.")
     if result.kv_note:
         lines.append(f"KV cache not measured: {result.kv_note}")
     return "\n\n".join(lines)
 
 
 def _cost(sentence: SentenceCost, dtype: str) -> str:
+    if sentence.formula_bytes is None:
+        return f"{sentence.language}: **{len(sentence.ids)} tokens**."
     line = (
-        f"{sentence.language}: **{len(sentence.ids)} tokens** = {sentence.formula_bytes:,} bytes of KV cache "
-        f"({format_bytes(sentence.formula_bytes)}, {dtype}, the KV tab's formula)"
+        f"{sentence.language}: **{len(sentence.ids)} tokens** → {sentence.formula_bytes:,} bytes of KV cache "
+        f"in {dtype} ({sentence.formula_bytes / 2**20:.2f} MiB) by the KV tab's formula"
     )
     if sentence.measured_bytes is not None:
         line += ", " + verdict(
