@@ -15,6 +15,7 @@ from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
 from playground.hood import sampling_order as _sampling_order
 from playground.hood import speculative as _speculative
+from playground.hood import tokens as _tokens
 from playground.hood.attention import AttentionView, attention_maps, attention_view, iter_attention
 from playground.hood.batching import BatchingResult, batching, iter_batching
 from playground.hood.common import Lesson, preset_ids, require
@@ -29,8 +30,10 @@ from playground.hood.sampling_order import (
     sampling_order,
 )
 from playground.hood.speculative import SpeculativeResult, iter_speculative, speculative_decode
+from playground.hood.tokens import BpeMerges, Token, TokensResult, bpe_merges, iter_tokens, tokenize
 
 LESSONS: tuple[Lesson, ...] = (
+    _tokens.LESSON,
     _sampling_order.LESSON,
     _kv_on_off.LESSON,
     _prefill_decode.LESSON,
@@ -44,6 +47,7 @@ __all__ = [
     "LESSONS",
     "AttentionView",
     "BatchingResult",
+    "BpeMerges",
     "Histogram",
     "KVOnOff",
     "LensView",
@@ -51,9 +55,12 @@ __all__ = [
     "PrefillDecode",
     "SamplingOrder",
     "SpeculativeResult",
+    "Token",
+    "TokensResult",
     "attention_maps",
     "attention_view",
     "batching",
+    "bpe_merges",
     "iter_attention",
     "iter_batching",
     "iter_kv_on_off",
@@ -61,6 +68,7 @@ __all__ = [
     "iter_prefill_vs_decode",
     "iter_sampling_order",
     "iter_speculative",
+    "iter_tokens",
     "kv_on_off",
     "lens_view",
     "logit_lens",
@@ -70,4 +78,5 @@ __all__ = [
     "sample_histogram",
     "sampling_order",
     "speculative_decode",
+    "tokenize",
 ]

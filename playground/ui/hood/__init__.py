@@ -12,11 +12,13 @@ from playground.ui.hood import (
     prefill_decode,
     sampling_order,
     speculative,
+    tokens,
 )
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext
 from playground.ui.hood.tab import HoodTab, build_hood_tab
 
 VIEWS: tuple[LessonView, ...] = (
+    tokens.VIEW,
     sampling_order.VIEW,
     kv_on_off.VIEW,
     prefill_decode.VIEW,
