@@ -14,6 +14,7 @@ from playground.hood import kv_on_off as _kv_on_off
 from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
 from playground.hood import speculative as _speculative
+from playground.hood import teacher_forcing as _teacher_forcing
 from playground.hood.attention import AttentionView, attention_maps, attention_view, iter_attention
 from playground.hood.batching import BatchingResult, batching, iter_batching
 from playground.hood.common import Lesson, preset_ids, require
@@ -21,6 +22,14 @@ from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
 from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
 from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
 from playground.hood.speculative import SpeculativeResult, iter_speculative, speculative_decode
+from playground.hood.teacher_forcing import (
+    ErrorAccumulation,
+    TeacherForcing,
+    error_accumulation,
+    iter_error_accumulation,
+    iter_teacher_forcing,
+    teacher_forcing,
+)
 
 LESSONS: tuple[Lesson, ...] = (
     _kv_on_off.LESSON,
@@ -29,26 +38,32 @@ LESSONS: tuple[Lesson, ...] = (
     _lens.LESSON,
     _speculative.LESSON,
     _batching.LESSON,
+    _teacher_forcing.LESSON,
 )
 
 __all__ = [
     "LESSONS",
     "AttentionView",
     "BatchingResult",
+    "ErrorAccumulation",
     "KVOnOff",
     "LensView",
     "Lesson",
     "PrefillDecode",
     "SpeculativeResult",
+    "TeacherForcing",
     "attention_maps",
     "attention_view",
     "batching",
+    "error_accumulation",
     "iter_attention",
     "iter_batching",
+    "iter_error_accumulation",
     "iter_kv_on_off",
     "iter_lens",
     "iter_prefill_vs_decode",
     "iter_speculative",
+    "iter_teacher_forcing",
     "kv_on_off",
     "lens_view",
     "logit_lens",
@@ -56,4 +71,5 @@ __all__ = [
     "preset_ids",
     "require",
     "speculative_decode",
+    "teacher_forcing",
 ]
