@@ -25,20 +25,17 @@ def forcing_figure(
     parallel_seconds: float,
     serial_seconds: Sequence[float],
 ) -> go.Figure:
-    """Left: one forward over the reference vs one forward per generated token (ms). Right: each
-    reference token's loss when teacher forced (bars, labelled below), with the model's own
-    free-running tokens above (green while they follow the reference, red once they left it) and a
-    line where free running leaves the reference."""
-    fig = make_subplots(
-        rows=1, cols=2, column_widths=[0.2, 0.8], horizontal_spacing=0.08,
-        subplot_titles=("time", "loss of each reference token (teacher forced)"),
-    )  # fmt: skip
+    """Left: one forward over the reference vs one forward per generated token (ms, one band per
+    forward). Right: each reference token's loss when teacher forced (bars, labelled below), with
+    the model's own free-running tokens above (green while they follow the reference, red once they
+    left it) and a line where free running leaves the reference."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.18, 0.82], horizontal_spacing=0.07)
     n = len(reference)
     _time_bars(fig, n, parallel_seconds, serial_seconds)
     x = list(range(len(losses)))
     for top, name, colour in (
-        (True, "the model's top choice too", TOP_CHOICE),
-        (False, "not its top choice", OTHER_CHOICE),
+        (True, "reference token = the model's top pick", TOP_CHOICE),
+        (False, "not its top pick", OTHER_CHOICE),
     ):
         keep = [i for i in x if (ranks[i] == 1) == top]
         fig.add_bar(
@@ -47,36 +44,44 @@ def forcing_figure(
             hovertemplate="%{customdata[0]}: loss %{y:.2f} nats (rank %{customdata[1]}); free running "
             "wrote %{customdata[2]}<extra></extra>",
         )  # fmt: skip
-    fig.update_layout(barmode="overlay")
+    fig.update_layout(barmode="stack")  # bars never share an x on the right: stacking is per forward
     fig.update_xaxes(
         tickvals=list(range(n)), ticktext=[html.escape(t) for t in reference], range=[-0.5, n - 0.5],
-        row=1, col=2, title_text="reference tokens (below) · the model's own, free running (above)",
+        row=1, col=2,
     )  # fmt: skip
     _free_axis(fig, free, follows, n)
     if leaves_at is not None:
         fig.add_vline(x=leaves_at - 0.5, line={"color": REJECTED, "dash": "dash", "width": 2}, row=1, col=2)
         fig.add_annotation(
-            x=leaves_at - 0.5, y=1, yref="y2 domain", xref="x2", text="free running leaves the reference",
+            x=leaves_at - 0.5, y=1, yref="y2 domain", xref="x2", text=" free running leaves the reference",
             showarrow=False, xanchor="left", yanchor="top", font={"color": REJECTED},
         )  # fmt: skip
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="loss, nats (−log p)", rangemode="tozero", row=1, col=2)
-    return style(fig, 360, margin={"l": 60, "r": 20, "t": 90, "b": 60}, legend={"y": -0.32, "x": 1})
+    fig.update_yaxes(title_text="loss, nats", rangemode="tozero", row=1, col=2)
+    legend = {
+        "orientation": "h",
+        "x": 1,
+        "xanchor": "right",
+        "y": -0.22,
+        "yanchor": "top",
+        "traceorder": "normal",
+    }
+    return style(fig, 340, margin={"l": 60, "r": 20, "t": 50, "b": 40}, legend=legend)
 
 
 def _time_bars(fig: go.Figure, n: int, parallel: float, serial: Sequence[float]) -> None:
-    """Training's one forward vs generation's n forwards (stacked: one band per forward)."""
-    label = ["training: 1 forward", f"generation: {n} forwards"]
+    """Training's one forward vs generation's forwards so far, stacked one band per forward."""
     fig.add_bar(
-        x=label[:1], y=[parallel * 1000], marker_color=CACHED, showlegend=False, row=1, col=1,
-        hovertemplate=f"one forward scores all {n} tokens: %{{y:,.0f}} ms<extra></extra>",
+        x=["training"], y=[parallel * 1000], marker_color=CACHED, showlegend=False, row=1, col=1,
+        hovertemplate=f"training: 1 forward scores all {n} tokens, %{{y:,.0f}} ms<extra></extra>",
     )  # fmt: skip
-    total = sum(serial) * 1000
     fig.add_bar(
-        x=label[1:], y=[total], marker_color=RECOMPUTED, showlegend=False, row=1, col=1,
-        hovertemplate=f"{len(serial)} of {n} forwards, one token each: %{{y:,.0f}} ms<extra></extra>",
+        x=["generation"] * len(serial), y=[s * 1000 for s in serial], marker_color=RECOMPUTED,
+        marker_line={"color": "rgba(255,255,255,0.7)", "width": 0.6}, showlegend=False, row=1, col=1,
+        customdata=list(range(1, len(serial) + 1)),
+        hovertemplate=f"generation: forward %{{customdata}} of {n}, %{{y:,.0f}} ms<extra></extra>",
     )  # fmt: skip
-    fig.update_xaxes(tickangle=0, row=1, col=1)
+    fig.update_xaxes(tickangle=0, row=1, col=1, title_text=f"1 forward vs {n}")
 
 
 def _free_axis(fig: go.Figure, free: Sequence[str], follows: Sequence[bool], n: int) -> None:
@@ -109,6 +114,12 @@ def kl_figure(
         hovertemplate="position %{x}: KL %{y:.2f} nats · the model's own %{customdata[0]} · with the "
         "change %{customdata[1]}<extra></extra>", showlegend=False,
     )  # fmt: skip
+    if original and perturbed and original[0] != perturbed[0]:
+        fig.add_vline(x=at, line={"color": REJECTED, "dash": "dash", "width": 2})
+        fig.add_annotation(
+            x=at, y=1, yref="paper", text=f" {html.escape(original[0])} → {html.escape(perturbed[0])}",
+            showarrow=False, xanchor="left", yanchor="top", font={"color": REJECTED},
+        )  # fmt: skip
     fig.update_xaxes(title_text="answer position (red: the tokens differ there)", tickformat="d")
     fig.update_yaxes(title_text="KL, nats", rangemode="tozero")
     return style(fig, 280)

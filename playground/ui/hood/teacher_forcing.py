@@ -60,7 +60,8 @@ class TeacherForcingView(LessonView):
             )  # fmt: skip
         run_row(w, self)
         w["tf_forcing"] = gr.Plot(
-            label="teacher forced loss per token, and the model's own tokens", elem_id="hood-tf-forcing"
+            label="each reference token's loss, teacher forced (below), and the model's own tokens (above)",
+            elem_id="hood-tf-forcing",
         )
         with gr.Row():
             w["tf_tokens"] = gr.Slider(
