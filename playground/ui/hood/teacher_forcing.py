@@ -121,9 +121,7 @@ class TeacherForcingView(LessonView):
         self, lm: Engine, forcing: TeacherForcing, accumulation: ErrorAccumulation
     ) -> dict[str, Any]:
         n = len(forcing.reference_ids)
-        phase = (
-            f"{n} tokens in 1 forward vs {n} forwards · {len(accumulation.original_ids)} tokens written twice"
-        )
+        phase = f"1 forward vs {n} · two runs of {len(accumulation.original_ids)} tokens"
         return {
             **self.forcing_views(lm, forcing),
             **status(self, phase, True),
