@@ -15,6 +15,7 @@ from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
 from playground.hood import sampling_order as _sampling_order
 from playground.hood import speculative as _speculative
+from playground.hood import teacher_forcing as _teacher_forcing
 from playground.hood import tokens as _tokens
 from playground.hood.attention import AttentionView, attention_maps, attention_view, iter_attention
 from playground.hood.batching import BatchingResult, batching, iter_batching
@@ -30,10 +31,19 @@ from playground.hood.sampling_order import (
     sampling_order,
 )
 from playground.hood.speculative import SpeculativeResult, iter_speculative, speculative_decode
+from playground.hood.teacher_forcing import (
+    ErrorAccumulation,
+    TeacherForcing,
+    error_accumulation,
+    iter_error_accumulation,
+    iter_teacher_forcing,
+    teacher_forcing,
+)
 from playground.hood.tokens import BpeMerges, Token, TokensResult, bpe_merges, iter_tokens, tokenize
 
 LESSONS: tuple[Lesson, ...] = (
     _tokens.LESSON,
+    _teacher_forcing.LESSON,
     _sampling_order.LESSON,
     _kv_on_off.LESSON,
     _prefill_decode.LESSON,
@@ -48,6 +58,7 @@ __all__ = [
     "AttentionView",
     "BatchingResult",
     "BpeMerges",
+    "ErrorAccumulation",
     "Histogram",
     "KVOnOff",
     "LensView",
@@ -55,19 +66,23 @@ __all__ = [
     "PrefillDecode",
     "SamplingOrder",
     "SpeculativeResult",
+    "TeacherForcing",
     "Token",
     "TokensResult",
     "attention_maps",
     "attention_view",
     "batching",
     "bpe_merges",
+    "error_accumulation",
     "iter_attention",
     "iter_batching",
+    "iter_error_accumulation",
     "iter_kv_on_off",
     "iter_lens",
     "iter_prefill_vs_decode",
     "iter_sampling_order",
     "iter_speculative",
+    "iter_teacher_forcing",
     "iter_tokens",
     "kv_on_off",
     "lens_view",
@@ -78,5 +93,6 @@ __all__ = [
     "sample_histogram",
     "sampling_order",
     "speculative_decode",
+    "teacher_forcing",
     "tokenize",
 ]

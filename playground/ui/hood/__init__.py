@@ -12,6 +12,7 @@ from playground.ui.hood import (
     prefill_decode,
     sampling_order,
     speculative,
+    teacher_forcing,
     tokens,
 )
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext
@@ -19,6 +20,7 @@ from playground.ui.hood.tab import HoodTab, build_hood_tab
 
 VIEWS: tuple[LessonView, ...] = (
     tokens.VIEW,
+    teacher_forcing.VIEW,
     sampling_order.VIEW,
     kv_on_off.VIEW,
     prefill_decode.VIEW,
