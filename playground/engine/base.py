@@ -22,6 +22,7 @@ from playground.engine.records import TokenRecord
 from playground.engine.sampling import SamplingSettings
 
 if TYPE_CHECKING:
+    from playground.engine.batcher import Batcher
     from playground.engine.probes import Probes
     from playground.engine.remote.adapter import ServerKV
     from playground.kv.geometry import ModelDims
@@ -89,6 +90,7 @@ class Engine(Protocol):
     dims: ModelDims | None  # layers, heads, sizes (kv/geometry.py; None without a config)
     probes: Probes | None  # the lessons' direct forwards (None: not in this process)
     tested_live: bool  # the adapter was tested against a live engine (always True in process)
+    batcher: Batcher | None  # the running batch (continuous batching; its schedule log), or None
 
     @property
     def concurrency(self) -> int | None:

@@ -10,6 +10,7 @@ nothing is simulated.
 
 from playground.hood import attention as _attention
 from playground.hood import batching as _batching
+from playground.hood import continuous_batching as _continuous_batching
 from playground.hood import kv_on_off as _kv_on_off
 from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
@@ -20,6 +21,12 @@ from playground.hood import tokens as _tokens
 from playground.hood.attention import AttentionView, attention_maps, attention_view, iter_attention
 from playground.hood.batching import BatchingResult, batching, iter_batching
 from playground.hood.common import Lesson, preset_ids, require
+from playground.hood.continuous_batching import (
+    Arrival,
+    ContinuousBatching,
+    continuous_batching,
+    iter_continuous_batching,
+)
 from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
 from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
 from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
@@ -51,13 +58,16 @@ LESSONS: tuple[Lesson, ...] = (
     _lens.LESSON,
     _speculative.LESSON,
     _batching.LESSON,
+    _continuous_batching.LESSON,
 )
 
 __all__ = [
     "LESSONS",
+    "Arrival",
     "AttentionView",
     "BatchingResult",
     "BpeMerges",
+    "ContinuousBatching",
     "ErrorAccumulation",
     "Histogram",
     "KVOnOff",
@@ -73,9 +83,11 @@ __all__ = [
     "attention_view",
     "batching",
     "bpe_merges",
+    "continuous_batching",
     "error_accumulation",
     "iter_attention",
     "iter_batching",
+    "iter_continuous_batching",
     "iter_error_accumulation",
     "iter_kv_on_off",
     "iter_lens",

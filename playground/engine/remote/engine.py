@@ -143,6 +143,7 @@ class RemoteEngine:
         return self.adapter.tested_live
 
     concurrency = None  # the server schedules its own batch
+    batcher = None
 
     def describe_decode(self) -> str | None:
         return None  # the server decodes its own way

@@ -7,6 +7,7 @@ view here (a LessonView subclass, see base.py), and one line in VIEWS below.
 from playground.ui.hood import (
     attention,
     batching,
+    continuous_batching,
     kv_on_off,
     lens,
     prefill_decode,
@@ -28,6 +29,7 @@ VIEWS: tuple[LessonView, ...] = (
     lens.VIEW,
     speculative.VIEW,
     batching.VIEW,
+    continuous_batching.VIEW,
 )
 
 __all__ = ["VIEWS", "HoodEnv", "HoodTab", "LessonView", "RunContext", "build_hood_tab"]

@@ -1,0 +1,87 @@
+"""Figures of the lesson "Continuous batching" (playground/hood/continuous_batching.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from playground.plots.hood.style import (
+    CACHED,
+    DECODE,
+    MASKED_SOLID,
+    PREFILL,
+    RECOMPUTED,
+    Series,
+    bar_figure,
+    style,
+)
+
+KINDS = {
+    "prefill": ("reads its prompt", PREFILL),
+    "decode": ("makes a token", DECODE),
+    "wait": ("waits", MASKED_SOLID),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One request in one iteration: what it did there."""
+
+    row: str  # the request's name
+    iteration: int
+    kind: str  # "prefill", "decode" or "wait"
+    tokens: int = 0
+
+
+def gantt_figure(cells: Sequence[Cell], rows: Sequence[str], done: dict[str, int]) -> go.Figure:
+    """Requests (rows) by iterations (columns): prompt chunks with their token counts, decodes,
+    waits, and a ✓ where each request was done."""
+    fig = go.Figure()
+    for kind, (label, color) in KINDS.items():
+        mine = [c for c in cells if c.kind == kind]
+        if not mine:
+            continue
+        fig.add_bar(
+            x=[1] * len(mine), base=[c.iteration for c in mine], y=[c.row for c in mine], orientation="h",
+            name=label, marker_color=color, text=[str(c.tokens) if c.kind == "prefill" else "" for c in mine],
+            textposition="inside", insidetextanchor="middle",
+            customdata=[[c.iteration, c.tokens] for c in mine],
+            hovertemplate=f"%{{y}}, iteration %{{customdata[0]}}: {label} (%{{customdata[1]}} tokens)"
+            "<extra></extra>",
+        )  # fmt: skip
+    if done:
+        fig.add_scatter(
+            x=[i + 1.15 for i in done.values()], y=list(done), mode="text", text=["✓"] * len(done),
+            name="done", textfont={"size": 16, "color": CACHED}, hovertemplate="%{y} done<extra></extra>",
+        )  # fmt: skip
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), title_text="request")
+    fig.update_xaxes(
+        title_text="iteration (one forward of the model each)", dtick=1 if _span(cells) <= 40 else None
+    )
+    return style(fig, max(220, 34 * len(rows) + 110))
+
+
+def _span(cells: Sequence[Cell]) -> int:
+    return max((c.iteration for c in cells), default=0) + 1
+
+
+def latency_figure(names: Sequence[str], continuous: Sequence[int], static: Sequence[int]) -> go.Figure:
+    """Forwards from each request's arrival until it was done: the running batch vs a static batch."""
+    hover = "%{x}: %{y} forwards"
+    return bar_figure(
+        [
+            Series(
+                "static batch (waits for the last arrival, then for the longest)",
+                names,
+                static,
+                RECOMPUTED,
+                hover,
+            ),
+            Series("continuous batching", names, continuous, CACHED, hover),
+        ],
+        "request",
+        "forwards until done",
+    )
