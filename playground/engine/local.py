@@ -26,7 +26,13 @@ from playground.engine.kv_store import MIB, CacheEntry, KVStore
 from playground.engine.probes import Probes
 from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
 from playground.engine.records import TokenRecord, describe_rows
-from playground.engine.sampling import SamplingSettings, choose, final_scores, seeded_generator
+from playground.engine.sampling import (
+    SamplingSettings,
+    choose,
+    final_scores,
+    seeded_generator,
+    validate_settings,
+)
 from playground.engine.static import (
     DecodeStatus,
     ProgressFn,
@@ -403,6 +409,7 @@ class LocalEngine:
         control: Control | None = None,
     ) -> Iterator[Progress | TokenRecord]:
         """See Engine.stream: prefill (with progress), the given prefix's records, then decode."""
+        validate_settings(plan.settings)  # bad settings are refused before the request joins the batch
         prefix, name = list(answer_prefix), key or "stream"
         with self._checked_out(key) as entry:
             target = [*prompt_ids, *prefix]

@@ -1,0 +1,185 @@
+"""Continuous batching on the real model: concurrent streams (greedy and seeded, mixed settings,
+staggered arrivals, one cancelled) each equal the same request alone, the schedule really batched
+them, a long prompt never stalls the others, out of memory refuses only the newest request."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from playground.chat import ChatRequest, run_chat
+from playground.engine import Control, DecodePlan, TokenRecord
+from playground.engine.batcher import BatchConfig, Batcher
+from playground.engine.cache import new_cache
+from playground.engine.kv_store import CacheEntry
+from playground.engine.local import LocalEngine
+from playground.engine.sampling import SamplingSettings
+from playground.errors import Cancelled, PlaygroundError
+from playground.hood.continuous_batching import Arrival, continuous_batching
+from playground.step import StepSession
+
+GREEDY = SamplingSettings(temperature=0)
+MIXED = [
+    (GREEDY, "Name three colours."),
+    (SamplingSettings(temperature=0.8, top_k=40), "Write a haiku about the sea."),
+    (SamplingSettings(temperature=1.0, top_p=0.9, repetition_penalty=1.2), "Say hi in French."),
+    (GREEDY, "What is 12 times 12?"),
+    (SamplingSettings(temperature=0.7, min_p=0.05), "Who wrote Hamlet?"),
+]
+
+
+@pytest.fixture(scope="module")
+def unbatched(embedded_lm) -> LocalEngine:
+    """The same model, one forward per request (PLAYGROUND_BATCHING=off)."""
+    lm = embedded_lm
+    return LocalEngine(lm.model, lm.tokenizer, lm.device, lm.dtype, lm.name, batching=BatchConfig("off"))
+
+
+def requests() -> list[ChatRequest]:
+    return [
+        ChatRequest([{"role": "user", "content": text}], settings=s, max_new_tokens=20, seed=11 + i)
+        for i, (s, text) in enumerate(MIXED)
+    ]
+
+
+def test_the_app_engine_batches_and_says_so(embedded_lm):
+    assert embedded_lm.batcher is not None and embedded_lm.concurrency == 32
+    assert (
+        "Batching: continuous (up to 32 requests, 256 tokens per iteration)" in embedded_lm.describe_decode()
+    )
+
+
+def test_concurrent_streams_equal_the_same_request_alone(embedded_lm, unbatched):
+    alone = [run_chat(unbatched, r) for r in requests()]
+    before = embedded_lm.batcher.iterations
+    results: dict[int, object] = {}
+    control = Control()  # the last request is cancelled after its third token
+
+    def user(i: int, request: ChatRequest) -> None:
+        time.sleep(0.2 * i)  # staggered arrivals
+        try:
+            if i == len(MIXED) - 1:
+                results[i] = _cancelled_after(embedded_lm, request, control, 3)
+            else:
+                results[i] = run_chat(embedded_lm, request)
+        except Exception as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=user, args=(i, r)) for i, r in enumerate(requests())]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    for i in range(len(MIXED) - 1):
+        assert results[i].answer_ids == alone[i].answer_ids, i  # greedy and seeded, token for token
+        probs = [t.prob for t in results[i].tokens]
+        assert probs == pytest.approx([t.prob for t in alone[i].tokens], abs=1e-3)
+        assert [t.top[0].id for t in results[i].tokens] == [t.top[0].id for t in alone[i].tokens]
+    assert results[len(MIXED) - 1] == alone[-1].answer_ids[:3]  # stopped: its first 3 tokens were its own
+    log = [it for it in embedded_lm.batcher.log if it.index >= before]
+    together = max(len(it.jobs) for it in log)
+    tokens = sum(job.tokens for it in log for job in it.jobs)
+    assert together >= 3 and len(log) < tokens  # really batched: fewer forwards than tokens forwarded
+
+
+def _cancelled_after(lm, request: ChatRequest, control: Control, n: int) -> list[int]:
+    from playground.chat import stream_chat
+
+    made: list[int] = []
+    with pytest.raises(Cancelled):
+        for update in stream_chat(lm, request, control=control):
+            made = list(update.answer_ids)
+            if len(made) >= n:
+                control.cancel()
+    return made
+
+
+def test_a_long_prompt_is_read_in_chunks_beside_the_others_decodes(embedded_lm):
+    """While a 1,000-token prompt is read (256 per iteration), a short chat keeps making a token in
+    every one of those iterations."""
+    long_ids = embedded_lm.tokenizer("The cat sat on the mat. " * 160).input_ids[:1000]
+    short = ChatRequest([{"role": "user", "content": "Count to ten."}], settings=GREEDY, max_new_tokens=24)
+    started = embedded_lm.batcher.iterations
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (run_chat(embedded_lm, short), done.set()))
+    thread.start()
+    time.sleep(1.0)
+    list(embedded_lm.stream(long_ids, DecodePlan(GREEDY, 1, seed=0)))
+    thread.join(600)
+    log = [it for it in embedded_lm.batcher.log if it.index >= started]
+    mixed = [it for it in log if {j.kind for j in it.jobs} == {"prefill", "decode"}]
+    assert mixed, "no iteration read a prompt chunk beside a decode"
+    assert all(sum(j.tokens for j in it.jobs) <= 256 for it in log)  # the token budget holds
+    assert max(j.tokens for it in log for j in it.jobs if j.kind == "prefill") <= 256
+
+
+def test_a_step_session_joins_the_batch(embedded_lm, unbatched):
+    session = StepSession(embedded_lm, "The capital of France is")
+    reference = StepSession(unbatched, "The capital of France is")
+    assert [c.token_id for c in session.candidates(5)] == [c.token_id for c in reference.candidates(5)]
+    assert (
+        session.pick(session.candidates(1)[0].token_id).token.id
+        == reference.pick(reference.candidates(1)[0].token_id).token.id
+    )
+
+
+def test_bad_settings_are_refused_before_joining(embedded_lm):
+    before = embedded_lm.batcher.iterations
+    with pytest.raises(PlaygroundError, match="top-p"):
+        list(embedded_lm.stream([1, 2, 3], DecodePlan(SamplingSettings(top_p=2.0), 4, seed=0)))
+    assert embedded_lm.batcher.iterations == before
+
+
+def test_out_of_memory_refuses_the_newest_request_and_the_others_go_on(embedded_lm, monkeypatch):
+    """An unthreaded batcher over the engine's batch twin: the iteration that holds both requests
+    runs out of memory once; the newest is refused, the first finishes as it would alone."""
+    lm = embedded_lm
+    batcher = Batcher(lm.batcher.model, lm.forwarder, lm.tokenizer, budget=64, max_jobs=4, threaded=False)
+    plan = DecodePlan(GREEDY, 6, seed=0)
+    ids = lm.tokenizer("The capital of France is").input_ids
+    first = batcher.stream_job(CacheEntry(new_cache(lm.config)), ids, plan, lm.eos_token_ids, 8192, "first")
+    batcher.step()
+    second = batcher.stream_job(CacheEntry(new_cache(lm.config)), ids, plan, lm.eos_token_ids, 8192, "second")
+    real, failed = batcher.model.forward, []
+
+    def once(*args, **kwargs):
+        if not failed:
+            failed.append(True)
+            raise torch.OutOfMemoryError("simulated")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(batcher.model, "forward", once)
+    while batcher.step():
+        pass
+    error = _messages(second)[-1]
+    assert isinstance(error, PlaygroundError) and "Out of memory" in str(error)
+    tokens = [m.id for m in _messages(first) if isinstance(m, TokenRecord)]
+    assert len(tokens) == 6 and tokens[0] == 7042  # ' Paris', then on as alone
+
+
+def _messages(job) -> list:
+    out = []
+    while not job.out.empty():
+        out.append(job.out.get())
+    return out
+
+
+def test_the_lesson_is_identical_and_counts_its_padding_by_hand(embedded_lm):
+    tok = embedded_lm.tokenizer
+    prompts = [tok("The history of the printing press begins").input_ids, tok("Hi").input_ids]
+    result = continuous_batching(
+        embedded_lm, [Arrival(prompts[0], 5, 0), Arrival(prompts[1], 3, 2)], budget=4
+    )
+    assert result.identical and [len(t) for t in result.tokens] == [5, 3]
+    width = max(len(p) for p in prompts)
+    by_hand = (
+        (width - len(prompts[0])) + (width - len(prompts[1])) + (5 - 3)
+    )  # prompt pads + a done row's pads
+    assert result.padding_tokens == by_hand
+    first = result.schedule[0].jobs
+    assert first[0].kind == "prefill" and first[0].tokens == 4  # the budget: 4 tokens per iteration
+    assert all(sum(j.tokens for j in it.jobs) <= 4 for it in result.schedule)
+    assert result.finished_at[1] > 2 and result.static_steps == [5, 3]
