@@ -2,6 +2,12 @@
 
     python bench/bench_crowd.py [--sessions 32] [--requests 500] [--tabs 2] [--device cpu|cuda]
                                 [--decode auto|static|eager] [--random-weights]
+                                [--batching both|continuous|off]
+
+With --batching both (the default) the same load runs twice in one run, on a server with
+continuous batching off (each request its own forwards, PLAYGROUND_MODEL_CONCURRENCY at once) and
+on one with it on (every chat stream and step of every tab in one running batch), and the two are
+compared side by side: p95 with batching / p95 without (goal <= 0.4 at 32 users), tokens/s.
 
 Starts the app in a subprocess as a Space runs it, with its configured bounds (PLAYGROUND_KV_STORE_MIB,
 PLAYGROUND_MAX_WORKSPACES, PLAYGROUND_MODEL_CONCURRENCY). First every kind of session runs alone:
@@ -51,7 +57,7 @@ def serve(args: argparse.Namespace) -> None:
     """Build and run the app as app.py does, writing its stores' sizes to args.stats."""
     from playground.settings import load_settings
 
-    settings = load_settings(device=args.device, decode=args.decode)
+    settings = load_settings(device=args.device, decode=args.decode, batching=args.batching)
     with launched(bench_engine(args, settings), settings, port=args.port) as app:
         watch = (Path(args.stats), app.demo, app.engine, app.workspaces, settings)
         threading.Thread(target=write_stats, args=watch, daemon=True).start()
@@ -76,7 +82,8 @@ def write_stats(path: Path, demo: Any, engine: Any, workspaces: Any, settings: A
     bounds = {
         "kv_store_mib": settings.kv_store_mib,
         "max_workspaces": settings.max_workspaces,
-        "model_concurrency": settings.model_concurrency,
+        "model_concurrency": engine.concurrency or settings.model_concurrency,
+        "batching": settings.batching,
     }
     while True:
         holder = getattr(demo, "state_holder", None)
@@ -119,7 +126,7 @@ def start_server(args: argparse.Namespace, workdir: Path) -> Server:
         port = probe.getsockname()[1]
     stats, log = workdir / "stats.json", workdir / "server.log"
     command = [sys.executable, __file__, "--serve", "--port", str(port), "--stats", str(stats)]
-    command += ["--device", args.device, "--decode", args.decode]
+    command += ["--device", args.device, "--decode", args.decode, "--batching", args.batching]
     command += ["--random-weights"] if args.random_weights else []
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
@@ -308,26 +315,59 @@ def measure(args: argparse.Namespace, server: Server) -> tuple[Crowd, list[Reque
     return crowd, baseline, {"before": before, "end": end, "after": settle(crowd)}
 
 
+def one_mode(args: argparse.Namespace, batching: str) -> dict[str, Any]:
+    """The whole measurement on a server with batching on or off; its figures."""
+    mode = argparse.Namespace(**{**vars(args), "batching": batching})
+    print(f"\n=== batching {batching} ===")
+    with tempfile.TemporaryDirectory(prefix="bench-crowd-") as workdir:
+        server = start_server(mode, Path(workdir))
+        try:
+            crowd, baseline, rss = measure(mode, server)
+            figures = report(mode, crowd, baseline, rss)
+        finally:
+            server.process.terminate()
+            server.process.wait(30)
+    seconds = rss["end"]["seconds"]
+    tokens = sum(r.tokens for r in crowd.requests)
+    rate = round(tokens / seconds, 2) if seconds else 0.0
+    sizes = {"tabs": crowd.next_session, "requests": len(crowd.requests), "seconds": round(seconds, 1)}
+    return {**figures, **sizes, "tokens": tokens, "tok_s": rate}
+
+
+def compare(modes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Side by side: latency percentiles, tokens/s, errors, answers that differ, RSS; the p95 ratio."""
+    print("\n=== continuous batching vs off, the same load ===")
+    print(f"{'':<24}{'off':>14}{'continuous':>14}")
+    rows = [("p50 s (all requests)", "p50_s"), ("p95 s", "p95_s"), ("max s", "max_s")]
+    for label, key in rows:
+        print(f"{label:<24}" + "".join(f"{m['latency']['all'][key]:>14.2f}" for m in modes.values()))
+    for label, key in (
+        ("tokens/s (chat)", "tok_s"),
+        ("errors", "errors"),
+        ("sessions differing", "sessions_differing"),
+    ):
+        print(f"{label:<24}" + "".join(f"{m[key]:>14}" for m in modes.values()))
+    print(f"{'RSS end MiB':<24}" + "".join(f"{m['rss_mib']['end']:>14}" for m in modes.values()))
+    off, on = modes["off"]["latency"]["all"]["p95_s"], modes["continuous"]["latency"]["all"]["p95_s"]
+    ratio = on / off if off else float("nan")
+    print(f"p95 continuous / off: {ratio:.3f} (goal <= 0.4 at 32 users)")
+    return {"p95_ratio": round(ratio, 3), "goal_p95_ratio": 0.4, "goal_met": ratio <= 0.4}
+
+
 def run(args: argparse.Namespace) -> None:
     from bench.common import print_json
 
     load_start = os.getloadavg()
     print(f"load average at start: {load_start}")
-    with tempfile.TemporaryDirectory(prefix="bench-crowd-") as workdir:
-        server = start_server(args, Path(workdir))
-        try:
-            crowd, baseline, rss = measure(args, server)
-            figures = report(args, crowd, baseline, rss)
-        finally:
-            server.process.terminate()
-            server.process.wait(30)
+    wanted = ("off", "continuous") if args.batching == "both" else (args.batching,)
+    modes = {mode: one_mode(args, mode) for mode in wanted}
+    compared = compare(modes) if len(modes) == 2 else {}
     load_end = os.getloadavg()
     print(f"load average at end: {load_end}")
     print_json(
         "crowd", device=args.device, random_weights=args.random_weights, users=args.sessions,
-        tabs=crowd.next_session, requests=len(crowd.requests), app_tabs_per_session=args.tabs,
-        seconds=round(rss["end"]["seconds"], 1), cpu_count=os.cpu_count(),
-        load_average=[load_start[0], load_end[0]], **figures,
+        app_tabs_per_session=args.tabs, cpu_count=os.cpu_count(), load_average=[load_start[0], load_end[0]],
+        modes=modes, **compared,
     )  # fmt: skip
 
 
@@ -347,6 +387,10 @@ def main() -> None:
         help="decode path: auto = static KV cache + CUDA graphs on cuda, eager on cpu",
     )  # fmt: skip
     parser.add_argument("--random-weights", action="store_true", help="the embedded shape, random weights")
+    parser.add_argument(
+        "--batching", choices=("both", "continuous", "off"), default="both",
+        help="continuous batching on, off, or both compared in one run (default)",
+    )  # fmt: skip
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server subprocess
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--stats", help=argparse.SUPPRESS)

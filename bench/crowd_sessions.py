@@ -34,11 +34,15 @@ TIMING = re.compile(r"\d[\d.,]*\s?(?:ms|tok/s|s)\b")  # "0.42 s", "12 ms", "17.8
 WAITED = re.compile(r"waited [^·]* for the model · ")  # only when it had to wait
 
 
+GENERATED = re.compile(r"generated (\d+) tokens?")  # a chat answer's stats line
+
+
 @dataclass
 class Request:
     kind: str  # chat, step, beam, kv_calculate, kv_measure, move
     api_name: str
     seconds: float
+    tokens: int = 0  # tokens generated (chat answers)
 
 
 @dataclass
@@ -57,7 +61,9 @@ class Recorder:
             outputs = job.outputs()[-1]
         else:
             outputs = self.client.predict(*args, api_name=api_name)
-        self.requests.append(Request(kind, api_name, time.perf_counter() - started))
+        made = GENERATED.search(str(outputs[3])) if api_name in STREAMING else None
+        tokens = int(made[1]) if made else 0
+        self.requests.append(Request(kind, api_name, time.perf_counter() - started, tokens))
         if self.on_request is not None:
             self.on_request(self.requests[-1])
         return outputs
