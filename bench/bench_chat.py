@@ -5,7 +5,7 @@
 
 Same prompt, same settings, same tokens (greedy, and sampling with the same seed). Decode
 tokens/s counts every token after the first, timed from the first token to the last, for
-both paths. Goal: ours / generate >= 0.9.
+both paths. Goal: ours / generate >= 0.95 (with continuous batching on, as the app runs).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from playground.chat import ChatRequest, build_prompt, stream_chat
 from playground.engine.local import LocalEngine
 from playground.engine.sampling import SamplingSettings
 
-GOAL = 0.9
+GOAL = 0.95
 PROMPT = [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}]
 MODES = {
     "greedy": SamplingSettings(temperature=0),
