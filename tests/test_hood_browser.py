@@ -8,6 +8,7 @@ import pytest
 from browser import chromium_browser, chromium_path, open_page
 
 from playground.ui.hood import VIEWS, LessonView, build_hood_tab
+from playground.ui.hood.base import GROUPS
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 
@@ -50,7 +51,13 @@ def page(browser, launched_app):
         yield page
 
 
+LABELS = {view.label: view for view in VIEWS}
+
+
 def open_view(page, name: str) -> None:
+    """A lesson's sub-tab: its group's tab first, then its own."""
+    view = LABELS[name]
+    page.locator("#hood-views").get_by_role("tab", name=GROUPS[view.group], exact=True).click()
     page.locator("#hood-views").get_by_role("tab", name=name, exact=True).click()
 
 

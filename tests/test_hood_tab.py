@@ -87,7 +87,11 @@ def test_lens_for_step_reads_the_step_session(hood, embedded_lm):
     session.greedy(1)
     out = hood.view("lens").at_step(hood.tab, request("step-tab"))
     assert out["lens_ids"] == session.ids and out["lens_text"].endswith(session.text)
-    assert out["lens_status"].startswith("From the Step tab") and out["hood_views"].selected == "hood-lens"
+    assert (
+        out["lens_status"].startswith("From the Step tab")
+        and out["hood_views"].selected == "hood-group-inside"
+    )
+    assert out["hood_group_inside"].selected == "hood-lens"
 
 
 def test_speculative_view_shows_rounds_and_the_parity_verdict(hood):
@@ -156,7 +160,8 @@ def test_stop_ends_the_run_quietly_and_says_so(tiny_lm):
     assert stopped == {"kv_status": "Stopped by you: press Run to start again.", "kv_summary": ""}
     assert list(run) == []  # no error (no red toast): the run ends at its next step
     assert not hood.workspaces.get("s").running  # a finished run forgets its control
-    assert hood.stop("kv", session="nobody") == {}  # nothing running: harmless
+    nothing = hood.stop("kv", session="nobody")  # nothing running: harmless, nothing changes
+    assert nothing == {"kv_status": {"__type__": "update"}, "kv_summary": {"__type__": "update"}}
 
 
 def test_a_closed_tab_cancels_its_running_view(tiny_lm):

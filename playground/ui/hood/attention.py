@@ -38,6 +38,7 @@ class AttentionView(LessonView):
     key = "attn"
     lesson = LESSON
     label = "Attention"
+    group = "inside"
     run_label = "Run: read the attention"
     explain = (
         "Each token (a *query*) takes a weighted average over the tokens before it (the *keys*); the "
@@ -81,7 +82,9 @@ class AttentionView(LessonView):
 
     def maps(self, ctx: RunContext, text: str) -> AttentionMaps:
         """This tab's attention for the text, kept for the last few (tab, text) pairs."""
-        ids = encode_text(ctx.engine.tokenizer, text or "")
+        if not (text or "").strip():
+            raise PlaygroundError("The text is empty: type something to look at.")
+        ids = encode_text(ctx.engine.tokenizer, text)
         key = (ctx.session, tuple(ids))
         with self._lock:
             if key in self._kept:

@@ -26,6 +26,14 @@ from playground.workspace import Workspace
 if TYPE_CHECKING:
     from playground.ui.hood.tab import HoodTab
 
+# The lessons' groups, in order: a row of group tabs, each with a row of its lessons' tabs.
+GROUPS = {
+    "tokens": "Tokens and sampling",
+    "inside": "Inside the model",
+    "cost": "What a token costs",
+    "faster": "Decoding faster",
+    "serving": "Serving many",
+}
 GREEN, RED, BLUE = "rgba(44,160,44,0.30)", "rgba(214,39,40,0.30)", "rgba(42,125,225,0.30)"
 
 
@@ -62,6 +70,7 @@ class LessonView:
     key: ClassVar[str]  # component-name prefix and trace view name ("kv")
     lesson: ClassVar[Lesson]  # the engine side: name, title, needs, run
     label: ClassVar[str]  # the sub-tab's label
+    group: ClassVar[str]  # the group of lessons its sub-tab is in (GROUPS: one row of tabs each)
     explain: ClassVar[str]  # one or two plain sentences (Markdown)
     run_label: ClassVar[str]  # the Run button
     outputs: ClassVar[tuple[str, ...]]  # what a run sets besides <key>_status and <key>_summary
@@ -69,6 +78,14 @@ class LessonView:
     # widget values for a short run (the browser tests and the gallery drive the UI with them)
     quick: ClassVar[dict[str, Any]] = {}
     main: ClassVar[str]  # the component that is the lesson's main visual (fits the window on stage)
+
+    @property
+    def tab_id(self) -> str:
+        return f"hood-{self.key}"
+
+    @property
+    def group_id(self) -> str:
+        return f"hood-group-{self.group}"
 
     @property
     def api_name(self) -> str:

@@ -43,6 +43,7 @@ class BatchingView(LessonView):
     key = "batch"
     lesson = LESSON
     label = "Batching"
+    group = "serving"
     run_label = "Run: one by one vs one batch"
     explain = (
         "Decoding is memory-bound, so one forward can serve many sequences for nearly the price of one: the "

@@ -49,6 +49,7 @@ class ContinuousBatchingView(LessonView):
     key = "cb"
     lesson = LESSON
     label = "Continuous batching"
+    group = "serving"
     run_label = "Run: running batch vs static batch"
     explain = (
         "A server serves many users in **one batch**. A **static** batch waits for its last member, pads "

@@ -20,6 +20,7 @@ class KVOnOffView(LessonView):
     key = "kv"
     lesson = LESSON
     label = "Cache on vs off"
+    group = "cost"
     run_label = "Run: cache on vs off"
     explain = (
         "Each new token needs the keys and values of every earlier token. With a **KV cache** they are kept, "

@@ -17,19 +17,22 @@ from playground.hood.lens import LensView as Lens
 from playground.plots.hood import lens as plots
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, token_ids
+from playground.ui.hood.tab import open_at
 
 if TYPE_CHECKING:
     from playground.ui.hood.tab import HoodTab
 
+
 TEXT = "The capital of France is"
 OUTPUTS = ["lens_status", "lens_summary", "lens_tracks", "lens_top", "lens_candidates", "lens_ids"]
-FROM_STEP_OUTPUTS = [*OUTPUTS, "lens_text", "hood_views"]  # the Step tab's "Logit lens" button
+FROM_STEP_OUTPUTS = [*OUTPUTS, "lens_text", "hood_views", "hood_group_inside"]  # the Step tab's "Logit lens"
 
 
 class LensView(LessonView):
     key = "lens"
     lesson = LESSON
     label = "Logit lens"
+    group = "inside"
     run_label = "Run: logit lens"
     explain = (
         "The **logit lens** asks what the model would say if it stopped after layer *i*: the final norm and "
@@ -122,7 +125,7 @@ class LensView(LessonView):
         shown["lens_status"] = f"From the Step tab: {shown['lens_status']}"
         tab.remember(request, self.key, shown, fresh=True)
         text = decode_ids(ctx.engine.tokenizer, ids)
-        return {**shown, "lens_text": text, "hood_views": gr.Tabs(selected="hood-lens")}
+        return {**shown, "lens_text": text, **open_at(self)}
 
 
 def views(lm: Engine, view: Lens) -> dict[str, Any]:

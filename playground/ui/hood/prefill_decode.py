@@ -30,6 +30,7 @@ class PrefillDecodeView(LessonView):
     key = "pd"
     lesson = LESSON
     label = "Prefill vs decode"
+    group = "cost"
     run_label = "Run: prefill vs decode"
     explain = (
         "**Prefill** reads the whole prompt in one pass: every weight is used for many tokens, so it runs at "

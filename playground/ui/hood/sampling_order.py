@@ -31,6 +31,7 @@ class SamplingOrderView(LessonView):
     key = "order"
     lesson = LESSON
     label = "Sampling order"
+    group = "tokens"
     run_label = "Run: both orders, then sample"
     explain = (
         "The sampling stages run in an order. `generate` divides by the **temperature first**, then cuts "

@@ -48,6 +48,7 @@ class SpeculativeView(LessonView):
     key = "spec"
     lesson = LESSON
     label = "Speculative decoding"
+    group = "faster"
     run_label = "Run: plain, then speculative"
     explain = (
         "**Speculative decoding** drafts a few tokens cheaply, then the model checks them all in **one** "

@@ -21,7 +21,7 @@ from playground.engine.control import Control
 from playground.errors import Cancelled, PlaygroundError
 from playground.traces import new_trace, save_trace
 from playground.ui.common import connect
-from playground.ui.hood.base import HoodEnv, LessonView, RunContext
+from playground.ui.hood.base import GROUPS, HoodEnv, LessonView, RunContext
 from playground.ui.hood.record import record_views
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
@@ -78,7 +78,7 @@ class HoodTab:
     def stop(self, view: LessonView, request: gr.Request | None) -> dict[str, Any]:
         """Cancel this tab's run of the view (the model stops within one step) and say so."""
         if not self.workspaces.get(_session(request)).stop(view.key):
-            return {}
+            return {f"{view.key}_status": gr.skip(), f"{view.key}_summary": gr.skip()}  # nothing ran
         return {f"{view.key}_status": "Stopped by you: press Run to start again.", f"{view.key}_summary": ""}
 
     def trace(self, view: LessonView, request: gr.Request | None) -> str:
@@ -155,15 +155,31 @@ def _wire_view(tab: HoodTab, view: LessonView, w: dict[str, Any]) -> None:
     event = connect(
         triggers, run_handler(tab, view), w, view.all_outputs, api_name=view.api_name, status=f"{key}_status"
     )
-    w[f"{key}_stop"].click(
-        _stop_handler(tab, view), None, [w[f"{key}_status"], w[f"{key}_summary"]], cancels=[event],
-        api_visibility="private", queue=False,
+    connect(
+        w[f"{key}_stop"].click, _stop_handler(tab, view), w, [f"{key}_status", f"{key}_summary"],
+        api_name=None, model=False, cancels=[event], queue=False,
     )  # fmt: skip
     connect(
         w[f"{key}_save"].click, _trace_handler(tab, view), w, [f"{key}_trace_file"],
         api_name=f"hood_{key}_trace", status=f"{key}_status", model=False,
     )  # fmt: skip
     view.wire(w, tab)
+
+
+def _lesson_tab(view: LessonView, w: dict[str, Any], env: HoodEnv) -> None:
+    with gr.Tab(view.label, id=view.tab_id):
+        gr.Markdown(view.explain, elem_classes=["hood-explain"])
+        view.layout(w, env)
+        main = w[view.main]
+        main.elem_classes = [*(main.elem_classes or []), "hood-main"]  # static/hood.css
+
+
+def open_at(view: LessonView) -> dict[str, Any]:
+    """Updates that select a lesson's sub-tab (its group first): a move from another tab."""
+    return {
+        "hood_views": gr.Tabs(selected=view.group_id),
+        f"hood_group_{view.group}": gr.Tabs(selected=view.tab_id),
+    }
 
 
 def build_hood_tab(
@@ -182,13 +198,17 @@ def build_hood_tab(
         gr.Markdown(
             f"These lessons need a model running in this process: {engine.capabilities.why_not('probes')}"
         )
-    with gr.Tabs(elem_id="hood-views") as w["hood_views"]:
-        for view in views:
-            with gr.Tab(view.label, id=f"hood-{view.key}"):
-                gr.Markdown(view.explain, elem_classes=["hood-explain"])
-                view.layout(w, env)
-                main = w[view.main]
-                main.elem_classes = [*(main.elem_classes or []), "hood-main"]  # static/hood.css
+    with gr.Tabs(elem_id="hood-views") as w["hood_views"]:  # a row of groups, each a row of lessons
+        for group, title in GROUPS.items():
+            members = [view for view in views if view.group == group]
+            if not members:
+                continue
+            with (
+                gr.Tab(title, id=f"hood-group-{group}"),
+                gr.Tabs(elem_classes=["hood-lessons"]) as w[f"hood_group_{group}"],
+            ):
+                for view in members:
+                    _lesson_tab(view, w, env)
     for name, component in w.items():  # every component findable by its name: #hood-kv-length
         if getattr(component, "elem_id", "") is None:
             component.elem_id = f"hood-{name.replace('_', '-')}"

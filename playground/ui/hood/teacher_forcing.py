@@ -38,6 +38,7 @@ class TeacherForcingView(LessonView):
     key = "tf"
     lesson = LESSON
     label = "Teacher forcing"
+    group = "tokens"
     run_label = "Run: score in parallel, write in series"
     explain = (
         "**Training reads in parallel**: one forward scores every token of a reference text, each position "

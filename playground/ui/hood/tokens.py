@@ -53,6 +53,7 @@ class TokensView(LessonView):
     key = "tok"
     lesson = LESSON
     label = "Tokens"
+    group = "tokens"
     run_label = "Run: tokenize"
     explain = (
         "The model never sees letters or words, only **token ids**: pieces cut by its tokenizer, often "
