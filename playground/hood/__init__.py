@@ -10,6 +10,7 @@ nothing is simulated.
 
 from playground.hood import attention as _attention
 from playground.hood import batching as _batching
+from playground.hood import jacobi as _jacobi
 from playground.hood import kv_on_off as _kv_on_off
 from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
@@ -17,6 +18,7 @@ from playground.hood import speculative as _speculative
 from playground.hood.attention import AttentionView, attention_maps, attention_view, iter_attention
 from playground.hood.batching import BatchingResult, batching, iter_batching
 from playground.hood.common import Lesson, preset_ids, require
+from playground.hood.jacobi import JacobiResult, iter_jacobi, jacobi_decode
 from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
 from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
 from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
@@ -29,12 +31,14 @@ LESSONS: tuple[Lesson, ...] = (
     _lens.LESSON,
     _speculative.LESSON,
     _batching.LESSON,
+    _jacobi.LESSON,
 )
 
 __all__ = [
     "LESSONS",
     "AttentionView",
     "BatchingResult",
+    "JacobiResult",
     "KVOnOff",
     "LensView",
     "Lesson",
@@ -45,10 +49,12 @@ __all__ = [
     "batching",
     "iter_attention",
     "iter_batching",
+    "iter_jacobi",
     "iter_kv_on_off",
     "iter_lens",
     "iter_prefill_vs_decode",
     "iter_speculative",
+    "jacobi_decode",
     "kv_on_off",
     "lens_view",
     "logit_lens",

@@ -4,7 +4,7 @@ Adding a lesson: its module in playground/hood/ (the lesson), its figures in plo
 view here (a LessonView subclass, see base.py), and one line in VIEWS below.
 """
 
-from playground.ui.hood import attention, batching, kv_on_off, lens, prefill_decode, speculative
+from playground.ui.hood import attention, batching, jacobi, kv_on_off, lens, prefill_decode, speculative
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext
 from playground.ui.hood.tab import HoodTab, build_hood_tab
 
@@ -15,6 +15,7 @@ VIEWS: tuple[LessonView, ...] = (
     lens.VIEW,
     speculative.VIEW,
     batching.VIEW,
+    jacobi.VIEW,
 )
 
 __all__ = ["VIEWS", "HoodEnv", "HoodTab", "LessonView", "RunContext", "build_hood_tab"]
