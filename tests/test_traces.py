@@ -16,6 +16,7 @@ from playground.settings import load_settings
 from playground.traces import TRACE_VERSION, load_traces, read_trace
 from playground.ui.beam_tab import BeamHandlers, render_beam_trace
 from playground.ui.chat_tab import ChatHandlers, render_chat_trace
+from playground.ui.hood import VIEWS
 from playground.ui.step_tab import StepHandlers, render, render_step_trace
 from playground.workspace import Workspaces
 
@@ -100,7 +101,7 @@ def test_the_bundled_gallery_loads_and_covers_every_tab():
     traces = load_traces(GALLERY)
     assert {t.kind for t in traces} == {"chat", "step", "beam", "hood"}
     hood_views = {t.data["view"] for t in traces if t.kind == "hood"}
-    assert hood_views == {"kv", "pd", "attn", "lens", "spec", "batch"}  # one run of each lesson
+    assert hood_views == {view.key for view in VIEWS}  # one run of each registered lesson
     assert all(t.version == TRACE_VERSION for t in traces)
 
 

@@ -14,20 +14,18 @@ def progress_figure(final: Sequence[int], n: int) -> go.Figure:
     decoding's one token per forward (the diagonal)."""
     forwards = list(range(1, n + 1))
     rounds = list(range(1, len(final) + 1))
-    return line_figure(
+    fig = line_figure(
         [
-            Series(
-                "plain decoding (one token per forward)", forwards, forwards, CACHED, "forward %{x}: %{y}"
-            ),
-            Series(
-                "Jacobi (final prefix after each round)", rounds, final, ACCEPTED, "round %{x}: %{y} final"
-            ),
+            Series("plain: 1 token per forward", forwards, forwards, CACHED, "forward %{x}: %{y}"),
+            Series("Jacobi: final after each round", rounds, final, ACCEPTED, "round %{x}: %{y} final"),
         ],
         "forwards of the model after the prompt",
         "tokens final",
         height=280,
         zero=True,
     )
+    fig.update_traces(selector=0, line={"dash": "dash", "width": 3})  # visible where the lines coincide
+    return fig
 
 
 def time_figure(round_seconds: Sequence[float], step_seconds: Sequence[float], n: int) -> go.Figure:
@@ -35,7 +33,7 @@ def time_figure(round_seconds: Sequence[float], step_seconds: Sequence[float], n
     return bar_figure(
         [
             Series(
-                "plain decode step (1 token)", list(range(2, len(step_seconds) + 2)),
+                "plain step (1 token)", list(range(2, len(step_seconds) + 2)),
                 [s * 1000 for s in step_seconds], CACHED, "step %{x}: %{y:.1f} ms",
             ),
             Series(

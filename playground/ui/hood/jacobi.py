@@ -95,8 +95,10 @@ class JacobiView(LessonView):
         return views
 
 
+# one grid cell (a long token is cut with an ellipsis; its title has it whole)
 CELL = (
-    "padding:1px 4px;border-radius:3px;white-space:pre;max-width:9em;overflow:hidden;text-overflow:ellipsis"
+    "border:0;padding:1px 4px;border-radius:3px;white-space:pre;"
+    "max-width:9em;overflow:hidden;text-overflow:ellipsis"
 )
 
 
@@ -112,17 +114,30 @@ def canvas_html(lm: Engine, prompt: list[int], result: JacobiResult) -> str:
         before = r.ids
     rows.append(_row(lm, prompt, "greedy", result.reference, None, result.n, "1 per forward", BLUE))
     legend = (
-        f"<small><span style='background:{GREEN}'>final: equal to greedy, never changes again</span> · "
+        f"<small>{_numbers(result)} · "
+        f"<span style='background:{GREEN}'>final: equal to greedy, never changes again</span> · "
         "<b>bold</b>: changed this round · "
         f"<span style='background:{BLUE}'>plain greedy decoding</span></small>"
     )
     guess = f"<div>First parallel guess (round 1): <b>“{html.escape(first)}”</b></div>"
     table = (
-        "<div style='overflow:auto;max-height:330px'><table style='border-collapse:separate;"
+        "<div style='overflow:auto;max-height:330px'><table style='border:0;border-collapse:separate;"
         "border-spacing:2px;font-family:ui-monospace,monospace;font-size:13px;line-height:1.4'>"
-        f"<tr><th></th>{head}<th style='{CELL};font-weight:400'>final</th></tr>{''.join(rows)}</table></div>"
+        f"<tr><th style='border:0'></th>{head}<th style='{CELL};font-weight:400'>final</th></tr>"
+        f"{''.join(rows)}</table></div>"
     )
     return f"{guess}{table}{legend}"
+
+
+def _numbers(result: JacobiResult) -> str:
+    """The rounds against n and a round's time against a plain step (medians), for the grid."""
+    line = f"<b>{len(result.rounds)} rounds</b> for n = {result.n}"
+    if not math.isnan(result.ar_step_seconds):
+        line += (
+            f" · a round ({result.n + 1} tokens) {result.round_seconds * 1000:,.1f} ms vs a plain step "
+            f"{result.ar_step_seconds * 1000:,.1f} ms"
+        )
+    return line
 
 
 def _row(
