@@ -31,9 +31,9 @@ __all__ = ["GUESSES", "LESSON", "MAX_TOKENS", "JacobiResult", "JacobiRound", "it
 MAX_TOKENS = 64  # positions decoded in parallel
 # the starting canvas: every position gets the same token
 GUESSES = {
-    "the": "“ the” everywhere (a common word; the prompt's last token if “ the” is not one token)",
-    "last": "the prompt's last token repeated",
-    "first": "the first greedy token repeated",
+    "the": "“ the” everywhere",  # a common word (the prompt's last token where “ the” is not one token)
+    "last": "the prompt's last token",
+    "first": "the first greedy token",
 }
 
 

@@ -57,7 +57,7 @@ class JacobiView(LessonView):
         w["jacobi_submit"] = w["jacobi_text"]  # Enter runs the view
         w["jacobi_guess"] = gr.Radio(
             [(label, key) for key, label in GUESSES.items()], value="the", label="starting guess",
-            info="What every position holds before round 1", elem_id="hood-jacobi-guess",
+            info="Repeated at every position before round 1", elem_id="hood-jacobi-guess",
         )  # fmt: skip
         run_row(w, self)
         w["jacobi_grid"] = gr.HTML(elem_id="hood-jacobi-grid")
