@@ -11,6 +11,7 @@ nothing is simulated.
 from playground.hood import attention as _attention
 from playground.hood import batching as _batching
 from playground.hood import continuous_batching as _continuous_batching
+from playground.hood import jacobi as _jacobi
 from playground.hood import kv_on_off as _kv_on_off
 from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
@@ -27,6 +28,7 @@ from playground.hood.continuous_batching import (
     continuous_batching,
     iter_continuous_batching,
 )
+from playground.hood.jacobi import JacobiResult, iter_jacobi, jacobi_decode
 from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
 from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
 from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
@@ -57,6 +59,7 @@ LESSONS: tuple[Lesson, ...] = (
     _attention.LESSON,
     _lens.LESSON,
     _speculative.LESSON,
+    _jacobi.LESSON,
     _batching.LESSON,
     _continuous_batching.LESSON,
 )
@@ -70,6 +73,7 @@ __all__ = [
     "ContinuousBatching",
     "ErrorAccumulation",
     "Histogram",
+    "JacobiResult",
     "KVOnOff",
     "LensView",
     "Lesson",
@@ -89,6 +93,7 @@ __all__ = [
     "iter_batching",
     "iter_continuous_batching",
     "iter_error_accumulation",
+    "iter_jacobi",
     "iter_kv_on_off",
     "iter_lens",
     "iter_prefill_vs_decode",
@@ -96,6 +101,7 @@ __all__ = [
     "iter_speculative",
     "iter_teacher_forcing",
     "iter_tokens",
+    "jacobi_decode",
     "kv_on_off",
     "lens_view",
     "logit_lens",

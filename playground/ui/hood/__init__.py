@@ -8,6 +8,7 @@ from playground.ui.hood import (
     attention,
     batching,
     continuous_batching,
+    jacobi,
     kv_on_off,
     lens,
     prefill_decode,
@@ -28,6 +29,7 @@ VIEWS: tuple[LessonView, ...] = (
     attention.VIEW,
     lens.VIEW,
     speculative.VIEW,
+    jacobi.VIEW,
     batching.VIEW,
     continuous_batching.VIEW,
 )
