@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from playground.beam import BeamTree
 from playground.chat import ChatSession
@@ -22,9 +21,6 @@ from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
 from playground.sessions import SessionStore
 from playground.step import StepSession
-
-if TYPE_CHECKING:
-    from playground.plots.beam import PlotFrame
 
 
 class Workspace:
@@ -38,9 +34,6 @@ class Workspace:
         self.step_view: tuple[int, str] = (10, "")  # candidates in its chart, stage shown ("": the last)
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
-        self.beam_unfolded: set[int] = set()  # nodes whose pruned candidates its tree shows one by one
-        self.beam_window: tuple[float, float, float, float] | None = None  # its zoomed view; None: fit
-        self.beam_frame: PlotFrame | None = None  # its plot's size in the browser (static/beam.js)
         self.running: dict[str, Control] = {}  # view -> the control of its running request
         self.lock = threading.RLock()  # one change at a time per tab
 

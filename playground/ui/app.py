@@ -93,7 +93,7 @@ def build_demo(
             with gr.Tab("Step by step", id="step"):
                 step_w, step_h = build_step_tab(engine, workspaces)
             with gr.Tab("Beam search", id="beam"):
-                beam_w, beam_h = build_beam_tab(engine, workspaces)
+                beam_w, beam_h = build_beam_tab(engine, workspaces, states)
             with gr.Tab("KV cache", id="kv"):
                 kv_w, kv_h = build_kv_tab(engine)
             with gr.Tab("Under the hood", id="hood"):

@@ -31,6 +31,7 @@ from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect
 from playground.ui.links import Link, link_opener
+from playground.ui.state import BeamView, TabStates
 from playground.workspace import Workspace, Workspaces
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
@@ -51,14 +52,19 @@ def parse_early_stopping(value: Any) -> bool | str:
 
 
 def plot_value(
-    tree: BeamTree, pruned_per_parent: Any, show_greedy: bool, image_format: str, ws: Workspace | None = None
-) -> PlotData:
+    tree: BeamTree, pruned_per_parent: Any, show_greedy: bool, image_format: str,
+    ws: Workspace | None = None, shown: BeamView | None = None,
+) -> PlotData:  # fmt: skip
     """The figure as Gradio's plot payload, with a modebar that zooms and downloads PNG or SVG;
     drawn for the tab's view (unfolded nodes, chosen node, zoomed window, plot size) when given."""
     view: dict[str, Any] = {}
-    if ws is not None:
-        view = {"unfolded": ws.beam_unfolded, "chosen": ws.beam_node, "window": ws.beam_window}
-        view["frame"] = ws.beam_frame
+    if ws is not None and shown is not None:
+        view = {
+            "unfolded": shown.unfolded,
+            "chosen": ws.beam_node,
+            "window": shown.window,
+            "frame": shown.frame,
+        }
     data = beam_tree_data(tree, int(pruned_per_parent), bool(show_greedy), **view)
     data["config"] = figure_config(str(image_format).lower())
     return PlotData(
@@ -156,9 +162,12 @@ def export_json(tree: BeamTree | None) -> str:
 class BeamHandlers:
     """Thin handlers: parse, call the engine, render. The tab's last tree lives in its Workspace."""
 
-    def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
+    def __init__(
+        self, engine: Engine, workspaces: Workspaces | None = None, states: TabStates | None = None
+    ) -> None:
         self.engine = engine
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
+        self.states = states if states is not None else TabStates()  # how each tab's tree is drawn
         # Page load: a shared link's settings on the controls, and the search they make.
         self.beam_from_link = link_opener("beam", self.beam_run, self._open_link)
 
@@ -193,9 +202,9 @@ class BeamHandlers:
             except Cancelled:
                 return {}  # stopped: beam_stop's status line says so, the shown tree stays
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
-        ws.beam_unfolded, ws.beam_window = set(), None
+        self._view(request).unfolded, self._view(request).window = set(), None
         return {
-            "plot": plot_value(tree, pruned, show_greedy, image_format, ws),
+            "plot": plot_value(tree, pruned, show_greedy, image_format, ws, self._view(request)),
             "status": status_markdown(tree),
             "table": hypothesis_rows(tree),
             "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),
@@ -235,7 +244,11 @@ class BeamHandlers:
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
     ) -> dict[str, Any]:
         ws = self._workspace(request)
-        return {} if ws.beam is None else {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws)}
+        return (
+            {}
+            if ws.beam is None
+            else {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request))}
+        )
 
     def beam_click_node(
         self, clicked: str, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
@@ -248,19 +261,20 @@ class BeamHandlers:
         if ws.beam is None:
             return {}
         if target.startswith("fold-") and target[5:].isdigit():
-            ws.beam_unfolded ^= {int(target[5:])}
-            return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws)}
+            self._view(request).unfolded ^= {int(target[5:])}
+            return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request))}
         if not target.isdigit():
             return {}
         prefix = self.beam_select_node(int(target), request)
-        view = {"unfolded": ws.beam_unfolded, "window": ws.beam_window, "frame": ws.beam_frame}
-        ws.beam_window = (
-            node_focus(ws.beam, int(target), int(pruned), bool(show_greedy), **view) or ws.beam_window
+        shown = self._view(request)
+        view = {"unfolded": shown.unfolded, "window": shown.window, "frame": shown.frame}
+        shown.window = (
+            node_focus(ws.beam, int(target), int(pruned), bool(show_greedy), **view) or shown.window
         )
         return {
             "node": int(target),
             "prefix_text": prefix,
-            "plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws),
+            "plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request)),
         }
 
     def beam_view(
@@ -271,8 +285,9 @@ class BeamHandlers:
         ws = self._workspace(request)
         if ws.beam is None or not view:
             return {}
-        ws.beam_frame, ws.beam_window = parse_view(view)
-        return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws)}
+        shown = self._view(request)
+        shown.frame, shown.window = parse_view(view)
+        return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request))}
 
     def beam_select_node(self, node: Any, request: gr.Request = None) -> str:
         """Choose a node: its prefix (prompt + tokens up to it), and what Step by step will open."""
@@ -300,6 +315,9 @@ class BeamHandlers:
 
     def _workspace(self, request: gr.Request | None) -> Workspace:
         return self.workspaces.get(getattr(request, "session_hash", None))
+
+    def _view(self, request: gr.Request | None) -> BeamView:
+        return self.states.get(getattr(request, "session_hash", None)).beam
 
 
 # --- layout -----------------------------------------------------------------------------------
@@ -442,7 +460,9 @@ def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     connect(w["save_trace"].click, h.beam_trace, w, ["export_file"], api_name="beam_trace", model=False)
 
 
-def build_beam_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, Any], BeamHandlers]:
+def build_beam_tab(
+    engine: Engine, workspaces: Workspaces, states: TabStates | None = None
+) -> tuple[dict[str, Any], BeamHandlers]:
     """The Beam search tab (call inside a gr.Tab); returns its components by name ("open" is the
     "Open in Step by step" button, which app.py connects) and its handlers."""
     gr.Markdown(
@@ -451,6 +471,6 @@ def build_beam_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
         elem_classes=["stage-hide"],
     )
     w = {**_prompt_row(), **_search_settings(), **_view_options(), **_results()}
-    handlers = BeamHandlers(engine, workspaces)
+    handlers = BeamHandlers(engine, workspaces, states)
     _wire(handlers, w)
     return w, handlers

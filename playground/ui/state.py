@@ -9,10 +9,23 @@ keyed by the same session id, bounded, and released when the tab closes.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from playground.errors import PlaygroundError
 from playground.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from playground.plots.beam import PlotFrame
+
+
+@dataclass
+class BeamView:
+    """How the Beam tab's tree is drawn for this tab (its search itself is in the Workspace)."""
+
+    unfolded: set[int] = field(default_factory=set)  # nodes whose pruned candidates show one by one
+    window: tuple[float, float, float, float] | None = None  # the zoomed view; None: fit the tree
+    frame: PlotFrame | None = None  # the plot's size in the browser (static/beam.js reports it)
 
 
 class TabState:
@@ -21,6 +34,7 @@ class TabState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.hood: dict[str, dict[str, Any]] = {}  # lesson view key -> {component name: value shown}
+        self.beam = BeamView()
 
     def remember(self, view: str, views: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
         """Keep what a view shows now; fresh: a new run replaces the last, else it updates it."""
@@ -35,7 +49,7 @@ class TabState:
 
     def release(self) -> None:
         with self.lock:
-            self.hood = {}
+            self.hood, self.beam = {}, BeamView()
 
 
 class TabStates:
