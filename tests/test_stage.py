@@ -14,7 +14,7 @@ from stage_checks import assert_plots_clear, open_card
 
 from playground.errors import PlaygroundError
 from playground.ui.links import make_query, read_link
-from playground.ui.step_tab import LEDGER_COLUMNS
+from playground.ui.step_render import LEDGER_COLUMNS
 
 pytestmark = [
     pytest.mark.browser,

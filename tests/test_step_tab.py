@@ -19,18 +19,18 @@ from playground.errors import PlaygroundError
 from playground.plots.step import REMOVED_COLOR, cumulative_logprob_figure, distribution_figure
 from playground.step import StepSession
 from playground.step.snapshot import StepSnapshot, take_snapshot
-from playground.ui import step_tab
-from playground.ui.step_tab import (
+from playground.ui import step_render
+from playground.ui.step_render import (
     CANDIDATE_BUTTONS,
     SETTINGS_INPUTS,
     VIEW_OUTPUTS,
-    StepHandlers,
     parse_token_ids,
     probability_markdown,
     read_settings,
     render,
     text_html,
 )
+from playground.ui.step_tab import StepHandlers
 from playground.workspace import Workspaces
 
 DOCS_TRACES = Path(__file__).resolve().parents[1] / "docs" / "traces"
@@ -223,7 +223,7 @@ def test_a_snapshot_renders_the_same_views_after_a_json_round_trip(embedded_lm) 
     session.pick(session.candidates(3)[2].token_id)
     snap = take_snapshot(session)
     again = StepSnapshot.from_dict(json.loads(json.dumps(snap.to_dict())))
-    live, replayed = render(session), step_tab.render_snapshot(again)
+    live, replayed = render(session), step_render.render_snapshot(again)
     for name in ("text", "status", "ledger", "tree"):
         assert replayed[name] == live[name], name
     assert replayed["chart"].to_dict() == live["chart"].to_dict()
@@ -325,13 +325,13 @@ def rendered_counts(view: dict) -> tuple[int, int, int, int]:
 
 def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:
     """Two threads pick and undo on ONE session: every result shows a single state."""
-    chart = step_tab.cumulative_logprob_figure
+    chart = step_render.cumulative_logprob_figure
 
     def slow_chart(*args: object) -> object:
         time.sleep(0.005)  # widen the render so the other thread's click lands inside it
         return chart(*args)
 
-    monkeypatch.setattr(step_tab, "cumulative_logprob_figure", slow_chart)
+    monkeypatch.setattr(step_render, "cumulative_logprob_figure", slow_chart)
     handlers = StepHandlers(tiny_lm, Workspaces(tiny_lm))
     handlers.step_start(PROMPT, False, TAB)
     handlers.step_force(" in the north of", TAB)

@@ -284,7 +284,7 @@ def cjk_step(embedded_lm):
 
 def test_a_cjk_step_session_shows_its_characters_in_every_view(cjk_step):
     from playground.step.snapshot import take_snapshot
-    from playground.ui.step_tab import ledger_rows, render
+    from playground.ui.step_render import ledger_rows, render
 
     view = render(cjk_step)
     records = cjk_step.records
@@ -305,7 +305,7 @@ def test_a_cjk_step_session_shows_its_characters_in_every_view(cjk_step):
 
 def test_step_candidates_after_a_first_byte_say_which_byte_they_are(cjk_step):
     from playground.step.snapshot import take_snapshot
-    from playground.ui.step_tab import render_snapshot
+    from playground.ui.step_render import render_snapshot
 
     snap = take_snapshot(cjk_step)
     byte_candidates = [c for c in snap.candidates if c.visible.startswith(("<0x", "花"))]
@@ -322,7 +322,7 @@ def test_step_candidates_after_a_first_byte_say_which_byte_they_are(cjk_step):
 
 def test_the_recorded_step_trace_reads_the_same(cjk_step):
     from playground.step.snapshot import StepSnapshot, take_snapshot
-    from playground.ui.step_tab import render_snapshot
+    from playground.ui.step_render import render_snapshot
 
     snap = take_snapshot(cjk_step)
     again = render_snapshot(StepSnapshot.from_dict(snap.to_dict()))
@@ -353,7 +353,7 @@ def test_beam_labels_name_the_characters(embedded_lm):
 
 
 def test_probability_of_a_byte_token_says_which_byte_it_is(cjk_step, embedded_lm):
-    from playground.ui.step_tab import probability_markdown
+    from playground.ui.step_render import probability_markdown
 
     second = embedded_lm.tokenizer("花", add_special_tokens=False).input_ids[1]  # 花 = E8 | 8A | B1
     answer = probability_markdown(cjk_step.probability_of(second), cjk_step.records)

@@ -19,7 +19,8 @@ from playground.ui.beam_tab import BeamHandlers, render_beam_trace
 from playground.ui.chat_tab import ChatHandlers, render_chat_trace
 from playground.ui.hood import VIEWS
 from playground.ui.replay import check_drawable
-from playground.ui.step_tab import StepHandlers, render, render_step_trace
+from playground.ui.step_render import render, render_step_trace
+from playground.ui.step_tab import StepHandlers
 from playground.workspace import Workspaces
 
 GALLERY = Path(__file__).resolve().parents[1] / "docs" / "traces"

@@ -10,39 +10,31 @@ the model's generation config. Its `sequences` and `scores` equal `model.generat
 
 While it searches it copies a few small tensors per step to the host (the top-K contenders,
 the top candidates of every beam, which contenders were kept and which entered the finished
-list, and each token's raw log-prob, rank and entropy). `_TreeBuilder` turns those index
-choices into nodes: it replays no scoring, it only names what the search chose.
+list, and each token's raw log-prob, rank and entropy). `TreeBuilder` (beam/builder.py) turns
+those index choices into nodes: it replays no scoring, it only names what the search chose.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
+from playground.beam.builder import StepRecord, TreeBuilder
 from playground.beam.tree import (
-    FINISHED,
-    KEPT,
-    PRUNED,
-    BeamNode,
     BeamSettings,
     BeamTree,
     GreedyToken,
-    Hypothesis,
 )
 from playground.engine.base import DecodePlan, Engine
 from playground.engine.control import Control, check
 from playground.engine.prompts import encode_prompt as encode_prompt_ids
 from playground.engine.records import TokenRecord, raw_logprobs
 from playground.engine.sampling import SamplingSettings
-from playground.engine.tokens import decode_ids, token_piece
+from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
 from playground.tree import ROOT as ROOT_ID
-from playground.tree import GenerationTree
 
 MAX_BEAMS = 16
 MAX_NEW_TOKENS = 64
@@ -199,29 +191,6 @@ def free_bytes(engine: Engine) -> int | None:
 # --- the search ------------------------------------------------------------------------------
 
 
-@dataclass
-class _StepRecord:
-    """What one search step chose, on the host. N = num_beams, K = contenders, C = candidates."""
-
-    src_beam: list[int]  # (K,) running beam each contender extends
-    token: list[int]  # (K,)
-    cum: list[float]  # (K,) accumulated log-prob
-    logprob: list[float]  # (K,) after the processors
-    raw: list[float]  # (K,) raw log-prob (temperature 1)
-    raw_rank: list[int]  # (K,) rank in its beam's raw distribution
-    hits: list[bool]  # (K,) the token ends the text (EOS or length limit)
-    next_running: list[int]  # (N,) contender index of each running beam for the next step
-    merged: list[int]  # (N,) index into [finished slots (N) ; contenders (K)] kept as finished
-    merged_finished: list[bool]  # (N,) the slot holds a finished hypothesis (not a -1e9 filler)
-    entropy: list[float]  # (N,) entropy of each running beam's raw distribution
-    cand_token: list[list[int]]  # (N, C) best tokens of every running beam
-    cand_cum: list[list[float]]  # (N, C)
-    cand_logprob: list[list[float]]  # (N, C)
-    cand_raw: list[list[float]]  # (N, C)
-    cand_rank: list[list[int]]  # (N, C)
-    seconds: float  # the forward that produced this step's scores
-
-
 class _Search:
     """Transformers' _beam_search for one prompt, recording every step (batch dimension 1)."""
 
@@ -249,7 +218,7 @@ class _Search:
             max_new_tokens=settings.max_new_tokens,
             num_return_sequences=settings.num_return_sequences,
         )
-        self.records: list[_StepRecord] = []
+        self.records: list[StepRecord] = []
         self.stop_reason = "length limit reached"
 
     def _init_state(self, device: torch.device) -> None:
@@ -394,7 +363,7 @@ class _Search:
         cand_raw = torch.gather(raw, 1, cand_token)  # (N, C)
         contender_raw = raw[src_beam[0], token[0]]  # (K,)
         self.records.append(
-            _StepRecord(
+            StepRecord(
                 src_beam[0].tolist(),
                 token[0].tolist(),
                 topk_log_probs[0].tolist(),
@@ -419,7 +388,7 @@ class _Search:
         s = self.settings
         scores = self.beam_scores[0, : s.num_return_sequences].tolist()
         rows = self.sequences[0, : s.num_return_sequences, self.prompt_len :].tolist()  # (R, steps)
-        builder = _TreeBuilder(self.engine.tokenizer, s, self.prompt_ids)
+        builder = TreeBuilder(self.engine.tokenizer, s, self.prompt_ids)
         for step, record in enumerate(self.records, start=1):
             builder.add_step(step, record)
         hypotheses = builder.hypotheses(scores)
@@ -444,122 +413,6 @@ class _Search:
 def _ranks(rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """1 + how many entries of each row beat its value: rows (..., V), values (...)."""
     return (rows > values.unsqueeze(-1)).sum(dim=-1) + 1
-
-
-# --- from recorded choices to nodes ----------------------------------------------------------
-
-
-class _TreeBuilder:
-    """Turns each step's recorded index choices into BeamNodes (no scoring is recomputed)."""
-
-    def __init__(self, tokenizer: Any, settings: BeamSettings, prompt_ids: list[int]):
-        self.tokenizer, self.settings = tokenizer, settings
-        self.tree: GenerationTree[BeamNode] = GenerationTree(prompt_ids, BeamNode)
-        n = settings.num_beams
-        self.running: list[int | None] = [ROOT_ID] + [None] * (n - 1)  # node of each running beam slot
-        self.finished: list[int | None] = [None] * n  # node of each finished slot
-
-    @property
-    def nodes(self) -> list[BeamNode]:
-        return self.tree.nodes
-
-    def _new_node(
-        self,
-        step: int,
-        parent: int,
-        token: int,
-        facts: tuple[float, float, float, int, float],
-        seconds: float,
-    ) -> int:
-        logprob, cum, raw, rank, entropy = facts
-        piece = token_piece(self.tokenizer, token)
-        record = TokenRecord(
-            token,
-            piece.text,
-            piece.visible,
-            piece.special,
-            raw,
-            math.exp(logprob),
-            rank,
-            entropy,
-            seconds=seconds,
-            source="beam",
-        )
-        score = cum / (step**self.settings.length_penalty)
-        return self.tree.add(
-            parent,
-            record,
-            reuse=False,
-            step=step,
-            logprob=logprob,
-            cum_logprob=cum,
-            score=score,
-            fate=PRUNED,
-            note="outranked",
-        )
-
-    def add_step(self, step: int, rec: _StepRecord) -> None:
-        contenders: dict[tuple[int, int], int] = {}
-        ids: list[int | None] = []
-        for k, (beam, token) in enumerate(zip(rec.src_beam, rec.token, strict=True)):
-            parent = self.running[beam]
-            facts = (rec.logprob[k], rec.cum[k], rec.raw[k], rec.raw_rank[k], rec.entropy[beam])
-            node_id = None if parent is None else self._new_node(step, parent, token, facts, rec.seconds)
-            if node_id is not None:
-                self.nodes[node_id].ended = rec.hits[k]
-                contenders[(beam, token)] = node_id
-            ids.append(node_id)
-        self._add_candidates(step, rec, contenders)
-        self._mark_kept(rec, ids)
-        self._mark_finished(rec, ids)
-
-    def _add_candidates(self, step: int, rec: _StepRecord, seen: dict[tuple[int, int], int]) -> None:
-        """The per-beam best tokens that were not contenders: pruned outright."""
-        for beam, parent in enumerate(self.running):
-            if parent is None:
-                continue
-            for c, token in enumerate(rec.cand_token[beam]):
-                if (beam, token) not in seen:
-                    facts = (rec.cand_logprob[beam][c], rec.cand_cum[beam][c], rec.cand_raw[beam][c],
-                             rec.cand_rank[beam][c], rec.entropy[beam])  # fmt: skip
-                    seen[(beam, token)] = self._new_node(step, parent, token, facts, rec.seconds)
-
-    def _mark_kept(self, rec: _StepRecord, ids: list[int | None]) -> None:
-        running: list[int | None] = []
-        for k in rec.next_running:
-            node_id = ids[k] if not rec.hits[k] else None
-            if node_id is not None:
-                self.nodes[node_id].fate, self.nodes[node_id].note = KEPT, ""
-            running.append(node_id)
-        self.running = running
-        for k, node_id in enumerate(ids):
-            if node_id is not None and rec.hits[k] and self.nodes[node_id].fate == PRUNED:
-                self.nodes[node_id].note = "ended, not among the best"
-
-    def _mark_finished(self, rec: _StepRecord, ids: list[int | None]) -> None:
-        merged_ids = self.finished + ids
-        # A slot whose flag is off holds a -1e9 filler (generate keeps one there), not a hypothesis.
-        new_finished = [
-            merged_ids[m] if done else None for m, done in zip(rec.merged, rec.merged_finished, strict=True)
-        ]
-        for node_id in new_finished:
-            if node_id is not None and self.nodes[node_id].fate == PRUNED:
-                self.nodes[node_id].fate, self.nodes[node_id].note = FINISHED, ""
-        for node_id in set(self.finished) - set(new_finished) - {None}:
-            self.nodes[node_id].note = "finished, later outranked"
-        self.finished = new_finished
-
-    def hypotheses(self, scores: list[float]) -> list[Hypothesis]:
-        """The returned hypotheses, best first, with their ranks set on the nodes."""
-        result = []
-        for rank, (node_id, score) in enumerate(zip(self.finished, scores, strict=False), start=1):
-            if node_id is None:
-                raise RuntimeError("beam search returned an empty hypothesis slot")  # cannot happen
-            self.nodes[node_id].rank = rank
-            path = self.tree.token_ids(node_id)
-            text = decode_ids(self.tokenizer, path)
-            result.append(Hypothesis(rank, node_id, path, text, score, self.nodes[node_id].cum_logprob))
-        return result
 
 
 # --- greedy overlay -------------------------------------------------------------------------

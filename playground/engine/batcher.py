@@ -345,11 +345,12 @@ class Batcher:
         if job.phase == "decode" or (job.decoding is not None and not job.reading):
             job.entry.remember(len(job.entry.ids), job.rows[-1])
             self._choose(job)  # a decode step done, or a stream's prompt read to its end
-        elif not job.reading:
+            return
+        if len(job.pending) > self.forwarder.prefill_chunk:  # a long read says how far it is
+            job.out.put(Progress("prefill", job.read, len(job.pending)))
+        if not job.reading:
             job.out.put(_DONE)
             self._leave(job)
-        elif len(job.pending) > self.forwarder.prefill_chunk:
-            job.out.put(Progress("prefill", job.read, len(job.pending)))
 
     def _choose(self, job: Job) -> None:
         """Pick the decoding job's next token from its last row (its own settings and RNG)."""

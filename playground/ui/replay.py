@@ -21,7 +21,7 @@ from playground.ui.chat_tab import render_chat_trace
 from playground.ui.common import connect
 from playground.ui.hood import VIEWS
 from playground.ui.hood.record import PLOT_SLOTS, REPLAY_OUTPUTS, render_hood_trace
-from playground.ui.step_tab import LEDGER_COLUMNS, render_step_trace, stage_choice
+from playground.ui.step_render import LEDGER_COLUMNS, render_step_trace, stage_choice
 
 TAB_NAMES = {"chat": "Chat", "step": "Step by step", "beam": "Beam search", "hood": "Under the hood"}
 BADGE = "<span class='recorded-badge'>● recorded</span>"

@@ -73,8 +73,7 @@ class RemoteEngine:
         self.tokenizer_source = tokenizer_source
         self.raw_when_sampling = raw_when_sampling
         self.load_seconds, self.source = connect_seconds, url
-        self.dtype = None  # the server's own weights format; not known here
-        self.num_parameters = None
+        self.dtype, self.num_parameters = None, None  # the server's own weights: not known here
         self.dims = model_dims(config) if config is not None else None
         self.probes = None  # the lessons need the model in this process
         self.last_timings: ServerTimings | None = None  # the server's timings of the latest stream
@@ -142,8 +141,7 @@ class RemoteEngine:
     def tested_live(self) -> bool:
         return self.adapter.tested_live
 
-    concurrency = None  # the server schedules its own batch
-    batcher = None
+    concurrency = batcher = None  # the server schedules its own batch
 
     def describe_decode(self) -> str | None:
         return None  # the server decodes its own way
