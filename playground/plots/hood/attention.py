@@ -21,12 +21,13 @@ from playground.plots.hood.style import (
 
 
 def _sqrt_colorbar(masked: bool = False) -> dict[str, Any]:
-    values = (
-        [MASK_VALUE, *(math.sqrt(t) for t in WEIGHT_TICKS)]
-        if masked
-        else [math.sqrt(t) for t in WEIGHT_TICKS]
-    )
-    labels = ["masked", *(str(t) for t in WEIGHT_TICKS)] if masked else [str(t) for t in WEIGHT_TICKS]
+    """Ticks at weights on the sqrt colour scale; with the masked band below 0, the smallest weight
+    ticks (0, 0.01) would overlap its label, so they give way to it."""
+    ticks = [t for t in WEIGHT_TICKS if t >= 0.05] if masked else list(WEIGHT_TICKS)
+    values = [math.sqrt(t) for t in ticks]
+    labels = [str(t) for t in ticks]
+    if masked:
+        values, labels = [MASK_VALUE, *values], ["masked", *labels]
     return {"title": {"text": "weight"}, "tickvals": values, "ticktext": labels}
 
 
