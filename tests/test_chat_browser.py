@@ -47,8 +47,15 @@ def send(page, message: str) -> None:
     page.locator("#chat-message textarea").fill(message)
     page.locator("#chat-send").click()
     wait_status(page, "s !== arg && s.includes('stopped')", before)
+    page.wait_for_function("() => !!document.querySelector('#chat-tokens .answer-tokens')", timeout=60_000)
+
+
+def clear(page) -> None:
+    """Clear the chat and wait until it is empty (so its reply cannot empty a box filled later)."""
+    page.locator("#chat-clear").click()
     page.wait_for_function(
-        "() => !!document.querySelector('#chat-tokens .answer-tokens')", timeout=60_000
+        "() => !document.querySelector('#chat-bot .message')"
+        " && !document.querySelector('#chat-status').innerText"
     )
 
 
@@ -57,7 +64,7 @@ def chat_text(page) -> str:
 
 
 def test_after_undo_no_fork_template_or_branch_brings_back_the_undone_turn(page):
-    page.locator("#chat-clear").click()
+    clear(page)
     send(page, FRANCE)
     france = page.locator(TOKENS).inner_text()
     send(page, ITALY)
@@ -102,7 +109,7 @@ def test_after_undo_no_fork_template_or_branch_brings_back_the_undone_turn(page)
 
 def test_a_message_that_gets_no_answer_goes_back_in_the_box_and_the_status_says_why(page):
     too_long = "word " * 9000
-    page.locator("#chat-clear").click()
+    clear(page)
     page.locator("#chat-message textarea").fill(too_long)
     page.locator("#chat-send").click()
     wait_status(page, "s.startsWith('Not answered: Prompt too long')")
@@ -123,7 +130,7 @@ def test_a_message_that_gets_no_answer_goes_back_in_the_box_and_the_status_says_
 
 def test_user_text_is_shown_as_typed_and_nothing_covers_the_conversation(page):
     typed = "**bold** <img src=x onerror=alert(1)> $$x^2$$"
-    page.locator("#chat-clear").click()
+    clear(page)
     send(page, typed)
     user = page.locator("#chat-bot .message.user").first
     assert user.inner_text().strip() == typed

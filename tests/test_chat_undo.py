@@ -206,7 +206,7 @@ def test_api_chat_chat_undo_fork_runs_on_the_conversation_on_screen(client):
     assert users(forked) == [FRANCE] and "Italy" not in view and "Rome" not in str(forked)
     assert "prompt 37 tokens" in stats  # the France conversation alone, not the undone 62 tokens
     original = branches["choices"][0][1]
-    _, back, view, _, _ = client.predict(history=forked, branch=original, api_name="/chat_branch")
+    back, view, _, _ = client.predict(history=forked, branch=original, api_name="/chat_branch")
     assert normalize_history(back) == normalize_history(first[1]) and view == first[2]
     retried = client.predict(back, *GREEDY_API, api_name="/chat_retry")
     assert normalize_history(retried[1]) == normalize_history(first[1])
