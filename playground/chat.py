@@ -7,7 +7,9 @@ the probability it had under the sampling settings it was drawn with.
 
 An answer can start with given tokens (`ChatRequest.answer_prefix`): they are reported with
 their probabilities and marked as given, and generation continues after them. `ChatSession`
-uses that to fork an answer at any token and keeps every branch in one `GenerationTree`.
+uses that to fork an answer at any token and keeps every branch in one `GenerationTree`, one
+`ChatTurn` per exchange on screen: Undo and Clear forget theirs (`sync`), so nothing the page
+no longer shows can come back.
 """
 
 from __future__ import annotations

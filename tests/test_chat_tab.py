@@ -55,6 +55,13 @@ def test_second_turn_uses_history_and_retry_undo_clear_work(app_client):
     assert app_client.predict(api_name="/chat_clear")[1] == []
 
 
+def test_the_default_settings_answer_the_readme_question_right(app_client):
+    """A newcomer's first answer, with every control as it starts (README: how they were chosen)."""
+    _, history, _, stats, _ = app_client.predict("What is the capital of France?", api_name="/chat")
+    assert normalize_history(history)[-1]["content"].startswith("The capital of France is Paris")
+    assert "seed 0" in stats  # the same answer on every run
+
+
 def test_same_seed_same_answer_through_the_api(app_client):
     sampled = (1.0, 0, 1.0, 0.0, 1.0, 12, "42", False)
     first = chat(app_client, "Write a word.", settings=sampled)[-1][1]
