@@ -6,10 +6,14 @@ Plain functions and gradio_client against the launched app, on the real embedded
 
 from __future__ import annotations
 
+import inspect
 import re
+from dataclasses import dataclass
 from types import SimpleNamespace
 
+import gradio as gr
 import pytest
+from gradio.helpers import special_args
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
@@ -18,7 +22,7 @@ from playground.errors import PlaygroundError
 from playground.settings import load_settings
 from playground.ui.chat_controls import ChatControls
 from playground.ui.chat_tab import ChatHandlers
-from playground.ui.common import input_names
+from playground.ui.common import grouped_inputs, input_names
 from playground.workspace import Workspaces
 
 FRANCE, ITALY = "What is the capital of France?", "What is the capital of Italy?"
@@ -180,6 +184,25 @@ def test_one_controls_dataclass_serves_every_answering_handler(embedded_lm):
     assert input_names(h.chat) == ["message", "history", *controls]
     assert input_names(h.chat_retry) == ["history", *controls]
     assert input_names(h.chat_from_step) == input_names(h.chat_from_link) == controls
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two components' values (a module-level class: annotations are resolved in the module)."""
+
+    left: int
+    right: int
+
+
+def test_a_grouped_parameter_is_flat_for_gradio_and_rebuilt_for_the_handler():
+    def add(first: int, pair: Pair, request: gr.Request = None):
+        yield first + pair.left * pair.right, request
+
+    flat = grouped_inputs(add)
+    assert list(inspect.signature(flat).parameters) == ["first", "left", "right", "request"]
+    inputs, *_ = special_args(flat, [1, 2, 3], request="the request")  # Gradio puts the request in
+    assert list(flat(*inputs)) == [(7, "the request")]
+    assert input_names(add) == ["first", "left", "right"] and grouped_inputs(len) is len
 
 
 # --- through the API ---------------------------------------------------------------------------------

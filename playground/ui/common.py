@@ -169,7 +169,8 @@ def grouped_inputs(fn: Callable) -> Callable:
     if not groups:
         return fn
     hints = typing.get_type_hints(fn)
-    params, annotations = [], {}
+    params: list[inspect.Parameter] = []
+    annotations: dict[str, Any] = {}
     for param in inspect.signature(fn).parameters.values():
         if param.name not in groups:
             params.append(param)
