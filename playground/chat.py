@@ -37,7 +37,7 @@ from playground.engine.prompts import Message, encode_conversation
 from playground.engine.records import TokenRecord
 from playground.engine.sampling import SamplingSettings, validate_settings
 from playground.engine.tokens import check_token_id, decode_ids
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
 from playground.tree import ROOT, GenerationTree
 
 
@@ -282,6 +282,7 @@ class ChatSession:
         self._active: Control | None = None  # the running answer's control (one at a time)
         self._writing: ChatTurn | None = None  # the turn it writes into
         self._state = threading.Lock()
+        self._ended = threading.Condition(self._state)  # notified when an answer's generator ends
 
     @property
     def turn(self) -> ChatTurn | None:
@@ -388,6 +389,20 @@ class ChatSession:
             if self._active is not None:
                 self._active.cancel()
 
+    @property
+    def running(self) -> bool:
+        """Whether an answer's generator runs (a cancelled one too, until it ends)."""
+        with self._state:
+            return self._active is not None
+
+    def wait_ended(self, timeout: float = 3.0) -> bool:
+        """Wait (at most timeout seconds) until no answer's generator runs: after a cancel, within
+        a token or a prefill chunk. Whatever it showed was then sent before what the caller shows
+        next (a page must not get a stale update after Undo or Stop). False on timeout (a stopped
+        generator nobody resumes or closes)."""
+        with self._ended:
+            return self._ended.wait_for(lambda: self._active is None, timeout)
+
     def release(self) -> None:
         self.stop()
         self.engine.release(self.key)
@@ -410,7 +425,12 @@ class ChatSession:
                 if update.finished:  # kept before it is shown, so its branch is listed with it
                     self._keep(turn, update, control)
                     kept = True
+                if self._forgotten(turn):  # undone or cleared meanwhile: show nothing more of it
+                    return
                 yield update
+        except Cancelled:
+            if not self._forgotten(turn):  # Stop: the caller hears of it; Undo, Clear: they asked
+                raise
         finally:  # a stopped answer is kept too: it can be forked like any other
             if update is not None and update.tokens and not kept:
                 self._keep(turn, update, control)
@@ -427,6 +447,11 @@ class ChatSession:
                 self.turns[self._count_on_screen(turn.request.messages) :] = [turn]
         return control, before
 
+    def _forgotten(self, turn: ChatTurn) -> bool:
+        """Whether sync dropped turn (checked under the lock sync holds: no update shown after)."""
+        with self._state:
+            return not any(t is turn for t in self.turns)
+
     def _count_on_screen(self, messages: Sequence[Message]) -> int:
         """How many turns, from the first, are exchanges of messages."""
         kept = 0
@@ -440,6 +465,7 @@ class ChatSession:
                 self.turns[:] = before  # no token came: the message was not answered
             if self._active is control:
                 self._active, self._writing = None, None
+                self._ended.notify_all()
 
     def _check_free(self) -> None:
         if self._active is not None and not self._active.cancelled:

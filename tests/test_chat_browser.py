@@ -41,13 +41,30 @@ def wait_status(page, test: str, arg=None) -> None:
     )
 
 
+def idle(page) -> None:
+    """Wait until the tab's last event has ended (a Send while one runs is ignored: trigger "once")."""
+    page.wait_for_function(
+        "() => { const w = document.querySelector('#chat-status .wrap');"
+        " return !w || !['generating', 'pending'].some(c => w.classList.contains(c)); }",
+        timeout=180_000,
+    )
+
+
 def send(page, message: str) -> None:
-    """Send a message and wait for this answer's own statistics, then for its token view."""
+    """Send a message and wait for this answer's own statistics, its footer, and the event's end."""
+    idle(page)
     before = page.locator("#chat-status").inner_text()
     page.locator("#chat-message textarea").fill(message)
     page.locator("#chat-send").click()
     wait_status(page, "s !== arg && s.includes('stopped')", before)
-    page.wait_for_function("() => !!document.querySelector('#chat-tokens .answer-tokens')", timeout=60_000)
+    page.wait_for_function(  # the chat paints the message and the answer's footer after the status
+        "text => { const m = [...document.querySelectorAll('#chat-bot .message:is(.user, .bot)')];"
+        " return m.length > 1 && m.at(-1).innerText.includes('stopped:')"
+        " && m.at(-2).innerText.trim() === text; }",
+        arg=message,
+        timeout=60_000,
+    )
+    idle(page)
 
 
 def clear(page) -> None:
@@ -107,10 +124,41 @@ def test_after_undo_no_fork_template_or_branch_brings_back_the_undone_turn(page)
     assert page.locator("#chat-bot .message.user").count() == 1 and "Italy" not in chat_text(page)
 
 
+def test_undo_clear_or_stop_while_an_answer_streams_never_leaves_a_stale_answer(page):
+    """Gradio may still deliver a stopped stream's last update: it must never land after the
+    button's own result (an undone answer painted back, a Stop mark overwritten)."""
+    set_slider(page, "Max new tokens", "200")
+    story = "Write a long story about a cat."
+    for button in ("#chat-undo", "#chat-clear", "#chat-stop"):
+        clear(page)
+        idle(page)
+        page.locator("#chat-message textarea").fill(story)
+        page.locator("#chat-send").click()
+        wait_status(page, "s.includes('generated 5 tokens')")
+        page.locator(button).click()
+        idle(page)
+        page.wait_for_timeout(1500)  # a stale update would have landed by now
+        messages = page.locator("#chat-bot .message:is(.user, .bot)").count()
+        status = page.locator("#chat-status").inner_text()
+        assert page.locator(".toast-body").count() == 0, page.locator(".toast-body").all_inner_texts()
+        if button == "#chat-stop":  # the cut-off answer as the tab kept it, marked
+            assert (
+                messages == 2 and status.endswith("stopped: by you") and "stopped: by you" in chat_text(page)
+            )
+            generated = int(status.split("generated ")[1].split(" token")[0])
+            assert page.locator(f"{TOKENS} > .tok").count() == generated
+        else:
+            assert messages == 0 and status == ""
+            box = page.locator("#chat-message textarea").input_value()
+            assert box == (story if button == "#chat-undo" else "")
+    set_slider(page, "Max new tokens", "12")
+
+
 def test_a_message_that_gets_no_answer_goes_back_in_the_box_and_the_status_says_why(page):
     too_long = "word " * 9000
     clear(page)
     page.locator("#chat-message textarea").fill(too_long)
+    idle(page)
     page.locator("#chat-send").click()
     wait_status(page, "s.startsWith('Not answered: Prompt too long')")
     assert page.get_by_text("Prompt too long").first.is_visible()  # the toast
@@ -119,6 +167,7 @@ def test_a_message_that_gets_no_answer_goes_back_in_the_box_and_the_status_says_
 
     long_prompt = "Summarize: " + "the cat sat on the mat. " * 500  # 3,500 tokens: several chunks
     page.locator("#chat-message textarea").fill(long_prompt)
+    idle(page)  # the refused Send has ended
     page.locator("#chat-send").click()
     wait_status(page, "s.startsWith('Reading the prompt')")
     assert page.locator("#chat-message textarea").input_value() == ""  # it moved into the chat

@@ -7,7 +7,8 @@ browser tab's chat lives in its Workspace (engine side), keyed by Gradio's sessi
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from playground.chat import ChatSession, ChatUpdate
 from playground.chat_history import as_typed, message_role, normalize_history, shown_history, with_footer
 from playground.engine.base import Engine
 from playground.engine.tokens import token_piece
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
 from playground.settings import Settings
 from playground.traces import new_trace, save_trace
 from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
@@ -41,6 +42,8 @@ element.addEventListener('click', (event) => {
   else trigger('click', {position: Number(open.dataset.pos)});
 });
 """
+# After a stopped answer's generator ends, how long its last update may still take to leave.
+LAST_UPDATE_GRACE_S = 0.3
 # What every answering handler may set.
 ANSWER_OUTPUTS = ["message", "history", "token_view", "status", "branch"]
 
@@ -222,6 +225,8 @@ class ChatHandlers:
                     continue
                 answered = True
                 yield self._answer_values(shown, session, update, bool(show_template))
+        except Cancelled:  # Stop, Undo, Clear or a closed tab: the handler that stopped it shows why
+            return
         except Exception as exc:  # nothing was answered: show the chat as it was, and why
             if not answered:
                 back = " Your message is back in the box." if before is not None else ""
@@ -251,22 +256,28 @@ class ChatHandlers:
         last_user = normalize_history(history[-1:])[0]["content"] if history else ""
         history = history[:-1]
         session = self._workspace(request).chat
-        session.sync(normalize_history(history))
+        _stopped(session, lambda: session.sync(normalize_history(history)))
         return {"message": last_user, "history": history, **self._screen(session, show_template, history)}
 
     def chat_clear(self, request: gr.Request = None) -> dict[str, Any]:
         """An empty chat; the tab forgets every answer (and stops one being written)."""
-        self._workspace(request).chat.sync([])
+        session = self._workspace(request).chat
+        _stopped(session, lambda: session.sync([]))
         return {"message": "", "history": [], "token_view": "", "status": "", "branch": _no_branches()}
 
     def chat_stopped(
-        self, history: list, status: str, message: str = "", request: gr.Request = None
+        self,
+        history: list,
+        status: str,
+        message: str = "",
+        show_template: bool = False,
+        request: gr.Request = None,
     ) -> dict[str, Any]:
-        """After Stop: cancel the model's work (within a chunk or a token) and say so under the
-        cut-off answer and in the statistics. Stopped before its first token, a message goes back
-        in the box (before what was typed since)."""
+        """After Stop: cancel the model's work (within a chunk or a token) and show the cut-off
+        answer as the tab kept it, marked "stopped: by you". Stopped before its first token, a
+        message goes back in the box (before what was typed since)."""
         session = self._workspace(request).chat
-        session.stop()
+        ended = _stopped(session, session.stop)
         history = list(history or [])
         if (status or "").startswith(("Waiting", "Reading")):
             if not history or message_role(history[-1]) != "user":
@@ -279,12 +290,19 @@ class ChatHandlers:
             return {"history": history, "message": box, "status": status}
         if not status or "stopped:" in status:
             return {"history": history, "status": status}
+        shown, turn = _without_last_answer(history), session.turn
+        if ended and turn and turn.shown and normalize_history(shown) == turn.request.messages:
+            view, status = render_answer(self.engine, turn.shown, bool(show_template))
+            history = [*shown, {"role": "assistant", "content": turn.shown.text}]
+            values = {"token_view": view, "branch": self._branches(session)}
+        else:  # not an answer of this tab's (an API call's own history): mark the text given
+            values = {}
         first_line, _, notes = status.partition("\n\n")
-        first_line += " · stopped: by you"
+        first_line += "" if "stopped:" in first_line else " · stopped: by you"
         last = normalize_history(history[-1:])
         if last and last[0]["role"] == "assistant":
             history[-1] = {"role": "assistant", "content": with_footer(last[0]["content"], first_line)}
-        return {"history": history, "status": first_line + (f"\n\n{notes}" if notes else "")}
+        return {**values, "history": history, "status": first_line + (f"\n\n{notes}" if notes else "")}
 
     def show_answer(self, show_template: bool, request: gr.Request = None) -> dict[str, Any]:
         """Re-render the shown answer's token view when the template toggle changes."""
@@ -325,6 +343,18 @@ def render_chat_trace(data: dict[str, Any]) -> dict[str, Any]:
     view = legend_html() + answer_tokens_html(update.tokens, forkable=False)
     history = [*shown_history(data["messages"]), answer]
     return {"history": history, "token_view": view, "status": answer_stats(update)}
+
+
+def _stopped(session: ChatSession, stop: Callable[[], None]) -> bool:
+    """Stop the answer being written (stop: sync or stop) and wait until it has ended, and a
+    moment more: Gradio may still be sending its last update, which must land before what the
+    caller shows next (else a forgotten answer would paint itself back). False on a timeout."""
+    running = session.running
+    stop()
+    ended = session.wait_ended()
+    if running:
+        time.sleep(LAST_UPDATE_GRACE_S)
+    return ended
 
 
 def _without_last_answer(history: list) -> list:
@@ -399,7 +429,7 @@ def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
     clicked = connect(w["token_view"].select, h.fork_clicked, w, ANSWER_OUTPUTS, api_name=None, **once)
     w["answer_events"] = [send, retry, fork, clicked]
     stops = {"model": False, "cancels": w["answer_events"]}  # Undo and Clear stop the answer too
-    stop_outputs = ["history", "status", "message"]
+    stop_outputs = ["history", "status", "message", "token_view", "branch"]
     connect(w["stop"].click, h.chat_stopped, w, stop_outputs, api_name="chat_stop", **stops)
     connect(
         w["branch"].input,
