@@ -7,12 +7,13 @@ the probability it had under the sampling settings it was drawn with.
 
 An answer can start with given tokens (`ChatRequest.answer_prefix`): they are reported with
 their probabilities and marked as given, and generation continues after them. `ChatSession`
-uses that to fork an answer at any token and keeps every branch in one `GenerationTree`.
+uses that to fork an answer at any token and keeps every branch in one `GenerationTree`, one
+`ChatTurn` per exchange on screen: Undo and Clear forget theirs (`sync`), so nothing the page
+no longer shows can come back.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -21,13 +22,22 @@ from typing import Any
 
 import torch
 
+# Re-exported: the history helpers were here first.
+from playground.chat_history import (  # noqa: F401
+    FOOTER_START,
+    as_typed,
+    message_role,
+    normalize_history,
+    shown_history,
+    with_footer,
+)
 from playground.engine.base import DecodePlan, Engine, Progress
 from playground.engine.control import Control
 from playground.engine.prompts import Message, encode_conversation
 from playground.engine.records import TokenRecord
 from playground.engine.sampling import SamplingSettings, validate_settings
 from playground.engine.tokens import check_token_id, decode_ids
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
 from playground.tree import ROOT, GenerationTree
 
 
@@ -39,6 +49,7 @@ class ChatRequest:
     max_new_tokens: int = 256  # generated tokens after the answer prefix
     seed: int | None = None
     answer_prefix: list[int] | None = None  # token ids the answer starts with (given, not generated)
+    notes: tuple[str, ...] = ()  # said of the request before it was made (a value brought into range)
 
 
 @dataclass
@@ -101,50 +112,6 @@ class ChatUpdate:
         return cls(**values)
 
 
-# Each shown answer ends with its statistics in this footer; it is display only, and
-# normalize_history strips it so the model never sees it.
-FOOTER_START = "\n\n<sub>⏱ "
-# An answer of only whitespace comes back stripped, footer first; a footer left in would make the
-# next answer depend on its timings (how busy the server was).
-_FOOTER_PATTERN = re.compile(r"(?:\n\n|^\s*)<sub>⏱ .*?</sub>\s*$", re.DOTALL)
-
-
-def with_footer(text: str, footer: str) -> str:
-    """The answer text followed by its statistics line (shown under the answer)."""
-    return f"{text}{FOOTER_START}{footer}</sub>"
-
-
-def normalize_history(history: Sequence[Any] | None) -> list[Message]:
-    """Chat history from Gradio 6 (content as a list of blocks) or the API (plain strings)
-    as plain {"role", "content": str} dicts, without the statistics footers."""
-    messages = []
-    for message in history or []:
-        role = message_role(message)
-        content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
-        if role not in {"user", "assistant", "system"}:
-            continue
-        text = _content_text(content)
-        if role == "assistant":
-            text = _FOOTER_PATTERN.sub("", text)
-        messages.append({"role": role, "content": text})
-    return messages
-
-
-def message_role(message: Any) -> str | None:
-    """The role of a history entry, whether a dict (API, Gradio) or a ChatMessage object."""
-    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        return str(content.get("text", ""))
-    if isinstance(content, (list, tuple)):
-        return "".join(_content_text(block) for block in content)
-    return "" if content is None else str(content)
-
-
 def check_request(engine: Engine, request: ChatRequest, max_new_tokens_limit: int) -> SamplingSettings:
     """Validate everything the user typed; raises PlaygroundError with the bad value."""
     if not request.messages or request.messages[-1]["role"] != "user":
@@ -201,7 +168,8 @@ def stream_chat(
 
     Timings count only the model's own work; waiting for the model is counted apart."""
     settings = check_request(engine, request, max_new_tokens_limit)
-    prompt_ids, notes = build_prompt(engine, request)
+    prompt_ids, fitted = build_prompt(engine, request)
+    notes = [*request.notes, *fitted]
     prefix = list(request.answer_prefix or [])
     room = engine.context_length - len(prompt_ids) - len(prefix)
     max_new = min(request.max_new_tokens, room)
@@ -263,7 +231,7 @@ def run_chat(
     return last
 
 
-# --- forks: one answer, many branches -------------------------------------------------------------
+# --- forks: one answer, many branches; turns: the conversation on screen ---------------------------
 
 
 @dataclass
@@ -276,19 +244,67 @@ class AnswerBranch:
     current: bool
 
 
+@dataclass(eq=False)  # turns are told apart by identity: two alike exchanges are still two
+class ChatTurn:
+    """One exchange: the conversation it answers and the tree of its answer, every fork a branch."""
+
+    request: ChatRequest  # the conversation up to its user message (no answer prefix)
+    tree: GenerationTree | None = None  # None until the answer has a token
+    tip: int = ROOT  # the branch shown
+    updates: dict[int, ChatUpdate] = field(default_factory=dict)  # leaf node -> its final update
+
+    @property
+    def shown(self) -> ChatUpdate | None:
+        return self.updates.get(self.tip)
+
+    def on_screen(self, messages: Sequence[Message]) -> bool:
+        """Whether this exchange is part of messages (the conversation on screen): its
+        conversation, then an answer. (The answer's text is not compared: a Stop may end the
+        answer a token after the last one the page received.)"""
+        n = len(self.request.messages)
+        return (
+            self.shown is not None
+            and len(messages) > n
+            and list(messages[:n]) == self.request.messages
+            and messages[n].get("role") == "assistant"
+        )
+
+
 class ChatSession:
-    """One browser tab's chat: its engine sequence (earlier turns stay cached) and the tree of
-    the last answer, whose every fork is a branch you can switch back to."""
+    """One browser tab's chat: its engine sequence (earlier turns stay cached) and its turns, the
+    exchanges on screen, oldest first. Only the last turn's answer is shown with its tokens and can
+    be forked; undoing an exchange forgets its turn, so the one before it is the last again."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.key = f"chat:{uuid.uuid4().hex}"
-        self.request: ChatRequest | None = None  # the request of the current answer (without prefix)
-        self.tree: GenerationTree | None = None
-        self.tip = ROOT
-        self.updates: dict[int, ChatUpdate] = {}  # leaf node -> its final update (statistics)
+        self.turns: list[ChatTurn] = []
         self._active: Control | None = None  # the running answer's control (one at a time)
+        self._writing: ChatTurn | None = None  # the turn it writes into
         self._state = threading.Lock()
+        self._ended = threading.Condition(self._state)  # notified when an answer's generator ends
+
+    @property
+    def turn(self) -> ChatTurn | None:
+        """The last exchange: the answer shown with its tokens."""
+        return self.turns[-1] if self.turns else None
+
+    @property
+    def request(self) -> ChatRequest | None:
+        """The request of the last answer (without prefix)."""
+        return self.turn.request if self.turn else None
+
+    @property
+    def tree(self) -> GenerationTree | None:
+        return self.turn.tree if self.turn else None
+
+    @property
+    def tip(self) -> int:
+        return self.turn.tip if self.turn else ROOT
+
+    @property
+    def updates(self) -> dict[int, ChatUpdate]:
+        return self.turn.updates if self.turn else {}
 
     def answer(
         self,
@@ -297,20 +313,24 @@ class ChatSession:
         control: Control | None = None,
         known: Sequence[TokenRecord] = (),
     ) -> Iterator[ChatUpdate]:
-        """A new answer to request (a new tree). known: records of the first answer-prefix tokens,
-        already computed elsewhere (a step path continued as chat)."""
-        yield from self._run(request, limit, control, known=known, new_tree=True)
+        """A new answer to request, a new turn after the earlier turns of its conversation (any
+        other turn is forgotten). known: records of the first answer-prefix tokens, already
+        computed elsewhere (a step path continued as chat). An answer that never gets a token
+        (refused, stopped while reading the prompt) leaves the turns as they were."""
+        turn = ChatTurn(replace(request, answer_prefix=None))
+        yield from self._run(turn, request, limit, control, known, new_turn=True)
 
     def fork(
         self, position: int, token_id: Any, limit: int, control: Control | None = None
     ) -> Iterator[ChatUpdate]:
-        """Cut the current answer before its token at `position` (0-based), put token_id there and
+        """Cut the last answer before its token at `position` (0-based), put token_id there and
         continue with the same settings. The old continuation stays a branch."""
         with self._state:
             self._check_free()
-        if self.request is None or self.tree is None:
+            turn = self.turn
+        if turn is None or turn.tree is None:
             raise PlaygroundError("No answer to fork yet: send a message first.")
-        records = self.tree.records(self.tip)
+        records = turn.tree.records(turn.tip)
         if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(records):
             raise PlaygroundError(
                 f"Fork position {position!r} is outside the answer (0..{len(records) - 1}): "
@@ -318,29 +338,50 @@ class ChatSession:
             )
         token_id = check_token_id(token_id, self.engine.vocab_size)
         kept = records[:position]
-        request = replace(self.request, answer_prefix=[r.id for r in kept] + [token_id])
-        yield from self._run(request, limit, control, known=kept)
+        request = replace(turn.request, answer_prefix=[r.id for r in kept] + [token_id])
+        yield from self._run(turn, request, limit, control, known=kept)
 
     def switch(self, node_id: Any) -> ChatUpdate:
-        """Show another branch of the current answer (no model work: its records are in the tree)."""
-        if self.tree is None:
+        """Show another branch of the last answer (no model work: its records are in the tree)."""
+        turn = self.turn
+        if turn is None or turn.tree is None:
             raise PlaygroundError("No answer yet: send a message first.")
-        node = self.tree.node(node_id)
-        leaf = node.id
-        while self.tree.nodes[leaf].children:
-            leaf = self.tree.nodes[leaf].children[-1]
-        if leaf not in self.updates:
+        leaf = turn.tree.node(node_id).id
+        while turn.tree.nodes[leaf].children:
+            leaf = turn.tree.nodes[leaf].children[-1]
+        if leaf not in turn.updates:
             raise PlaygroundError(f"Node {node_id} does not end an answer.")
-        self.tip = leaf
-        return self.updates[leaf]
+        turn.tip = leaf
+        return turn.updates[leaf]
 
     def branches(self) -> list[AnswerBranch]:
-        if self.tree is None:
+        turn = self.turn
+        if turn is None or turn.tree is None:
             return []
         return [
-            AnswerBranch(leaf, self.tree.depth(leaf), update.text, leaf == self.tip)
-            for leaf, update in self.updates.items()
+            AnswerBranch(leaf, turn.tree.depth(leaf), update.text, leaf == turn.tip)
+            for leaf, update in turn.updates.items()
         ]
+
+    def sync(self, messages: Sequence[Message]) -> None:
+        """Keep only the turns of messages, the conversation on screen (after an Undo or a Clear):
+        a later exchange is forgotten, and its answer stopped if it is still being written."""
+        with self._state:
+            kept = self._count_on_screen(messages)
+            dropped = self.turns[kept:]
+            del self.turns[kept:]
+            if self._active is not None and any(turn is self._writing for turn in dropped):
+                self._active.cancel()
+
+    def check_last(self, messages: Sequence[Message]) -> None:
+        """Refuse to act on the last answer unless messages (the conversation on screen before the
+        answer) are the ones it answered: a fork or a branch must never bring back another one."""
+        turn = self.turn
+        if turn is not None and turn.shown is not None and list(messages) != turn.request.messages:
+            raise PlaygroundError(
+                "That answer is no longer this tab's last one (undone, or the chat was changed): "
+                "send the message again to answer it."
+            )
 
     def stop(self) -> None:
         """Cancel the running answer, if any: the model stops at its next chunk or token."""
@@ -348,49 +389,83 @@ class ChatSession:
             if self._active is not None:
                 self._active.cancel()
 
+    @property
+    def running(self) -> bool:
+        """Whether an answer's generator runs (a cancelled one too, until it ends)."""
+        with self._state:
+            return self._active is not None
+
+    def wait_ended(self, timeout: float = 3.0) -> bool:
+        """Wait (at most timeout seconds) until no answer's generator runs: after a cancel, within
+        a token or a prefill chunk. Whatever it showed was then sent before what the caller shows
+        next (a page must not get a stale update after Undo or Stop). False on timeout (a stopped
+        generator nobody resumes or closes)."""
+        with self._ended:
+            return self._ended.wait_for(lambda: self._active is None, timeout)
+
     def release(self) -> None:
         self.stop()
         self.engine.release(self.key)
 
     def _run(
         self,
+        turn: ChatTurn,
         request: ChatRequest,
         limit: int,
         control: Control | None,
         known: Sequence[TokenRecord],
-        new_tree: bool = False,
+        new_turn: bool = False,
     ) -> Iterator[ChatUpdate]:
-        control = self._start(control or Control())
-        if new_tree:
-            self.request, self.tree, self.tip, self.updates = (
-                replace(request, answer_prefix=None),
-                None,
-                ROOT,
-                {},
-            )
+        control, before = self._start(control or Control(), turn, new_turn)
         update, kept = None, False
         try:
             for update in stream_chat(
                 self.engine, request, limit, key=self.key, control=control, known=known
             ):
                 if update.finished:  # kept before it is shown, so its branch is listed with it
-                    self._keep(update, control)
+                    self._keep(turn, update, control)
                     kept = True
+                if self._forgotten(turn):  # undone or cleared meanwhile: show nothing more of it
+                    return
                 yield update
+        except Cancelled:
+            if not self._forgotten(turn):  # Stop: the caller hears of it; Undo, Clear: they asked
+                raise
         finally:  # a stopped answer is kept too: it can be forked like any other
             if update is not None and update.tokens and not kept:
-                self._keep(update, control)
-            with self._state:
-                if self._active is control:
-                    self._active = None
+                self._keep(turn, update, control)
+            self._end(turn, control, before)
 
-    def _start(self, control: Control) -> Control:
-        """Make control the running answer's. A second answer (a fork, a retry) while one runs is
-        refused; a stopped one no longer counts (its generator may never be resumed to end)."""
+    def _start(self, control: Control, turn: ChatTurn, new_turn: bool) -> tuple[Control, list[ChatTurn]]:
+        """Make control the running answer's (and a new turn the last). A second answer (a fork, a
+        retry) while one runs is refused; a stopped one no longer counts (its generator may never
+        be resumed to end). Returns the turns as they were, to restore if no token comes."""
         with self._state:
             self._check_free()
-            self._active = control
-        return control
+            self._active, self._writing, before = control, turn, list(self.turns)
+            if new_turn:
+                self.turns[self._count_on_screen(turn.request.messages) :] = [turn]
+        return control, before
+
+    def _forgotten(self, turn: ChatTurn) -> bool:
+        """Whether sync dropped turn (checked under the lock sync holds: no update shown after)."""
+        with self._state:
+            return not any(t is turn for t in self.turns)
+
+    def _count_on_screen(self, messages: Sequence[Message]) -> int:
+        """How many turns, from the first, are exchanges of messages."""
+        kept = 0
+        while kept < len(self.turns) and self.turns[kept].on_screen(messages):
+            kept += 1
+        return kept
+
+    def _end(self, turn: ChatTurn, control: Control, before: list[ChatTurn]) -> None:
+        with self._state:
+            if turn.tree is None and self.turns and self.turns[-1] is turn:
+                self.turns[:] = before  # no token came: the message was not answered
+            if self._active is control:
+                self._active, self._writing = None, None
+                self._ended.notify_all()
 
     def _check_free(self) -> None:
         if self._active is not None and not self._active.cancelled:
@@ -398,10 +473,10 @@ class ChatSession:
                 "An answer is still being written in this tab: wait for it, or press Stop first."
             )
 
-    def _keep(self, update: ChatUpdate, control: Control) -> None:
-        if self._active is not control:  # superseded after a Stop: the newer answer owns the tree
+    def _keep(self, turn: ChatTurn, update: ChatUpdate, control: Control) -> None:
+        if self._active is not control:  # superseded after a Stop: the newer answer owns the turns
             return
-        if self.tree is None:
-            self.tree = GenerationTree(update.prompt_ids)
-        self.tip = self.tree.extend(ROOT, update.tokens)[-1]
-        self.updates[self.tip] = update
+        if turn.tree is None:
+            turn.tree = GenerationTree(update.prompt_ids)
+        turn.tip = turn.tree.extend(ROOT, update.tokens)[-1]
+        turn.updates[turn.tip] = update

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from playground.engine.loading import load_model
 from playground.settings import load_settings
 from playground.ui.beam_tab import BeamHandlers
+from playground.ui.chat_controls import ChatControls
 from playground.ui.chat_tab import ChatHandlers
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.tab import run_handler, run_values
@@ -43,10 +44,10 @@ def main() -> None:
         StepHandlers(engine, workspaces),
         BeamHandlers(engine, workspaces),
     )
-    for _ in chat.chat(CAPITAL, [], "", 0, 50, 1.0, 0.0, 1.0, 64, "1", False):
+    for _ in chat.chat(CAPITAL, [], ChatControls("", 0, 50, 1.0, 0.0, 1.0, 64, "1")):
         pass
     save(chat.chat_trace(), out / "chat-capital-greedy.json")
-    for _ in chat.chat("Write a haiku about tokens.", [], "", 0.8, 50, 0.95, 0.0, 1.0, 48, "7", False):
+    for _ in chat.chat("Write a haiku about tokens.", [], ChatControls("", 0.8, 50, 0.95, 0.0, 1.0, 48, "7")):
         pass
     save(chat.chat_trace(), out / "chat-haiku-seed-7.json")
     step.step_start("The capital of France is", False)

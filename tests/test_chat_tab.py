@@ -11,10 +11,12 @@ from gradio_client.exceptions import AppError
 
 from playground.chat import normalize_history
 from playground.errors import PlaygroundError
+from playground.ui.chat_controls import ChatControls
 
 REPO = Path(__file__).resolve().parents[1]
 # temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed, show_template
 GREEDY = (0, 50, 1.0, 0.0, 1.0, 30, "1", False)
+PLAIN = ChatControls("", *GREEDY)  # the same values, as a plain-function call takes them
 
 
 def chat(client, message: str, history=(), system: str = "", settings=GREEDY):
@@ -51,6 +53,13 @@ def test_second_turn_uses_history_and_retry_undo_clear_work(app_client):
     textbox, undone, *_ = app_client.predict(second, api_name="/chat_undo")
     assert textbox == "What is my name?" and len(normalize_history(undone)) == 2
     assert app_client.predict(api_name="/chat_clear")[1] == []
+
+
+def test_the_default_settings_answer_the_readme_question_right(app_client):
+    """A newcomer's first answer, with every control as it starts (README: how they were chosen)."""
+    _, history, _, stats, _ = app_client.predict("What is the capital of France?", api_name="/chat")
+    assert normalize_history(history)[-1]["content"].startswith("The capital of France is Paris")
+    assert "seed 0" in stats  # the same answer on every run
 
 
 def test_same_seed_same_answer_through_the_api(app_client):
@@ -120,10 +129,10 @@ def test_handlers_as_plain_functions_put_statistics_under_each_answer(embedded_l
     from playground.ui.chat_tab import ChatHandlers
 
     handlers = ChatHandlers(embedded_lm, load_settings())
-    history = last_values(handlers.chat("What is the capital of France?", [], "", *GREEDY))["history"]
+    history = last_values(handlers.chat("What is the capital of France?", [], PLAIN))["history"]
     answer = history[-1]["content"]
     assert "Paris" in answer and "prefill (time to first token)" in answer and "tok/s" in answer
-    history = last_values(handlers.chat("And of Italy?", history, "", *GREEDY))["history"]
+    history = last_values(handlers.chat("And of Italy?", history, PLAIN))["history"]
     assert sum("prefill" in m["content"] for m in history if m["role"] == "assistant") == 2
     assert "prefill" not in normalize_history(history)[1]["content"]
 
@@ -141,7 +150,7 @@ def test_odd_api_values_are_named(embedded_lm, settings, expected):
     from playground.ui.chat_tab import ChatHandlers
 
     with pytest.raises(PlaygroundError, match=expected):
-        list(ChatHandlers(embedded_lm, load_settings()).chat("hi", [], "", *settings))
+        list(ChatHandlers(embedded_lm, load_settings()).chat("hi", [], ChatControls("", *settings)))
 
 
 def test_cli_bad_environment_value_exits_with_one_line():
@@ -161,7 +170,7 @@ def test_message_box_is_cleared_once_so_typing_during_streaming_survives(embedde
     from playground.settings import load_settings
     from playground.ui.chat_tab import ChatHandlers
 
-    outputs = list(ChatHandlers(embedded_lm, load_settings()).chat("Count to ten.", [], "", *GREEDY))
+    outputs = list(ChatHandlers(embedded_lm, load_settings()).chat("Count to ten.", [], PLAIN))
     assert outputs[0]["message"] == "" and len(outputs) > 2
     assert all("message" not in out for out in outputs[1:])  # later updates leave the box alone
     assert outputs[0]["status"] == "Waiting for the model…"  # the previous answer's numbers are gone
@@ -179,11 +188,14 @@ def test_stop_marks_the_cut_off_answer_and_the_template_toggle_rerenders(embedde
     assert "stopped: by you" in history[-1]["content"]
     assert normalize_history(history)[-1]["content"] == "Once upon"
     assert handlers.chat_stopped(history, stats) == {"history": history, "status": stats}  # already marked
-    assert handlers.chat_stopped(partial[:1], "Reading the prompt (prefill): 256 / 4,468 tokens…")[
-        "status"
-    ] == ("Stopped before the first token.")
+    before_first = handlers.chat_stopped(partial[:1], "Reading the prompt (prefill): 256 / 4,468 tokens…")
+    assert before_first == {  # no answer yet: the message goes back in the box
+        "history": [],
+        "message": "Tell a story",
+        "status": "Stopped before the first token: your message is back in the box.",
+    }
 
-    plain_view = last_values(handlers.chat("Hi", [], "", *GREEDY))["token_view"]
+    plain_view = last_values(handlers.chat("Hi", [], PLAIN))["token_view"]
     templated = handlers.show_answer(True)["token_view"]
     assert "&lt;|im_start|&gt;" in templated and "&lt;|im_start|&gt;" not in plain_view
     assert handlers.show_answer(False)["token_view"] == plain_view

@@ -163,13 +163,14 @@ def test_every_tab_works_on_the_engine(engine):
     (pick, force, probability of, greedy, open a chat token), beam search, KV."""
     from playground.settings import load_settings
     from playground.ui.beam_tab import BeamHandlers
+    from playground.ui.chat_controls import ChatControls
     from playground.ui.chat_tab import ChatHandlers
     from playground.ui.step_tab import StepHandlers
     from playground.workspace import Workspaces
 
     workspaces = Workspaces(engine)
     chat = ChatHandlers(engine, load_settings(), workspaces)
-    updates = list(chat.chat("Name a color.", [], "", 0.7, 40, 0.95, 0.0, 1.0, 6, 7, False))
+    updates = list(chat.chat("Name a color.", [], ChatControls("", 0.7, 40, 0.95, 0.0, 1.0, 6, 7)))
     answer = updates[-1]["history"][-1]["content"]
     assert answer.strip() and "decode" in answer
     forked = list(chat.chat_fork(updates[-1]["history"], 1, 504, False))  # " The" at position 1

@@ -74,7 +74,7 @@ def test_a_stopped_generator_never_blocks_the_next_answer(tiny_lm):
     session = handlers.workspaces.get("stop-tab").chat
     abandoned = session.answer(ask("Hello there", 30), 64)
     next(abandoned)
-    handlers.chat_stopped([], "Reading", tab)
+    handlers.chat_stopped([], "Reading", request=tab)
     assert list(session.answer(ask("Hi", 2), 64))[-1].finished
     abandoned.close()  # its late end does not overwrite the newer answer's tree
     assert [b.current for b in session.branches()] == [True]

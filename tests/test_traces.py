@@ -16,6 +16,7 @@ from playground.settings import load_settings
 from playground.traces import TRACE_VERSION, load_gallery, load_traces, read_trace
 from playground.ui.app import launch_local
 from playground.ui.beam_tab import BeamHandlers, render_beam_trace
+from playground.ui.chat_controls import ChatControls
 from playground.ui.chat_tab import ChatHandlers, render_chat_trace
 from playground.ui.hood import VIEWS
 from playground.ui.replay import check_drawable
@@ -41,7 +42,7 @@ def recorded(embedded_lm):
     chat = ChatHandlers(embedded_lm, load_settings(), workspaces)
     step, beam = StepHandlers(embedded_lm, workspaces), BeamHandlers(embedded_lm, workspaces)
     live_chat = last(
-        chat.chat("What is the capital of France?", [], "", 0, 50, 1.0, 0.0, 1.0, 24, "1", False, TAB)
+        chat.chat("What is the capital of France?", [], ChatControls("", 0, 50, 1.0, 0.0, 1.0, 24, "1"), TAB)
     )
     step.step_settings(0.7, 0, 1.0, 0.0, 1.0, 1.0, list(DEFAULT_ORDER), TAB)
     step.step_start("The capital of France is", False, TAB)

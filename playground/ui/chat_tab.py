@@ -7,21 +7,23 @@ browser tab's chat lives in its Workspace (engine side), keyed by Gradio's sessi
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from playground.chat import ChatRequest, ChatSession, ChatUpdate, message_role, normalize_history, with_footer
+from playground.chat import ChatSession, ChatUpdate
+from playground.chat_history import as_typed, message_role, normalize_history, shown_history, with_footer
 from playground.engine.base import Engine
-from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import token_piece
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
 from playground.settings import Settings
 from playground.traces import new_trace, save_trace
-from playground.ui.common import UncheckedSlider, as_number, as_whole, connect, parse_seed
+from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
+from playground.ui.common import as_whole, connect, explain_exception
 from playground.ui.links import link_to
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
@@ -40,45 +42,10 @@ element.addEventListener('click', (event) => {
   else trigger('click', {position: Number(open.dataset.pos)});
 });
 """
+# After a stopped answer's generator ends, how long its last update may still take to leave.
+LAST_UPDATE_GRACE_S = 0.3
 # What every answering handler may set.
 ANSWER_OUTPUTS = ["message", "history", "token_view", "status", "branch"]
-CONTROLS = [
-    "system_prompt",
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_p",
-    "repetition_penalty",
-    "max_new_tokens",
-    "seed",
-]
-
-
-@dataclass(frozen=True)
-class SamplingInputs:
-    """The sampling controls' values as they arrive from the UI or the API."""
-
-    temperature: Any
-    top_k: Any
-    top_p: Any
-    min_p: Any
-    repetition_penalty: Any
-    max_new_tokens: Any
-    seed: Any
-
-    def settings(self) -> SamplingSettings:
-        return SamplingSettings(
-            temperature=as_number(self.temperature, "temperature"),
-            top_k=as_whole(self.top_k, "top-k"),
-            top_p=as_number(self.top_p, "top-p"),
-            min_p=as_number(self.min_p, "min-p"),
-            repetition_penalty=as_number(self.repetition_penalty, "repetition penalty"),
-        )
-
-    def request(self, messages: list[dict[str, str]], system_prompt: str) -> ChatRequest:
-        """The engine request; every bad value is named."""
-        max_new = as_whole(self.max_new_tokens, "max new tokens")
-        return ChatRequest(messages, system_prompt or "", self.settings(), max_new, parse_seed(self.seed))
 
 
 def answer_stats(update: ChatUpdate) -> str:
@@ -118,66 +85,28 @@ class ChatHandlers:
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
 
     def chat(
-        self,
-        message: str,
-        history: list,
-        system_prompt: str,
-        temperature: float,
-        top_k: float,
-        top_p: float,
-        min_p: float,
-        repetition_penalty: float,
-        max_new_tokens: float,
-        seed: str | float | None,
-        show_template: bool,
-        request: gr.Request = None,
+        self, message: str, history: list, controls: ChatControls, request: gr.Request = None
     ) -> Iterator[dict[str, Any]]:
         """Append the user's message and stream the answer into the chat."""
         if not (message or "").strip():
             raise PlaygroundError("Empty message: type something to send.")
-        shown = [*(history or []), {"role": "user", "content": message}]  # earlier footers stay
-        sampling = SamplingInputs(temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
-        chat_request = sampling.request(normalize_history(shown), system_prompt)
+        shown = [*(history or []), {"role": "user", "content": as_typed(message)}]  # earlier footers stay
+        chat_request = controls.request(normalize_history(shown))
         session = self._workspace(request).chat
         stream = session.answer(chat_request, self.settings.max_new_tokens_limit)
-        yield from self._stream(shown, session, stream, bool(show_template), clear_box=True)
+        before = {"message": message, "history": list(history or [])}  # shown again if no answer comes
+        yield from self._stream(shown, session, stream, controls.show_template, before)
 
     def chat_retry(
-        self,
-        history: list,
-        system_prompt: str,
-        temperature: float,
-        top_k: float,
-        top_p: float,
-        min_p: float,
-        repetition_penalty: float,
-        max_new_tokens: float,
-        seed: str | float | None,
-        show_template: bool,
-        request: gr.Request = None,
+        self, history: list, controls: ChatControls, request: gr.Request = None
     ) -> Iterator[dict[str, Any]]:
         """Answer the last user message again (its previous answer is dropped)."""
-        undone = self.chat_undo(history)
+        undone = self.chat_undo(history, controls.show_template, request)
         if not undone["message"]:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
-        yield from self.chat(
-            undone["message"], undone["history"], system_prompt, temperature, top_k, top_p, min_p,
-            repetition_penalty, max_new_tokens, seed, show_template, request,
-        )  # fmt: skip
+        yield from self.chat(undone["message"], undone["history"], controls, request)
 
-    def chat_from_step(
-        self,
-        system_prompt: str,
-        temperature: float,
-        top_k: float,
-        top_p: float,
-        min_p: float,
-        repetition_penalty: float,
-        max_new_tokens: float,
-        seed: str | float | None,
-        show_template: bool,
-        request: gr.Request = None,
-    ) -> Iterator[dict[str, Any]]:
+    def chat_from_step(self, controls: ChatControls, request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """Continue the Step tab's path as a chat answer: its tokens (and their numbers) are the
         answer's start, generation goes on with this tab's settings."""
         ws = self._workspace(request)
@@ -189,15 +118,12 @@ class ChatHandlers:
                 "This step session is a raw prompt: tick 'chat' there to continue it as a chat."
             )
         messages = step.conversation or [{"role": "user", "content": step.prompt}]
-        system = step.system_prompt if step.conversation is not None else system_prompt
-        sampling = SamplingInputs(temperature, top_k, top_p, min_p, repetition_penalty, max_new_tokens, seed)
+        system = step.system_prompt if step.conversation is not None else None
         records = step.records
-        chat_request = replace(
-            sampling.request(messages, system or ""), answer_prefix=[r.id for r in records]
-        )
+        chat_request = replace(controls.request(messages, system), answer_prefix=[r.id for r in records])
         self.engine.fork(step.key, ws.chat.key)  # the step's cache covers the prompt and the path
         stream = ws.chat.answer(chat_request, self.settings.max_new_tokens_limit, known=records)
-        yield from self._stream(list(messages), ws.chat, stream, bool(show_template), clear_box=False)
+        yield from self._stream(shown_history(messages), ws.chat, stream, controls.show_template)
 
     def fork_clicked(
         self, history: list, show_template: bool, event: gr.EventData, request: gr.Request = None
@@ -206,33 +132,17 @@ class ChatHandlers:
         data = getattr(event, "_data", None) or {}
         yield from self.chat_fork(history, data.get("position"), data.get("token"), show_template, request)
 
-    def chat_from_link(
-        self,
-        system_prompt: str,
-        temperature: float,
-        top_k: float,
-        top_p: float,
-        min_p: float,
-        repetition_penalty: float,
-        max_new_tokens: float,
-        seed: str | float | None,
-        show_template: bool,
-        request: gr.Request = None,
-    ) -> Iterator[dict[str, Any]]:
+    def chat_from_link(self, controls: ChatControls, request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """A shared link to a chat answer: its settings on the controls, then the same answer
         (greedy, or seeded: the link carries the seed)."""
         link = link_to("chat", request)
         if link is None:
             yield {}
             return
-        shown = dict(zip(CONTROLS, (system_prompt, temperature, top_k, top_p, min_p, repetition_penalty,
-                                    max_new_tokens, seed), strict=True))  # fmt: skip
-        values = link.over(shown)
-        yield values
+        linked = replace(controls, **link.over({name: getattr(controls, name) for name in CONTROLS}))
+        yield {name: getattr(linked, name) for name in CONTROLS}
         if link.values.get("message"):
-            yield from self.chat(
-                link.values["message"], [], *(values[name] for name in CONTROLS), show_template, request
-            )
+            yield from self.chat(link.values["message"], [], linked, request)
 
     def link_values(self, request: gr.Request = None) -> dict[str, Any]:
         """What a link to the answer on screen carries: its question, settings and seed."""
@@ -276,8 +186,9 @@ class ChatHandlers:
         session = self._workspace(request).chat
         pos, token = as_whole(fork_position, "fork position"), as_whole(fork_token, "token id")
         shown = _without_last_answer(history)
+        session.check_last(normalize_history(shown))  # never an answer that is not on screen
         stream = session.fork(pos, token, self.settings.max_new_tokens_limit)
-        yield from self._stream(shown, session, stream, bool(show_template), clear_box=False)
+        yield from self._stream(shown, session, stream, show_template)
 
     def chat_branch(
         self, history: list, branch: Any, show_template: bool, request: gr.Request = None
@@ -286,84 +197,133 @@ class ChatHandlers:
         if branch is None or branch == "":
             return {}
         session = self._workspace(request).chat
-        update = session.switch(as_whole(branch, "branch"))
-        view, stats = render_answer(self.engine, update, bool(show_template))
         shown = _without_last_answer(history)
+        session.check_last(normalize_history(shown))
+        update = session.switch(as_whole(branch, "branch"))
         answer = {"role": "assistant", "content": with_footer(update.text, answer_stats(update))}
-        return {
-            "history": [*shown, answer],
-            "token_view": view,
-            "status": stats,
-            "branch": self._branches(session),
-        }
+        return {"history": [*shown, answer], **self._screen(session, show_template)}
 
     def _stream(
         self,
         shown: list,
         session: ChatSession,
         stream: Iterator[ChatUpdate],
-        show_template: bool,
-        clear_box: bool,
+        show_template: Any,
+        before: dict[str, Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
+        """The answer as it streams. before: a new message's box and history, shown again (with
+        what went wrong) if no token of the answer comes; None for a fork or a continued path."""
         first: dict[str, Any] = {"status": "Waiting for the model…", "token_view": ""}
-        if clear_box:
-            first["message"] = ""  # cleared once; later updates leave what the user types
+        if before is not None:  # the message moves from the box to the chat, once: typing goes on
+            first.update(message="", history=shown)
         yield first
-        for update in stream:
-            if update.progress is not None:
-                yield {"status": progress_stats(update)}
-                continue
-            view, stats = render_answer(self.engine, update, show_template)
-            answer = with_footer(update.text, answer_stats(update)) if update.finished else update.text
-            values = {
-                "history": [*shown, {"role": "assistant", "content": answer}],
-                "token_view": view,
-                "status": stats,
-            }
-            if update.finished:
-                values["branch"] = self._branches(session)
-            yield values
+        answered = False
+        try:
+            for update in stream:
+                if update.progress is not None:
+                    yield {"status": progress_stats(update)}
+                    continue
+                answered = True
+                yield self._answer_values(shown, session, update, bool(show_template))
+        except Cancelled:  # Stop, Undo, Clear or a closed tab: the handler that stopped it shows why
+            return
+        except Exception as exc:  # nothing was answered: show the chat as it was, and why
+            if not answered:
+                back = " Your message is back in the box." if before is not None else ""
+                status = f"Not answered: {explain_exception(exc)}{back}"
+                yield {**self._screen(session, show_template), **(before or {}), "status": status}
+            raise
 
-    def chat_undo(self, history: list) -> dict[str, Any]:
-        """Remove the last exchange and put the user's message back in the box."""
+    def _answer_values(
+        self, shown: list, session: ChatSession, update: ChatUpdate, show_template: bool
+    ) -> dict[str, Any]:
+        view, stats = render_answer(self.engine, update, show_template)
+        answer = with_footer(update.text, answer_stats(update)) if update.finished else update.text
+        history = [*shown, {"role": "assistant", "content": answer}]
+        values = {"history": history, "token_view": view, "status": stats}
+        if update.finished:
+            values["branch"] = self._branches(session)
+        return values
+
+    def chat_undo(
+        self, history: list, show_template: bool = False, request: gr.Request = None
+    ) -> dict[str, Any]:
+        """Remove the last exchange and put the user's message back in the box; the tab forgets
+        that answer, and the one before it is the last again (its tokens, branches and numbers)."""
         history = list(history or [])
         while history and message_role(history[-1]) != "user":
             history.pop()
         last_user = normalize_history(history[-1:])[0]["content"] if history else ""
-        return {
-            "message": last_user,
-            "history": history[:-1],
-            "token_view": "",
-            "status": "",
-            "branch": _no_branches(),
-        }
+        history = history[:-1]
+        session = self._workspace(request).chat
+        _stopped(session, lambda: session.sync(normalize_history(history)))
+        return {"message": last_user, "history": history, **self._screen(session, show_template, history)}
 
-    def chat_clear(self) -> dict[str, Any]:
+    def chat_clear(self, request: gr.Request = None) -> dict[str, Any]:
+        """An empty chat; the tab forgets every answer (and stops one being written)."""
+        session = self._workspace(request).chat
+        _stopped(session, lambda: session.sync([]))
         return {"message": "", "history": [], "token_view": "", "status": "", "branch": _no_branches()}
 
-    def chat_stopped(self, history: list, status: str, request: gr.Request = None) -> dict[str, Any]:
-        """After Stop: cancel the model's work (within a chunk or a token) and say so under the
-        cut-off answer and in the statistics."""
-        self._workspace(request).chat.stop()
+    def chat_stopped(
+        self,
+        history: list,
+        status: str,
+        message: str = "",
+        show_template: bool = False,
+        request: gr.Request = None,
+    ) -> dict[str, Any]:
+        """After Stop: cancel the model's work (within a chunk or a token) and show the cut-off
+        answer as the tab kept it, marked "stopped: by you". Stopped before its first token, a
+        message goes back in the box (before what was typed since)."""
+        session = self._workspace(request).chat
+        ended = _stopped(session, session.stop)
         history = list(history or [])
-        if status.startswith(("Waiting", "Reading")):
-            return {"history": history, "status": "Stopped before the first token."}
+        if (status or "").startswith(("Waiting", "Reading")):
+            if not history or message_role(history[-1]) != "user":
+                return {"history": history, "status": "Stopped before the first token."}
+            typed = normalize_history(history[-1:])[0]["content"]
+            history.pop()
+            session.sync(normalize_history(history))
+            box = f"{typed}\n{message}" if (message or "").strip() else typed
+            status = "Stopped before the first token: your message is back in the box."
+            return {"history": history, "message": box, "status": status}
         if not status or "stopped:" in status:
             return {"history": history, "status": status}
+        shown, turn = _without_last_answer(history), session.turn
+        if ended and turn and turn.shown and normalize_history(shown) == turn.request.messages:
+            view, status = render_answer(self.engine, turn.shown, bool(show_template))
+            history = [*shown, {"role": "assistant", "content": turn.shown.text}]
+            values = {"token_view": view, "branch": self._branches(session)}
+        else:  # not an answer of this tab's (an API call's own history): mark the text given
+            values = {}
         first_line, _, notes = status.partition("\n\n")
-        first_line += " · stopped: by you"
+        first_line += "" if "stopped:" in first_line else " · stopped: by you"
         last = normalize_history(history[-1:])
         if last and last[0]["role"] == "assistant":
             history[-1] = {"role": "assistant", "content": with_footer(last[0]["content"], first_line)}
-        return {"history": history, "status": first_line + (f"\n\n{notes}" if notes else "")}
+        return {**values, "history": history, "status": first_line + (f"\n\n{notes}" if notes else "")}
 
     def show_answer(self, show_template: bool, request: gr.Request = None) -> dict[str, Any]:
         """Re-render the shown answer's token view when the template toggle changes."""
-        session = self._workspace(request).chat
-        update = session.updates.get(session.tip)
-        if update is None:
+        turn = self._workspace(request).chat.turn
+        if turn is None or turn.shown is None:
             return {}
-        return {"token_view": render_answer(self.engine, update, bool(show_template))[0]}
+        return {"token_view": render_answer(self.engine, turn.shown, bool(show_template))[0]}
+
+    def _screen(
+        self, session: ChatSession, show_template: Any, history: list | None = None
+    ) -> dict[str, Any]:
+        """The last answer's token view, statistics and branches (empty when there is none, or,
+        given the history on screen, when that answer is not its last one)."""
+        turn = session.turn
+        last = turn is not None and turn.shown is not None
+        if last and history is not None:
+            last = normalize_history(history)[:-1] == turn.request.messages
+        if not last:
+            return {"token_view": "", "status": "", "branch": _no_branches()}
+        view, stats = render_answer(self.engine, turn.shown, bool(show_template))
+        return {"token_view": view, "status": stats, "branch": self._branches(session)}
 
     def _workspace(self, request: gr.Request | None) -> Workspace:
         return self.workspaces.get(getattr(request, "session_hash", None))
@@ -381,7 +341,20 @@ def render_chat_trace(data: dict[str, Any]) -> dict[str, Any]:
     update = ChatUpdate.from_dict(data["update"])
     answer = {"role": "assistant", "content": with_footer(update.text, answer_stats(update))}
     view = legend_html() + answer_tokens_html(update.tokens, forkable=False)
-    return {"history": [*data["messages"], answer], "token_view": view, "status": answer_stats(update)}
+    history = [*shown_history(data["messages"]), answer]
+    return {"history": history, "token_view": view, "status": answer_stats(update)}
+
+
+def _stopped(session: ChatSession, stop: Callable[[], None]) -> bool:
+    """Stop the answer being written (stop: sync or stop) and wait until it has ended, and a
+    moment more: Gradio may still be sending its last update, which must land before what the
+    caller shows next (else a forgotten answer would paint itself back). False on a timeout."""
+    running = session.running
+    stop()
+    ended = session.wait_ended()
+    if running:
+        time.sleep(LAST_UPDATE_GRACE_S)
+    return ended
 
 
 def _without_last_answer(history: list) -> list:
@@ -405,7 +378,9 @@ def build_chat_tab(
     w: dict[str, Any] = {}
     with gr.Row():
         with gr.Column(scale=3):
-            w["history"] = gr.Chatbot(label="Conversation", height=380, buttons=["copy"], elem_id="chat-bot")
+            w["history"] = gr.Chatbot(  # no floating label: it would cover the top of a scrolled answer
+                label="Conversation", show_label=False, height=380, buttons=["copy"], elem_id="chat-bot"
+            )
             with gr.Row():
                 w["message"] = gr.Textbox(
                     label="Message",
@@ -439,7 +414,7 @@ def build_chat_tab(
             w["open_position"] = gr.Number(label="open position", precision=0, **hidden)
             w["open_step"] = gr.Button("Step by step from here", **hidden)
         with gr.Column(scale=1):
-            w.update(_build_controls(engine, settings))
+            w.update(build_controls(engine, settings))
     handlers = ChatHandlers(engine, settings, workspaces)
     _wire(handlers, w)
     return w, handlers
@@ -453,8 +428,9 @@ def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
     fork = connect(w["fork"].click, h.chat_fork, w, ANSWER_OUTPUTS, api_name="chat_fork", **once)
     clicked = connect(w["token_view"].select, h.fork_clicked, w, ANSWER_OUTPUTS, api_name=None, **once)
     w["answer_events"] = [send, retry, fork, clicked]
-    connect(w["stop"].click, h.chat_stopped, w, ["history", "status"], api_name="chat_stop", model=False,
-            cancels=w["answer_events"])  # fmt: skip
+    stops = {"model": False, "cancels": w["answer_events"]}  # Undo and Clear stop the answer too
+    stop_outputs = ["history", "status", "message", "token_view", "branch"]
+    connect(w["stop"].click, h.chat_stopped, w, stop_outputs, api_name="chat_stop", **stops)
     connect(
         w["branch"].input,
         h.chat_branch,
@@ -464,72 +440,7 @@ def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
         model=False,
     )
     connect(w["show_template"].change, h.show_answer, w, ["token_view"], api_name=None, model=False)
-    connect(w["undo"].click, h.chat_undo, w, ANSWER_OUTPUTS, api_name="chat_undo", model=False)
+    connect(w["undo"].click, h.chat_undo, w, ANSWER_OUTPUTS, api_name="chat_undo", **stops)
     connect(w["save_trace"].click, h.chat_trace, w, ["trace_file"], api_name="chat_trace", model=False)
-    connect(w["clear"].click, h.chat_clear, w, ANSWER_OUTPUTS, api_name="chat_clear", model=False)
-
-
-def _build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
-    """System prompt, sampling settings, max tokens, seed, template toggle."""
-    template_note = "" if engine.has_chat_template else " (this model has no chat template: unused)"
-    w: dict[str, Any] = {}
-    w["system_prompt"] = gr.Textbox(
-        "",
-        label="System prompt",
-        lines=2,
-        placeholder="(the model's own default)",
-        elem_classes=["stage-hide"],
-        info="Instructions the model sees before the conversation; empty = the model's default"
-        + template_note,
-    )
-    with gr.Accordion("Sampling", open=True):
-        w["temperature"] = UncheckedSlider(
-            0, 2, value=0.7, step=0.05, label="Temperature",
-            info="Divides the logits: <1 sharper, >1 flatter; 0 = greedy (always the top token)",
-        )  # fmt: skip
-        w["top_k"] = UncheckedSlider(
-            0,
-            200,
-            value=50,
-            step=1,
-            label="Top-k",
-            info="Keep only the k most likely tokens; 0 = off",
-            elem_classes=["stage-hide"],
-        )
-        w["top_p"] = UncheckedSlider(
-            0.01, 1, value=0.95, step=0.01, label="Top-p",
-            info="Keep the most likely tokens until their probabilities sum to p; 1 = off",
-            elem_classes=["stage-hide"],
-        )  # fmt: skip
-        w["min_p"] = UncheckedSlider(
-            0, 1, value=0.0, step=0.01, label="Min-p",
-            info="Drop tokens less likely than min-p × the top token's probability; 0 = off",
-            elem_classes=["stage-hide"],
-        )  # fmt: skip
-        w["repetition_penalty"] = UncheckedSlider(
-            0.5, 2, value=1.0, step=0.05, label="Repetition penalty",
-            info="Divides the score of tokens already in the text; >1 discourages repeats",
-            elem_classes=["stage-hide"],
-        )  # fmt: skip
-        limit = settings.max_new_tokens_limit
-        w["max_new_tokens"] = UncheckedSlider(
-            1,
-            limit,
-            value=min(256, limit),
-            step=1,
-            label="Max new tokens",
-            info="Longest answer, in tokens",
-            elem_classes=["stage-hide"],
-        )
-        w["seed"] = gr.Textbox(
-            "", label="Seed", placeholder="random",
-            info="Same seed + same settings = same answer; empty = a new random seed each time",
-            elem_classes=["stage-hide"],
-        )  # fmt: skip
-    w["show_template"] = gr.Checkbox(
-        False,
-        label="Show templated token stream",
-        info="The exact tokens the model sees, special tokens included",
-        elem_classes=["stage-hide"],
-    )
-    return w
+    connect(w["clear"].click, h.chat_clear, w, ANSWER_OUTPUTS, api_name="chat_clear", **stops)
+    connect(w["history"].clear, h.chat_clear, w, ANSWER_OUTPUTS, api_name=None, **stops)  # its bin icon

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -136,8 +138,70 @@ _INJECTED = {"self", "request", "progress", "event"}  # parameters Gradio fills 
 
 
 def input_names(fn: Callable) -> list[str]:
-    """The parameter names of a handler that stand for components (gr.Request and gr.Progress excluded)."""
-    return [name for name in inspect.signature(fn).parameters if name not in _INJECTED]
+    """The names of the components a handler reads, in order: its parameters (gr.Request and
+    gr.Progress excluded), a parameter annotated with a dataclass standing for its fields."""
+    groups = _groups(fn)
+    names: list[str] = []
+    for name in inspect.signature(fn).parameters:
+        if name in groups:
+            names += [f.name for f in dataclasses.fields(groups[name])]
+        elif name not in _INJECTED:
+            names.append(name)
+    return names
+
+
+def _groups(fn: Callable) -> dict[str, type]:
+    """A handler's parameters annotated with a dataclass (a group of components' values)."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except (NameError, TypeError):  # an annotation that only names a type for the type checker
+        return {}
+    return {
+        name: hint
+        for name, hint in hints.items()
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint)
+    }
+
+
+def grouped_inputs(fn: Callable) -> Callable:
+    """fn as Gradio calls it: one parameter per component, each group's fields in its place, and
+    the group rebuilt from them for fn. The API therefore names each field, as if fn had them."""
+    groups = _groups(fn)
+    if not groups:
+        return fn
+    hints = typing.get_type_hints(fn)
+    params: list[inspect.Parameter] = []
+    annotations: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.name not in groups:
+            params.append(param)
+            annotations[param.name] = hints.get(param.name, param.annotation)
+            continue
+        field_hints = typing.get_type_hints(groups[param.name])
+        for f in dataclasses.fields(groups[param.name]):
+            params.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+            annotations[f.name] = field_hints.get(f.name, Any)
+    flat = inspect.Signature(params)
+
+    def regroup(args: tuple, kwargs: dict) -> dict[str, Any]:
+        values = dict(flat.bind(*args, **kwargs).arguments)
+        for name, group in groups.items():
+            values[name] = group(**{f.name: values.pop(f.name) for f in dataclasses.fields(group)})
+        return values
+
+    if inspect.isgeneratorfunction(fn):
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            yield from fn(**regroup(args, kwargs))
+    else:
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(**regroup(args, kwargs))
+
+    functools.update_wrapper(wrapper, fn)
+    wrapper.__signature__ = flat  # type: ignore[attr-defined]
+    wrapper.__annotations__ = annotations  # resolved: Gradio finds gr.Request by its type
+    return wrapper
 
 
 def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
@@ -179,13 +243,15 @@ def connect(
     **event: Any,
 ) -> Any:
     """Wire fn to trigger (an event listener like button.click, or a list of them) by name: its
-    parameters name its input components, `outputs` the components its {name: value} results may set.
+    parameters name its input components (a parameter annotated with a dataclass: one component
+    per field, see grouped_inputs), `outputs` the components its {name: value} results may set.
 
     model: the event runs the model (the shared model queue, clear errors, a GPU on ZeroGPU).
     status: the component that shows queue position, estimate and progress, and the error mark, so
     that no error ever covers an input or the content (the message itself is a toast); an explicit
     show_progress_on=[...] (a move between tabs: both tabs' status lines) replaces it."""
-    handler = named_outputs(model_handler(fn) if model else friendly_errors(fn), widgets)
+    flat = grouped_inputs(fn)
+    handler = named_outputs(model_handler(flat) if model else friendly_errors(flat), widgets)
     options: dict[str, Any] = {**(model_event() if model else {"concurrency_limit": None}), **event}
     if api_name is None:
         options["api_visibility"] = "private"

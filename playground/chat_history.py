@@ -1,0 +1,82 @@
+"""The chat history as the Chatbot shows it, and as the model reads it.
+
+What the Chatbot shows carries display-only parts: a statistics footer under each answer, and
+each user message wrapped so that it shows as typed (the Chatbot renders Markdown and HTML).
+`normalize_history` removes both, so the model always reads the text itself.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import string
+from collections.abc import Sequence
+from typing import Any
+
+from playground.engine.prompts import Message
+
+# Each shown answer ends with its statistics in this footer; it is display only, and
+# normalize_history strips it so the model never sees it.
+FOOTER_START = "\n\n<sub>⏱ "
+# An answer of only whitespace comes back stripped, footer first; a footer left in would make the
+# next answer depend on its timings (how busy the server was).
+_FOOTER_PATTERN = re.compile(r"(?:\n\n|^\s*)<sub>⏱ .*?</sub>\s*$", re.DOTALL)
+
+# A user message is shown inside this span with every character Markdown or HTML could read
+# (punctuation, line breaks, tabs) as a character reference: `**bold**` and `<img>` show as typed.
+_USER_START = '<span class="user-text" style="white-space: pre-wrap">'
+_USER_END = "</span>"
+_USER_PATTERN = re.compile(re.escape(_USER_START) + r"(.*)" + re.escape(_USER_END), re.DOTALL)
+_LITERAL = frozenset(string.punctuation + "\n\r\t")
+
+
+def with_footer(text: str, footer: str) -> str:
+    """The answer text followed by its statistics line (shown under the answer)."""
+    return f"{text}{FOOTER_START}{footer}</sub>"
+
+
+def as_typed(text: str) -> str:
+    """A user message for the Chatbot: shown exactly as typed, no Markdown or HTML applied.
+    (Every character of the span is a character reference, so the Chatbot keeps it on one line.)"""
+    escaped = "".join(f"&#{ord(c)};" if c in _LITERAL else c for c in text)
+    return f"{_USER_START}{escaped}{_USER_END}"
+
+
+def shown_history(messages: Sequence[Message]) -> list[Message]:
+    """Plain messages (what the model reads) as the Chatbot shows them: user messages as typed."""
+    return [
+        {**m, "content": as_typed(m["content"])} if m.get("role") == "user" else dict(m) for m in messages
+    ]
+
+
+def normalize_history(history: Sequence[Any] | None) -> list[Message]:
+    """Chat history from Gradio 6 (content as a list of blocks) or the API (plain strings)
+    as plain {"role", "content": str} dicts, without the statistics footers and display wrapping."""
+    messages = []
+    for message in history or []:
+        role = message_role(message)
+        content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
+        if role not in {"user", "assistant", "system"}:
+            continue
+        text = _content_text(content)
+        if role == "assistant":
+            text = _FOOTER_PATTERN.sub("", text)
+        elif role == "user" and (typed := _USER_PATTERN.fullmatch(text)):
+            text = html.unescape(typed.group(1))
+        messages.append({"role": role, "content": text})
+    return messages
+
+
+def message_role(message: Any) -> str | None:
+    """The role of a history entry, whether a dict (API, Gradio) or a ChatMessage object."""
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return str(content.get("text", ""))
+    if isinstance(content, (list, tuple)):
+        return "".join(_content_text(block) for block in content)
+    return "" if content is None else str(content)
