@@ -12,7 +12,7 @@ The engine (playground.engine) is the only code that runs a model; chat, step, b
 lessons of "Under the hood" (playground.hood) are modules over it.
 """
 
-from playground import hood
+from playground import _quiet, hood  # noqa: F401  (_quiet first: before anything imports transformers)
 from playground.beam import BeamTree, beam_search
 from playground.chat import ChatRequest, ChatSession, run_chat, stream_chat
 from playground.engine import Engine, SamplingSettings, connect, load_model

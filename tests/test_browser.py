@@ -189,7 +189,10 @@ def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page
     page.get_by_label("Pruned candidates drawn per node").first.fill("1")  # else they fold into "+N"
     page.keyboard.press("Tab")
     page.get_by_role("button", name="Run beam search").click()
-    page.wait_for_function("document.querySelector('#beam-plot .js-plotly-plot')?.dataset.clickWired")
+    page.wait_for_function(  # static/plotclick.js flags a wired chart with data-click<N>
+        "Object.keys(document.querySelector('#beam-plot .js-plotly-plot')?.dataset || {})"
+        ".some(k => k.startsWith('click'))"
+    )
     prefix = page.get_by_label("Prefix (prompt + tokens up to the node)")
     page.wait_for_function("() => [...document.querySelectorAll('textarea')].some(t => t.value.length > 40)")
     best = prefix.input_value()  # the best hypothesis is chosen after a search

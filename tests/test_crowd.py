@@ -4,6 +4,7 @@ Gradio's state for it. The load test runs the workload of bench/bench_crowd.py a
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +64,24 @@ def crowd(url: str, ids: list[int], tabs: int) -> tuple[dict[int, list], list[st
     return {i: seen for i, seen, _, _ in results}, errors, wall, sum(s for _, _, s, _ in results)
 
 
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def same_but_last_digits(seen: object, alone: object) -> bool:
+    """The same text, token for token, and the same numbers up to one unit of their last printed
+    digit (a forward batched with other users' rows sums in another order: float noise, ~1e-6)."""
+    a, b = repr(seen), repr(alone)
+    if NUMBER.sub("#", a) != NUMBER.sub("#", b):
+        return False
+    for x, y in zip(NUMBER.findall(a), NUMBER.findall(b), strict=True):
+        decimals = len(x.partition(".")[2])
+        if decimals == 0 and x != y:  # ids, counts, positions: exact
+            return False
+        if abs(float(x.replace(",", "")) - float(y.replace(",", ""))) > 1.01 * 10**-decimals:
+            return False
+    return True
+
+
 def wait_until(condition: Callable[[], bool], seconds: float = 15.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -120,8 +139,8 @@ def test_a_real_model_crowd_gets_the_answers_it_would_get_alone(launched_app):
     alone = {i: session(launched_app, i, tabs=1)[0] for i in range(4)}
     seen, errors, _, _ = crowd(launched_app, [*range(4), *range(12, 16)], tabs=1)
     assert errors == []
-    for i, answer in seen.items():
-        assert answer == alone[i % 12], f"session {i} saw other answers in the crowd than alone"
+    for i, answer in seen.items():  # in one batch, rows round differently: the last printed digit
+        assert same_but_last_digits(answer, alone[i % 12]), f"session {i} saw other answers in the crowd"
     assert "Paris" in str(alone[0])  # the greedy chat answer of a real model
 
 

@@ -155,7 +155,8 @@ def test_the_view_runs_streams_and_saves_a_trace(embedded_lm):
     args = (PROMPT, " so happy, because he", 6, AT, RANK, "")
     shown = list(lessons.run("tf", *args))
     statuses = [s["tf_status"] for s in shown]
-    assert statuses[0].startswith("Running: 1 forward scored") and statuses[-1].startswith("Done")
+    assert statuses[0] == "Running: score in parallel, write in series…"  # before any work
+    assert statuses[1].startswith("Running: 1 forward scored") and statuses[-1].startswith("Done")
     assert any("free running: token" in s for s in statuses) and any("answer position" in s for s in statuses)
     last = shown[-1]
     assert "**1 forward**" in last["tf_summary"] and "One word changed" in last["tf_summary"]
@@ -182,4 +183,5 @@ def test_the_view_says_what_is_wrong_before_running(embedded_lm):
         with pytest.raises(PlaygroundError, match=message):
             for views in lessons.run("tf", *args):
                 shown.append(views)
-        assert shown == [{"tf_status": shown[0]["tf_status"]}] and shown[0]["tf_status"].startswith("Failed")
+        assert [views.keys() for views in shown] == [{"tf_status"}, {"tf_status"}]
+        assert shown[0]["tf_status"].startswith("Running") and shown[1]["tf_status"].startswith("Failed")

@@ -209,6 +209,7 @@ def test_an_engine_without_direct_forwards_still_tokenizes_and_says_why_the_cach
 def test_a_bad_text_in_the_view_is_a_failed_status_with_the_message(embedded_lm):
     lessons = Hood(embedded_lm)
     run = lessons.run("tok", "", "unbelievable", ENGLISH, CHINESE)
+    assert next(run)["tok_status"] == "Running: tokenize…"
     assert next(run)["tok_status"] == "Failed: The text is empty: type something to tokenize."
     with pytest.raises(PlaygroundError):
         next(run)

@@ -176,7 +176,8 @@ def test_status_line_names_path_warm_up_and_memory() -> None:
 
 def test_static_path_is_ready_on_cpu_without_graphs(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:
     eager, static = tiny_pair
-    assert eager.decode_path == "eager" and eager.describe_decode() == "Decode: eager (dynamic KV cache)"
+    assert eager.decode_path == "eager"
+    assert eager.describe_decode() == f"Decode: eager (dynamic KV cache) · {eager.batching_line}"
     assert static.decode_path == "static"
     line = static.describe_decode()
     assert line.startswith("Decode: static KV cache, eager steps (16–64 tokens) · warm-up ")
