@@ -1,6 +1,8 @@
 """Record the bundled gallery of traces (docs/traces/) with the embedded model.
 
-    .venv/bin/python scripts/make_traces.py [--out docs/traces]
+    .venv/bin/python scripts/make_traces.py [--out docs/traces] [--lessons order cb]
+
+--lessons records only those Under the hood lessons (by view key), leaving the rest as they are.
 
 Each trace is made by the same handlers the app uses, so replaying one shows what the live
 app showed. `python app.py --replay docs/traces` serves them with no model loaded.
@@ -18,6 +20,7 @@ import gradio as gr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from playground.engine.base import Engine
 from playground.engine.loading import load_model
 from playground.settings import load_settings
 from playground.ui.beam_tab import BeamHandlers
@@ -35,10 +38,22 @@ CAPITAL = "What is the capital of France?"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "traces"))
-    out = Path(parser.parse_args().out)
+    parser.add_argument("--lessons", nargs="*", help="only these lessons' traces (view keys)")
+    args = parser.parse_args()
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     engine = load_model(device="cpu")
     workspaces = Workspaces(engine)
+    if args.lessons is None:
+        record_tabs(engine, workspaces, out)
+    with gr.Blocks():  # the tab's components: its defaults and its figures' labels
+        widgets, hood = build_hood_tab(engine, workspaces, TabStates(), VIEWS)
+    record_hood(hood, widgets, out, args.lessons)
+    print(f"traces in {out}")
+
+
+def record_tabs(engine: Engine, workspaces: Workspaces, out: Path) -> None:
+    """The Chat, Step by step and Beam search traces."""
     chat, step, beam = (
         ChatHandlers(engine, load_settings(), workspaces),
         StepHandlers(engine, workspaces),
@@ -71,16 +86,14 @@ def main() -> None:
         progress=lambda *a, **k: None,
     )
     save(beam.beam_trace(), out / "beam-4x12.json")
-    with gr.Blocks():  # the tab's components: its defaults and its figures' labels
-        widgets, hood = build_hood_tab(engine, workspaces, TabStates(), VIEWS)
-    record_hood(hood, widgets, out)
-    print(f"traces in {out}")
 
 
-def record_hood(hood: HoodTab, widgets: dict, out: Path) -> None:
-    """One run of each Under the hood lesson with its widgets' default values."""
+def record_hood(hood: HoodTab, widgets: dict, out: Path, only: list[str] | None = None) -> None:
+    """One run of each Under the hood lesson (or of those named) with its widgets' default values."""
     tab = SimpleNamespace(session_hash="gallery")
     for view in VIEWS:
+        if only is not None and view.key not in only:
+            continue
         for _ in run_handler(hood, view)(*run_values(view, widgets), tab):
             pass
         save(hood.trace(view, tab), out / f"hood-{view.key}.json")

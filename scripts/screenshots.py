@@ -41,6 +41,7 @@ def main() -> None:
         page.wait_for_timeout(2000)
         page.screenshot(path=docs / "kv.png", full_page=True)
         page.get_by_role("tab", name="Under the hood").click()
+        page.locator("#hood-views").get_by_role("tab", name="What a token costs", exact=True).click()
         page.locator("#hood-kv-run").click()
         page.wait_for_function("document.querySelector('#hood-kv-status')?.innerText.includes('Done')")
         page.screenshot(path=docs / "hood.png", full_page=True)
