@@ -21,7 +21,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ import torch
 
 from playground.engine.base import DecodePlan, Progress
 from playground.engine.control import Control, check
-from playground.engine.forward import Advance, Forwarder, keep_rows
+from playground.engine.forward import Advance, Forwarder, drop_cache, keep_rows
 from playground.engine.kv_store import CacheEntry
 from playground.engine.probes import Probes
 from playground.engine.ragged import NO_MASK, RaggedCache, RaggedPlan, Segment, unsupported
@@ -40,6 +40,7 @@ from playground.errors import Cancelled, PlaygroundError
 LOG_ITERATIONS = 4096  # iterations the schedule log keeps
 MODES = ("continuous", "off")
 _DONE = object()  # a job's last message
+STOP_POLL_S = 0.2  # how often a caller waiting for its next token checks its Stop
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class Batcher:
         source = "greedy" if plan.settings.greedy else "sample"
         decoding = Decoding(plan, eos, context, seeded_generator(plan.seed, first.device), source=source)
         job = Job(name, entry, [], 1, control, decoding, rows=[first], seconds=spent, phase="choose")
-        self._submit(job)
+        self._submit(job, front=True)  # its prompt was read in the batch: it goes on before newcomers
         try:
             while (message := self._next(job)) is not _DONE:
                 yield message
@@ -209,21 +210,29 @@ class Batcher:
         self._submit(job)
         return job
 
-    def _submit(self, job: Job) -> None:
-        with self._wake:
-            self.waiting.append(job)
+    def _submit(self, job: Job, front: bool = False) -> None:
+        with self._wake:  # one lock for the queue and the thread: two arrivals start one thread
+            if front:
+                self.waiting.appendleft(job)
+            else:
+                self.waiting.append(job)
             self._wake.notify()
-        if self.threaded and (self._thread is None or not self._thread.is_alive()):
-            self._thread = threading.Thread(target=self._serve, name="playground-batcher", daemon=True)
-            self._thread.start()
+            if self.threaded and (self._thread is None or not self._thread.is_alive()):
+                self._thread = threading.Thread(target=self._serve, name="playground-batcher", daemon=True)
+                self._thread.start()
 
     def _next(self, job: Job) -> Any:
-        """The job's next message; Stop raises at once (what was made since is not handed out)."""
-        check(job.control)
-        message = job.out.get()
-        if isinstance(message, BaseException):
-            raise message
-        return message
+        """The job's next message; Stop raises at once, even while the job waits for its next
+        iteration (what was made since is not handed out)."""
+        while True:
+            check(job.control)
+            try:
+                message = job.out.get(timeout=STOP_POLL_S)
+            except queue.Empty:
+                continue
+            if isinstance(message, BaseException):
+                raise message
+            return message
 
     def _withdraw(self, job: Job) -> None:
         """The caller is done (or gone): the job leaves at the next iteration; wait until it has, so
@@ -244,7 +253,18 @@ class Batcher:
                     if idle and not (self.waiting or self.running):  # idle a minute: the thread ends
                         self._thread = None
                         return
-            self.step()
+            try:
+                self.step()
+            except Exception as exc:  # a bug must not leave every caller waiting: all hear of it
+                self._fail_all(exc)
+
+    def _fail_all(self, error: BaseException) -> None:
+        with self._wake:
+            jobs = [*self.running, *self.waiting]
+            self.waiting.clear()
+        for job in jobs:
+            _rewind(job)
+            self._finish(job, error)
 
     def step(self) -> bool:
         """One iteration: admit, schedule, one forward, hand out rows and tokens. False: nothing to do."""
@@ -252,13 +272,18 @@ class Batcher:
         plan = self._schedule()
         if not plan:
             return False
+        newest = max((job for job, _ in plan), key=lambda job: job.submitted)
         try:
-            logits, seconds = self._forward(plan)
+            logits, seconds = self._forward(plan, on_oom=lambda: _drop(newest))
         except PlaygroundError as exc:  # out of memory: the newest job is refused, the others retry
-            self._finish(max(self.running, key=lambda job: job.submitted), exc)
+            for job, _ in plan:
+                if job is not newest and not _rewind(job):
+                    self._finish(job, exc)
+            self._finish(newest, exc)
             return True
         except Exception as exc:  # never leave a caller waiting: the iteration's jobs get the error
             for job, _ in plan:
+                _rewind(job)
                 self._finish(job, exc)
             return True
         self._hand_out(plan, logits, seconds)
@@ -293,7 +318,7 @@ class Batcher:
                 budget -= n
         return plan
 
-    def _forward(self, plan: list[tuple[Job, int]]) -> tuple[torch.Tensor, float]:
+    def _forward(self, plan: list[tuple[Job, int]], on_oom: Callable[[], None]) -> tuple[torch.Tensor, float]:
         """The iteration's one forward: rows (kept, vocab) float32, in plan order."""
         ids, positions, segments, keep = [], [], [], []
         for job, n in plan:
@@ -314,8 +339,7 @@ class Batcher:
             )  # fmt: skip
             return out.logits[0].float()
 
-        on_oom = plan[-1][0]  # the newest job's cache is the one to drop
-        rows, seconds = self.forwarder.run(call, on_oom=lambda: _drop(on_oom))
+        rows, seconds = self.forwarder.run(call, on_oom=on_oom)
         return rows[: len(keep)], seconds
 
     @staticmethod
@@ -389,6 +413,22 @@ class Batcher:
 
 
 def _drop(job: Job) -> None:
-    from playground.engine.forward import drop_cache
-
     drop_cache(job.entry)
+
+
+def _rewind(job: Job) -> bool:
+    """After a forward that failed part way: some of the job's layers already hold this iteration's
+    keys and values, its ids don't. Cut each layer back to its ids (else later tokens would attend
+    to them twice). False: the cache could not be cut (then it is dropped)."""
+    cache, length = job.entry.cache, len(job.entry.ids)
+    if cache is None:
+        return False
+    try:
+        for layer in cache.layers:
+            extra = layer.get_seq_length() - length if layer.is_initialized else 0
+            if extra > 0:
+                layer.crop(-extra)
+    except (AttributeError, RuntimeError, ValueError, NotImplementedError):
+        drop_cache(job.entry)
+        return False
+    return True
