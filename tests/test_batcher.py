@@ -21,6 +21,7 @@ from playground.engine.sampling import SamplingSettings
 from playground.errors import Cancelled, PlaygroundError
 from playground.hood.continuous_batching import Arrival, continuous_batching
 from playground.step import StepSession
+from playground.ui.hood.continuous_batching import crowd
 
 GREEDY = SamplingSettings(temperature=0)
 MIXED = [
@@ -195,6 +196,22 @@ def test_an_unexpected_error_in_the_loop_reaches_the_caller_and_the_loop_goes_on
     assert isinstance(stream().out.get(timeout=60), ZeroDivisionError)
     monkeypatch.setattr(batcher_module, "final_scores", real)
     assert isinstance(stream().out.get(timeout=60), TokenRecord)
+
+
+def test_the_crowd_button_serves_its_users_in_the_batch_and_names_a_failure(embedded_lm, monkeypatch):
+    views = crowd(embedded_lm, 3)
+    assert views["crowd_status"].startswith("3 users served in **") and "failed" not in views["crowd_status"]
+    assert views["crowd_gantt"].data  # the schedule drawn
+    real = embedded_lm.stream
+
+    def second_fails(ids, plan, *, key, control):
+        if key.endswith("-2"):
+            raise PlaygroundError("simulated")
+        return real(ids, plan, key=key, control=control)
+
+    monkeypatch.setattr(embedded_lm, "stream", second_fails)
+    status = crowd(embedded_lm, 3)["crowd_status"]
+    assert status.startswith("2 users served") and "**1 of 3 failed**: user 2: simulated" in status
 
 
 def _messages(job) -> list:

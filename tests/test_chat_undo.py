@@ -103,6 +103,16 @@ def test_after_undo_branches_and_retry_stay_on_the_conversation_on_screen(tab):
     assert [len(t.request.messages) for t in tab.chat.turns] == [1]
 
 
+def test_a_retry_with_a_bad_value_keeps_the_answer_on_screen(tab):
+    """Retry refused for a bad seed: the engine still holds the answer the page shows."""
+    h, r = tab.handlers, tab.request
+    bad = ChatControls(temperature=0, max_new_tokens=12, seed="one")
+    with pytest.raises(PlaygroundError, match="seed"):
+        list(h.chat_retry(tab.second["history"], bad, r))
+    assert [len(t.request.messages) for t in tab.chat.turns] == [1, 3]
+    assert h.show_answer(False, r)["token_view"] == tab.second["token_view"]
+
+
 def test_clear_forgets_every_answer(tab):
     h, r = tab.handlers, tab.request
     assert h.chat_clear(r)["history"] == [] and h.show_answer(True, r) == {}

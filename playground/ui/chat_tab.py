@@ -101,6 +101,7 @@ class ChatHandlers:
         self, history: list, controls: ChatControls, request: gr.Request = None
     ) -> Iterator[dict[str, Any]]:
         """Answer the last user message again (its previous answer is dropped)."""
+        controls.request(normalize_history(history or []))  # a bad value is named before the undo
         undone = self.chat_undo(history, controls.show_template, request)
         if not undone["message"]:
             raise PlaygroundError("Nothing to retry yet: send a message first.")

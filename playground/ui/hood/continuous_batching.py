@@ -11,6 +11,7 @@ import gradio as gr
 
 from playground.engine.base import DecodePlan, Engine
 from playground.engine.batcher import Iteration
+from playground.engine.control import Control
 from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
 from playground.hood.continuous_batching import (
@@ -43,6 +44,7 @@ PRESETS = {
     ),
 }
 CROWD_TEXT = "Tell me one fact about the sea."
+CROWD_TIMEOUT_S = 120.0  # a crowd still running then is stopped (its model slot is needed)
 
 
 class ContinuousBatchingView(LessonView):
@@ -203,13 +205,17 @@ def crowd(lm: Engine, users: int) -> dict[str, Any]:
         raise PlaygroundError(f"users must be a whole number from 1 to 16, got {users}.")
     stamp, start = f"crowd-{time.time_ns()}", batcher.iterations
     ids = lm.tokenizer(CROWD_TEXT).input_ids
+    control, errors = Control(), []
     threads = [
-        threading.Thread(target=_one_user, args=(lm, ids, f"{stamp}-{i + 1}", i)) for i in range(users)
+        threading.Thread(target=_one_user, args=(lm, ids, f"{stamp}-{i + 1}", i, control, errors))
+        for i in range(users)
     ]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + CROWD_TIMEOUT_S
     for thread in threads:
-        thread.join(300)
+        thread.join(max(0.0, deadline - time.monotonic()))
+    control.cancel()  # the ones still running after the deadline stop at their next token
     log = [it for it in list(batcher.log) if it.index >= start]
     names = [f"user {i + 1}" for i in range(users)]
     shown = [
@@ -219,18 +225,21 @@ def crowd(lm: Engine, users: int) -> dict[str, Any]:
     ]
     rows = names + (["others"] if any(c.row == "others" for c in shown) else [])
     most = max((len(it.jobs) for it in log), default=0)
+    failed = f" **{len(errors)} of {users} failed**: {errors[0]}" if errors else ""
     return {
-        "crowd_status": f"{users} users served in **{len(log)} iterations** of the app's batch, up to "
-        f"**{most}** requests in one forward (others' requests, if any, are shown too).",
+        "crowd_status": f"{users - len(errors)} users served in **{len(log)} iterations** of the app's "
+        f"batch, up to **{most}** requests in one forward (others' requests, if any, are shown too).{failed}",
         "crowd_gantt": plots.gantt_figure(shown, rows, {}),
     }
 
 
-def _one_user(lm: Engine, ids: list[int], key: str, i: int) -> None:
+def _one_user(lm: Engine, ids: list[int], key: str, i: int, control: Control, errors: list[str]) -> None:
     plan = DecodePlan(SamplingSettings(temperature=0), 6 + 2 * (i % 4), seed=i)
     try:
-        for _ in lm.stream(ids, plan, key=key):
+        for _ in lm.stream(ids, plan, key=key, control=control):
             pass
+    except Exception as exc:  # each user's failure is counted and named, none stops the others
+        errors.append(f"user {i + 1}: {exc}")
     finally:
         lm.release(key)
 
