@@ -100,7 +100,7 @@ class Job:
     decoding: Decoding | None = None
     out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     rows: list[torch.Tensor] = field(default_factory=list)
-    seconds: float = 0.0  # model time of its reading (its share: the iterations it was in)
+    seconds: float = 0.0  # wall time of the iterations it was in since its last token (not a share)
     read: int = 0  # of pending, forwarded so far
     submitted: float = field(default_factory=time.perf_counter)
     gone: threading.Event = field(default_factory=threading.Event)  # left the batch

@@ -113,6 +113,10 @@ def unsupported(model: Any) -> str | None:
     reason = unsupported_reason(model)  # full attention everywhere, positions and a 4D mask taken
     if reason:
         return reason
+    config = getattr(model, "config", None)
+    for name in ("attn_logit_softcapping", "use_sinks"):  # ragged_attention implements neither
+        if getattr(getattr(config, "get_text_config", lambda: config)(), name, None):
+            return f"its attention uses {name}, which the batched attention does not implement"
     layers = [
         m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx")
     ]
