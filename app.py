@@ -145,6 +145,7 @@ def create_engine(settings: Settings) -> Any:
         trust_remote_code=settings.trust_remote_code,
         progress=print,
         decode=settings.decode if settings.compile else "eager",
+        batching=settings.batching,
     )
 
 

@@ -237,3 +237,12 @@ def test_the_lesson_is_identical_and_counts_its_padding_by_hand(embedded_lm):
     assert first[0].kind == "prefill" and first[0].tokens == 4  # the budget: 4 tokens per iteration
     assert all(sum(j.tokens for j in it.jobs) <= 4 for it in result.schedule)
     assert result.finished_at[1] > 2 and result.static_steps == [5, 3]
+
+
+def test_the_apps_engine_takes_the_batching_of_its_settings():
+    """app.create_engine passes settings.batching on (a bench's or a Space's override, not only the
+    environment variable)."""
+    import app
+    from playground.settings import load_settings
+
+    assert app.create_engine(load_settings(batching="off")).batcher is None

@@ -4,7 +4,6 @@ Gradio's state for it. The load test runs the workload of bench/bench_crowd.py a
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +13,7 @@ import pytest
 from conftest import make_tiny_llama
 from gradio_client import Client
 
-from bench.crowd_sessions import GREEDY_CHAT, launched, run_tab
+from bench.crowd_sessions import GREEDY_CHAT, launched, run_tab, same_but_last_digits
 from playground.chat import normalize_history, with_footer
 from playground.engine.base import DecodePlan
 from playground.engine.kv_store import CacheEntry, KVStore
@@ -62,24 +61,6 @@ def crowd(url: str, ids: list[int], tabs: int) -> tuple[dict[int, list], list[st
     wall = time.perf_counter() - started
     errors = [error for *_, error in results if error]
     return {i: seen for i, seen, _, _ in results}, errors, wall, sum(s for _, _, s, _ in results)
-
-
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def same_but_last_digits(seen: object, alone: object) -> bool:
-    """The same text, token for token, and the same numbers up to one unit of their last printed
-    digit (a forward batched with other users' rows sums in another order: float noise, ~1e-6)."""
-    a, b = repr(seen), repr(alone)
-    if NUMBER.sub("#", a) != NUMBER.sub("#", b):
-        return False
-    for x, y in zip(NUMBER.findall(a), NUMBER.findall(b), strict=True):
-        decimals = len(x.partition(".")[2])
-        if decimals == 0 and x != y:  # ids, counts, positions: exact
-            return False
-        if abs(float(x.replace(",", "")) - float(y.replace(",", ""))) > 1.01 * 10**-decimals:
-            return False
-    return True
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 15.0) -> bool:
