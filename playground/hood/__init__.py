@@ -13,6 +13,7 @@ from playground.hood import batching as _batching
 from playground.hood import kv_on_off as _kv_on_off
 from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
+from playground.hood import quantization as _quantization
 from playground.hood import sampling_order as _sampling_order
 from playground.hood import speculative as _speculative
 from playground.hood import tokens as _tokens
@@ -22,6 +23,13 @@ from playground.hood.common import Lesson, preset_ids, require
 from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
 from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
 from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
+from playground.hood.quantization import (
+    QuantizationResult,
+    QuantizationRun,
+    iter_quantization,
+    quantization,
+    quantized_weights,
+)
 from playground.hood.sampling_order import (
     Histogram,
     SamplingOrder,
@@ -41,6 +49,7 @@ LESSONS: tuple[Lesson, ...] = (
     _lens.LESSON,
     _speculative.LESSON,
     _batching.LESSON,
+    _quantization.LESSON,
 )
 
 __all__ = [
@@ -53,6 +62,8 @@ __all__ = [
     "LensView",
     "Lesson",
     "PrefillDecode",
+    "QuantizationResult",
+    "QuantizationRun",
     "SamplingOrder",
     "SpeculativeResult",
     "Token",
@@ -66,6 +77,7 @@ __all__ = [
     "iter_kv_on_off",
     "iter_lens",
     "iter_prefill_vs_decode",
+    "iter_quantization",
     "iter_sampling_order",
     "iter_speculative",
     "iter_tokens",
@@ -74,6 +86,8 @@ __all__ = [
     "logit_lens",
     "prefill_vs_decode",
     "preset_ids",
+    "quantization",
+    "quantized_weights",
     "require",
     "sample_histogram",
     "sampling_order",

@@ -10,6 +10,7 @@ from playground.ui.hood import (
     kv_on_off,
     lens,
     prefill_decode,
+    quantization,
     sampling_order,
     speculative,
     tokens,
@@ -26,6 +27,7 @@ VIEWS: tuple[LessonView, ...] = (
     lens.VIEW,
     speculative.VIEW,
     batching.VIEW,
+    quantization.VIEW,
 )
 
 __all__ = ["VIEWS", "HoodEnv", "HoodTab", "LessonView", "RunContext", "build_hood_tab"]
