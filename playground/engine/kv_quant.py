@@ -215,6 +215,9 @@ def main() -> None:
     if importlib.util.find_spec("optimum.quanto") is None:
         print("optimum-quanto is not installed: nothing to build")
         return
+    if quanto_kernel_built():
+        print(f"optimum-quanto kernel already built in {quanto_build_dir()}")
+        return
     quanto_kernel(torch.device("cpu"), report=print)
     print(f"optimum-quanto kernel ready in {quanto_build_dir()}")
 
