@@ -25,4 +25,4 @@ if [ ! -f "$stamp" ]; then
 fi
 # optimum-quanto's C++ kernel (the int4/int2 KV cache): compiled once per machine into the cache
 # folder (about 2 minutes on 2 cores), loaded from there afterwards.
-.venv/bin/python -m playground.engine.kv_quant
+.venv/bin/python -c "from playground.engine.kv_quant import main; main()"

@@ -16,7 +16,7 @@ Every format's bytes follow the KV tab's formula (playground/kv/) to the byte, s
 
 optimum-quanto unpacks int4/int2 with a C++ kernel it compiles on first use (about 2 minutes on 2
 cores). It is built once per machine into the playground's cache folder (PLAYGROUND_CACHE_DIR):
-scripts/setup.sh does it at set-up, `python -m playground.engine.kv_quant` does it by hand.
+scripts/setup.sh does it at set-up (`from playground.engine.kv_quant import main; main()`).
 """
 
 from __future__ import annotations

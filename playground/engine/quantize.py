@@ -240,10 +240,20 @@ def quantized_copy(model: Any, fmt: WeightFormat, spec: QuantSpec, free_bytes: i
     return QuantizedWeights(fmt, twin, estimate.weights, linear, total, time.perf_counter() - started)
 
 
-def quantize_for_serving(model: Any, name: str, device: torch.device, dtype: torch.dtype) -> WeightFormat:
-    """--quantize: replace the loaded model's decoder Linear layers in place (the float weights are
-    freed layer by layer); the format used."""
+def quantize_served(engine: Any, name: str, report: Callable[[str], None] | None = None) -> WeightFormat:
+    """--quantize: replace the engine's decoder Linear layers by name's, in place (the float weights
+    are freed layer by layer); sets engine.quantization and its header line; the format used."""
     fmt = weight_format(name)
-    quantize_layers(model, fmt, QuantSpec(device, dtype))
+    started, before = time.perf_counter(), model_bytes(engine.model)[0]
+    quantize_layers(engine.model, fmt, QuantSpec(engine.device, engine.dtype))
     release_memory()
+    after = model_bytes(engine.model)[0]
+    engine.quantization = fmt.name
+    engine.quantization_line = (
+        f"Weights: {fmt.label} ({fmt.library}, --quantize {fmt.name}) in the decoder's Linear layers · "
+        f"{after / 1e6:,.0f} MB of tensors, {before / 1e6:,.0f} MB as loaded · quantized in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    if report is not None:
+        report(engine.quantization_line)
     return fmt
