@@ -17,6 +17,7 @@ from playground.engine.quantize import weight_format
 from playground.errors import PlaygroundError
 from playground.hood.quantization import MAX_TEXT_TOKENS, quantization, quantized_weights
 from playground.kv import kv_cache_bytes
+from playground.ui.kv_measured_quant import measure_quantized
 
 TEXT = "The printing press spread across Europe within fifty years."
 NEW = 6
@@ -171,3 +172,15 @@ def test_bad_text_and_engines_get_one_clear_line(embedded_lm, monkeypatch):
     monkeypatch.setattr(embedded_lm, "quantization", "int8", raising=False)
     with pytest.raises(PlaygroundError, match="--quantize int8"):
         quantization(embedded_lm, [100, 200], kv="int4")
+
+
+@pytest.mark.parametrize("name", CACHES)
+def test_kv_tab_builds_a_quantized_cache_and_shows_its_bytes_next_to_the_formula(embedded_lm, name):
+    shown = measure_quantized(embedded_lm, name, 45)
+    assert "equal to the byte" in shown["measured_quant"] and f"### {name} cache" in shown["measured_quant"]
+    rows = shown["measure_quant_table"]
+    assert len(rows) == 30 and all(row[3] for row in rows)
+    formula = kv_cache_bytes(embedded_lm.config, 45, 1, name, "transformers", scale_dtype="float32")
+    assert sum(row[2] for row in rows) == formula
+    with pytest.raises(PlaygroundError, match="Prompt length must be 1 to 8,192"):
+        measure_quantized(embedded_lm, name, 0)

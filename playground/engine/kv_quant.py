@@ -210,6 +210,22 @@ def cache_bytes(cache: Any) -> CacheBytes:
     return CacheBytes(tuple(sizes), quantized, residual)
 
 
+def measure_quantized(engine: Any, name: str, seq_len: int, seed: int = 0) -> CacheBytes:
+    """Fill a QuantizedCache in format name by one forward of the engine's model over seq_len
+    synthetic ids (through the engine's probes, in its prefill chunks); the bytes it holds."""
+    from playground.engine.probes import ProbeSequence
+
+    fmt, probes = kv_format(name), engine.probes
+    if probes is None:
+        raise PlaygroundError(f"The {engine.kind} engine cannot build a cache here.")
+    sequence = ProbeSequence(
+        probes, probes.model, None, lambda: quantized_cache(engine.config, fmt, probes.device)
+    )
+    generator = torch.Generator().manual_seed(seed)
+    sequence.advance(torch.randint(0, engine.vocab_size, (seq_len,), generator=generator).tolist())
+    return cache_bytes(sequence.cache)
+
+
 def main() -> None:
     """Build quanto's C++ kernel into the cache folder (scripts/setup.sh runs this once)."""
     if importlib.util.find_spec("optimum.quanto") is None:

@@ -46,7 +46,7 @@ from playground.engine.quantize import (
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, fits_context, require, whole_in_range
 from playground.hood.quant_runs import Walk, compare, nll, quantized_walk, reference_walk
-from playground.kv import kv_cache_bytes
+from playground.kv import kv_cache_bytes, quantized_prediction
 
 __all__ = ["LADDER", "LESSON", "QuantizationResult", "QuantizationRun", "iter_quantization", "quantization"]
 
@@ -411,12 +411,7 @@ def _result(
 def _quantized_formula(lm: Engine, fmt: KVFormat, quantized: int, residual: int, dtype: str) -> int:
     """The KV tab's formula for a quantized cache: its quantized tokens in fmt (scales in the model's
     dtype), plus the residual window in the model's dtype."""
-    held = (
-        kv_cache_bytes(lm.config, quantized, 1, fmt.name, "transformers", scale_dtype=dtype)
-        if quantized
-        else 0
-    )
-    return held + (kv_cache_bytes(lm.config, residual, 1, dtype, "transformers") if residual else 0)
+    return sum(quantized_prediction(lm.config, fmt.name, quantized, residual, dtype))
 
 
 def _element_bits(dtype: str) -> int:
