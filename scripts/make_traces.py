@@ -1,6 +1,8 @@
 """Record the bundled gallery of traces (docs/traces/) with the embedded model.
 
-    .venv/bin/python scripts/make_traces.py [--out docs/traces]
+    .venv/bin/python scripts/make_traces.py [--out docs/traces] [--hood quant,kv]
+
+--hood records only those Under the hood lessons (their view keys), nothing else.
 
 Each trace is made by the same handlers the app uses, so replaying one shows what the live
 app showed. `python app.py --replay docs/traces` serves them with no model loaded.
@@ -34,10 +36,17 @@ CAPITAL = "What is the capital of France?"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "traces"))
-    out = Path(parser.parse_args().out)
+    parser.add_argument("--hood", default="", help="only these Under the hood views (keys, comma-separated)")
+    args = parser.parse_args()
+    out, only = Path(args.out), [key for key in args.hood.split(",") if key]
     out.mkdir(parents=True, exist_ok=True)
     engine = load_model(device="cpu")
     workspaces = Workspaces(engine)
+    if only:
+        with gr.Blocks():
+            widgets, hood = build_hood_tab(engine, workspaces, TabStates(), VIEWS)
+        record_hood(hood, widgets, out, only)
+        return
     chat, step, beam = (
         ChatHandlers(engine, load_settings(), workspaces),
         StepHandlers(engine, workspaces),
@@ -76,10 +85,10 @@ def main() -> None:
     print(f"traces in {out}")
 
 
-def record_hood(hood: HoodTab, widgets: dict, out: Path) -> None:
-    """One run of each Under the hood lesson with its widgets' default values."""
+def record_hood(hood: HoodTab, widgets: dict, out: Path, only: list[str] | None = None) -> None:
+    """One run of each Under the hood lesson (or those in only) with its widgets' default values."""
     tab = SimpleNamespace(session_hash="gallery")
-    for view in VIEWS:
+    for view in (v for v in VIEWS if not only or v.key in only):
         for _ in run_handler(hood, view)(*run_values(view, widgets), tab):
             pass
         save(hood.trace(view, tab), out / f"hood-{view.key}.json")
