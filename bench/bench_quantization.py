@@ -1,7 +1,7 @@
 """Quantization: the lesson's ladder against float32 in one run, then --quantize's decode speed.
 
     python -m bench.bench_quantization [--device cpu|cuda] [--tokens 32] [--text-tokens 200]
-        [--formats hqq8,hqq4,...] [--serve int8,nf4] [--threads 1] [--repeats 3]
+        [--formats hqq8,hqq4,...] [--serve int8,hqq4] [--threads 1] [--repeats 3]
 
 1. One run of playground.hood.quantization.iter_quantization over a text (the reference is the
    loaded model): per format bits, bytes, mean / p99 KL, top-1 agreement, perplexity and the decode
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32, help="new tokens (ladder and generate)")
     parser.add_argument("--text-tokens", type=int, default=200, help="tokens of the text the ladder reads")
     parser.add_argument("--formats", default=",".join(LADDER), help="the ladder, comma-separated")
-    parser.add_argument("--serve", default="int8,nf4", help="--quantize formats to time ('' for none)")
+    parser.add_argument("--serve", default="int8", help="--quantize formats to time ('' for none)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
     if args.threads:

@@ -21,7 +21,7 @@ from playground.ui.kv_measured_quant import measure_quantized
 
 TEXT = "The printing press spread across Europe within fifty years."
 NEW = 6
-WEIGHTS = ("hqq8", "hqq4", "hqq3", "hqq2", "int8", "nf4")
+WEIGHTS = ("hqq8", "hqq4", "hqq3", "hqq2", "int8")
 CACHES = ("fp8", "int8", "int4", "int2")
 
 

@@ -107,8 +107,8 @@ def load_model(
     = settings.decode (PLAYGROUND_DECODE, default auto), or eager when settings.compile is off
     (--no-compile, PLAYGROUND_COMPILE=0). The static path is prepared (graphs captured, checked,
     warmed up) as the last loading step. batching: "continuous" or "off"; None = settings.batching
-    (PLAYGROUND_BATCHING, default continuous). quantize: serve on quantized weights ("int8", "nf4",
-    "hqq4", ...: engine/quantize.py); None = settings.quantize (PLAYGROUND_QUANTIZE), as loaded.
+    (PLAYGROUND_BATCHING, default continuous). quantize: serve on quantized weights ("int8", "hqq4",
+    ...: engine/quantize.py); None = settings.quantize (PLAYGROUND_QUANTIZE), as loaded.
     """
     report = progress or (lambda message: log.info(message))
     settings = load_settings()

@@ -1,7 +1,7 @@
 """Bytes that quantized weights and caches really hold, counted on their tensors.
 
 A quantization library keeps its numbers in many places: packed integers as a parameter (HQQ's
-`W_q`), scales and zeros in a dict (HQQ's `meta`), a `quant_state` (bitsandbytes), or tensor
+`W_q`), scales and zeros in a dict (HQQ's `meta`), or tensor
 subclasses whose inner tensors are the data, the scales and the shifts (optimum-quanto's QTensor,
 torchao's quantized tensors). `tensors_in` walks all of them down to plain tensors, and
 `unique_bytes` sums each storage once (a tied embedding and LM head count once).
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-LIBRARIES = ("hqq", "bitsandbytes", "optimum", "torchao")  # whose plain objects may hold tensors
+LIBRARIES = ("hqq", "optimum", "torchao")  # whose plain objects may hold tensors
 MAX_DEPTH = 8
 
 
@@ -55,10 +55,6 @@ def _tensor_parts(tensor: torch.Tensor, depth: int, seen: set[int]) -> Iterator[
             return
     if tensor.device.type != "meta":
         yield tensor
-    for extra in ("quant_state", "SCB"):  # bitsandbytes keeps scales next to the packed data
-        value = getattr(tensor, extra, None)
-        if value is not None:
-            yield from tensors_in(value, depth + 1, seen)
 
 
 def _library_object(obj: Any) -> bool:

@@ -9,10 +9,11 @@ What is quantized: every nn.Linear inside the decoder layers (the attention and 
   and a zero per group in the model's dtype; its half-quadratic optimiser is off (plain min-max
   rounding: about 1 s per copy here instead of a minute). Runs on CPU and CUDA; it dequantizes a
   layer on every forward, so it is no faster than float32.
-- int8: torchao `Int8WeightOnlyConfig`, one int8 per weight and a scale per output row. About as
-  fast as float32 on a CPU, near lossless.
-- nf4: bitsandbytes 4-bit NormalFloat, blocks of 64 (the QLoRA format): the only format measured
-  faster than float32 on a 2-core CPU (about 1.3x).
+- int8: torchao `Int8WeightOnlyConfig`, one int8 per weight and a scale per output row. As fast
+  as float32 or a little faster on a CPU (1.1-1.2x measured), near lossless: the --quantize format.
+
+bitsandbytes nf4 was tried and left out: on the 2-core CPU it decoded at 0.64-0.74x float32 on a
+quiet machine (faster only under heavy load), for a 130 MB install; HQQ 4-bit is the 4-bit rung.
 
 A lesson's copy is a weight-sharing twin of the engine's model (engine/probes.py) whose decoder
 Linear layers are replaced by quantized ones: it holds only the new quantized tensors, and its
@@ -95,17 +96,6 @@ def _torchao_int8(linear: torch.nn.Module, spec: QuantSpec) -> torch.nn.Module:
     return twin
 
 
-def _bnb_nf4(linear: torch.nn.Module, spec: QuantSpec) -> torch.nn.Module:
-    import bitsandbytes as bnb
-
-    layer = bnb.nn.Linear4bit(linear.in_features, linear.out_features, bias=linear.bias is not None,
-                              compute_dtype=spec.dtype, quant_type="nf4", device="meta")  # fmt: skip
-    layer.weight = bnb.nn.Params4bit(linear.weight.data.clone(), requires_grad=False, quant_type="nf4")
-    if linear.bias is not None:
-        layer.bias = linear.bias
-    return layer.to(spec.device)  # bitsandbytes quantizes on the move to the device
-
-
 HQQ_NOTE = "groups of 64, a scale and a zero each in the model's dtype; dequantized on every forward"
 BOTH = ("cpu", "cuda")
 _FORMATS = [
@@ -116,10 +106,6 @@ _FORMATS = [
 _FORMATS.append(
     WeightFormat("int8", "torchao int8", "torchao", "torchao", 8, 8.06, BOTH,
                  "one int8 per weight, a scale per output row; int8 matmul kernels", _torchao_int8)
-)  # fmt: skip
-_FORMATS.append(
-    WeightFormat("nf4", "bnb nf4", "bitsandbytes", "bitsandbytes", 4, 4.15, BOTH,
-                 "4-bit NormalFloat in blocks of 64 (QLoRA); native 4-bit kernels", _bnb_nf4)
 )  # fmt: skip
 WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in _FORMATS}
 SERVING_FORMATS = tuple(WEIGHT_FORMATS)  # every one can serve the app (--quantize)

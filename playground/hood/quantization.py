@@ -52,9 +52,9 @@ __all__ = ["LADDER", "LESSON", "QuantizationResult", "QuantizationRun", "iter_qu
 
 MAX_TEXT_TOKENS = 512
 MAX_NEW_TOKENS = 64
-# The view's default ladder: weights at 8, 4, 3 and 2 bits, the two fast serving formats, and the
+# The view's default ladder: weights at 8, 4, 3 and 2 bits, the --quantize int8 format, and the
 # KV cache at 8, 4 and 2 bits ("kv-<dtype>"); "hqq4+kv-int4" quantizes both.
-LADDER = ("hqq8", "hqq4", "hqq3", "hqq2", "int8", "nf4", "kv-fp8", "kv-int8", "kv-int4", "kv-int2")
+LADDER = ("hqq8", "hqq4", "hqq3", "hqq2", "int8", "kv-fp8", "kv-int8", "kv-int4", "kv-int2")
 
 
 @dataclass(frozen=True)
@@ -394,10 +394,9 @@ def _result(
         formula = kv_cache_bytes(lm.config, max(held.residual_tokens, 1), 1, run.dtype, "transformers")
     else:
         formula = _quantized_formula(lm, one.kv, held.quantized_tokens, held.residual_tokens, run.dtype)
-    if copy is not None:
-        bits = copy.bits_per_weight
-    else:
-        bits = _element_bits(run.dtype) * held.total / max(run.reference_kv_bytes, 1)
+    bits = (
+        copy.bits_per_weight if copy is not None else _kv_bits(lm, one.kv, held.quantized_tokens, run.dtype)
+    )
     walk.sequence = None
     return QuantizationResult(
         one.key, one.label, one.library, len(run.text_ids), bits, same.kl, same.top1, same.nll,
@@ -414,8 +413,14 @@ def _quantized_formula(lm: Engine, fmt: KVFormat, quantized: int, residual: int,
     return sum(quantized_prediction(lm.config, fmt.name, quantized, residual, dtype))
 
 
-def _element_bits(dtype: str) -> int:
-    return {"float32": 32, "float16": 16, "bfloat16": 16}.get(dtype, 32)
+def _kv_bits(lm: Engine, fmt: KVFormat | None, quantized: int, dtype: str) -> float:
+    """Bits per cached value of a KV format (scales and zeros included), from the formula at the
+    tokens it holds quantized (64 when none yet); the model's dtype without a KV format."""
+    tokens = quantized or 64
+    plain = kv_cache_bytes(lm.config, tokens, 1, "float32", "transformers")  # 4 bytes per value
+    if fmt is None:
+        return 32 * kv_cache_bytes(lm.config, tokens, 1, dtype, "transformers") / plain
+    return 32 * sum(quantized_prediction(lm.config, fmt.name, tokens, 0, dtype)) / plain
 
 
 LESSON = Lesson("quantization", "Quantization, token by token", (), iter_quantization)

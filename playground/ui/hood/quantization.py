@@ -56,7 +56,7 @@ class QuantizationView(LessonView):
     run_label = "Run: every format against the model"
     explain = (
         "Fewer bits per weight or per cached value move fewer bytes, at some cost in precision. Here each "
-        "format is a real copy of the loaded model (HQQ, torchao, bitsandbytes; the KV cache through "
+        "format is a real copy of the loaded model (HQQ, torchao; the KV cache through "
         "transformers' QuantizedCache), run on the same text: the **KL divergence** from the model at every "
         "token, where the first top token flips, and how the two greedy continuations part."
     )
