@@ -12,10 +12,17 @@ import torch
 from hood_helpers import generate_greedy
 from transformers import DynamicCache, QuantizedCache
 
+from playground.engine.control import run_to_end
 from playground.engine.kv_quant import KV_FORMATS, cache_bytes, kv_format, quantized_cache
 from playground.engine.quantize import weight_format
 from playground.errors import PlaygroundError
-from playground.hood.quantization import MAX_TEXT_TOKENS, quantization, quantized_weights
+from playground.hood.quantization import (
+    MAX_TEXT_TOKENS,
+    Rung,
+    iter_quantization,
+    quantization,
+    quantized_weights,
+)
 from playground.kv import kv_cache_bytes
 from playground.ui.kv_measured_quant import measure_quantized
 
@@ -58,31 +65,27 @@ def text_ids(embedded_lm) -> list[int]:
 
 @pytest.fixture(scope="module")
 def measured(embedded_lm, text_ids):
-    """Every format against the model, with the KL recomputed from the two models' own logits."""
-    out = {}
-    for name in WEIGHTS:
-        copy = quantized_weights(embedded_lm, name)
-        try:
-            result = quantization(embedded_lm, text_ids, weights=copy, new_tokens=NEW)
-            reference = forward_cached(
-                embedded_lm, embedded_lm.model, DynamicCache(), text_ids, result.reference_ids
-            )
-            quantized = forward_cached(
-                embedded_lm, copy.model, DynamicCache(), text_ids, result.reference_ids
-            )
-            again = kl_from_logits(reference, quantized)
-        finally:
+    """Every format against the model in one ladder (copies made beforehand, so that their logits
+    can be recomputed), with the KL recomputed from the two models' own logits."""
+    copies = {name: quantized_weights(embedded_lm, name) for name in WEIGHTS}
+    try:
+        ladder = [Rung(copy, None) for copy in copies.values()] + [f"kv-{name}" for name in CACHES]
+        run = run_to_end(iter_quantization(embedded_lm, text_ids, ladder, NEW))
+        results = {r.key: r for r in run.results}
+        continuation = run.reference_ids
+        reference = forward_cached(embedded_lm, embedded_lm.model, DynamicCache(), text_ids, continuation)
+        out = {}
+        for name, copy in copies.items():
+            quantized = forward_cached(embedded_lm, copy.model, DynamicCache(), text_ids, continuation)
+            out[name] = (results[name], kl_from_logits(reference, quantized))
+    finally:
+        for copy in copies.values():
             copy.free()
-        out[name] = (result, again)
     for name in CACHES:
-        result = quantization(embedded_lm, text_ids, kv=name, new_tokens=NEW)
-        reference = forward_cached(
-            embedded_lm, embedded_lm.model, DynamicCache(), text_ids, result.reference_ids
-        )
         fmt = kv_format(name)
         cache = QuantizedCache(fmt.backend, embedded_lm.config, **fmt.options)
-        quantized = forward_cached(embedded_lm, embedded_lm.model, cache, text_ids, result.reference_ids)
-        out[f"kv-{name}"] = (result, kl_from_logits(reference, quantized))
+        quantized = forward_cached(embedded_lm, embedded_lm.model, cache, text_ids, continuation)
+        out[f"kv-{name}"] = (results[f"kv-{name}"], kl_from_logits(reference, quantized))
     return out
 
 
