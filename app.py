@@ -3,6 +3,7 @@
 Options (each also settable as an environment variable):
   --model   PLAYGROUND_MODEL   Hub id, local dir or .gguf path (default: the embedded SmolLM2-135M-Instruct)
   --draft-model PLAYGROUND_DRAFT_MODEL  a model with the same tokenizer: the speculative-decoding draft
+  --quantize PLAYGROUND_QUANTIZE  serve on quantized weights: int8 (torchao), hqq8/4/3/2 (slower)
   --device  PLAYGROUND_DEVICE  auto, cpu, cuda, cuda:N, mps (default auto)
   --host    PLAYGROUND_HOST    interface to listen on (default 127.0.0.1)
   --port    PLAYGROUND_PORT    port (default 7860)
@@ -49,6 +50,10 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         help="a smaller model with the same tokenizer: the draft for speculative decoding (default: none)",
     )
     parser.add_argument("--device", default=defaults.device, help="auto, cpu, cuda, cuda:N or mps")
+    parser.add_argument(
+        "--quantize", default=defaults.quantize, metavar="FORMAT",
+        help="serve on quantized weights: int8 (torchao), hqq8, hqq4, hqq3, hqq2",
+    )  # fmt: skip
     parser.add_argument(
         "--dtype", default=defaults.dtype, help="float32, float16 or bfloat16 (default: auto)"
     )
@@ -146,6 +151,7 @@ def create_engine(settings: Settings) -> Any:
         progress=print,
         decode=settings.decode if settings.compile else "eager",
         batching=settings.batching,
+        quantize=settings.quantize,
     )
 
 

@@ -22,6 +22,9 @@ class Settings:
     model: str | None = None
     # A second, smaller model with the same tokenizer: a draft for speculative decoding ("Under the hood").
     draft_model: str | None = None
+    # Serve on quantized weights (the decoder's Linear layers): int8 (torchao), hqq8/4/3/2 (slower
+    # on a CPU); None = as loaded. The lesson "Quantization" needs the model as loaded, so it is off then.
+    quantize: str | None = None
     # "auto" picks cuda, then mps, then cpu.
     device: str = "auto"
     # Weights dtype; None = float32 on cpu, bfloat16 on cuda/mps.

@@ -91,11 +91,21 @@ def test_every_forward_of_every_tab_and_lesson_goes_through_the_forwarder(embedd
             beam_search(embedded_lm, "Hello", 2, 3, include_greedy=True)
         with forwards.running("kv measure"):
             kv.measure_vs_predicted(embedded_lm, 8)
+        with forwards.running("kv measure quantized"):
+            kv.measure_quantized_vs_predicted(embedded_lm, "int4", 8)
         with forwards.running("warm-up"):
             embedded_lm.warm_up()
         run_every_lesson(embedded_lm, forwards)
     assert forwards.outside == []
-    features = ["chat", "step", "beam", "kv measure", "warm-up", *(f"lesson {v.key}" for v in VIEWS)]
+    features = [
+        "chat",
+        "step",
+        "beam",
+        "kv measure",
+        "kv measure quantized",
+        "warm-up",
+        *(f"lesson {v.key}" for v in VIEWS),
+    ]
     assert [f for f in features if forwards.by_feature[f] == 0] == []  # each really ran the model
     assert forwards.by_feature["lesson spec early exit"] > 0
 

@@ -135,6 +135,24 @@ def test_batching_view(hood):
         hood.last("batch", "a\n" * 20, 17, 4, True)
 
 
+def test_quantization_view_streams_each_format_then_forks_and_the_table(hood):
+    text = "The capital of France is Paris, and the capital of Italy is"
+    updates = list(hood.run("quant", text, ["hqq2", "kv-int4"], 3))
+    phases = [u["quant_status"] for u in updates if "quant_status" in u]
+    assert any("reference (float32)" in p for p in phases) and any("1/2 HQQ 2-bit" in p for p in phases)
+    final = updates[-1]
+    assert set(final) == outputs(hood, "quant")
+    table = final["quant_table"]
+    assert [row[0] for row in table] == ["float32 (the loaded model)", "HQQ 2-bit", "KV int4 (quanto)"]
+    assert table[1][2] == 3.0 and table[1][3] < table[0][3]  # 3 bits per weight with scales, fewer MB
+    assert "Q4_1" in final["quant_summary"] and "HQQ 2-bit</b> parts at token 1" in final["quant_fork"]
+    assert "equal the KV tab's formula" in final["quant_summary"]
+    with pytest.raises(PlaygroundError, match="The text is empty"):
+        hood.last("quant", "  ", ["hqq4"], 3)
+    with pytest.raises(PlaygroundError, match="Choose at least one format"):
+        hood.last("quant", "Hello", [], 3)
+
+
 def test_api_endpoints_are_named(app_client):
     endpoints = app_client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     names = ["kv_on_off", "prefill_decode", "attention", "attention_focus", "lens", "lens_candidates"]

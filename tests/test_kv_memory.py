@@ -270,9 +270,9 @@ def test_jamba_style_attention_indices_without_model_type():
         ("float32", 512),
         ("float16", 256),
         ("bfloat16", 256),
-        ("fp8", 128),
-        ("int8", 128),
-        ("int4", 64),
+        ("int8", 128 + 8),  # QuantizedCache: + a float16 scale and zero per 64 values (2 groups per row)
+        ("int4", 64 + 8),
+        ("int2", 32 + 8),
         ("q8_0", 4 * 34),
         ("q4_0", 4 * 18),
     ],
@@ -280,6 +280,17 @@ def test_jamba_style_attention_indices_without_model_type():
 def test_dtypes_per_128_value_row(dtype, row_bytes):
     # a 128-value row: float16 = 256 B; q8_0 = 4 blocks × (32 + 2) B; q4_0 = 4 blocks × (16 + 2) B
     assert kv_cache_bytes(llama(), 10, 3, dtype=dtype) == 2 * 32 * 8 * 10 * 3 * row_bytes
+
+
+def test_fp8_adds_one_float32_scale_per_layer_for_keys_and_one_for_values():
+    assert kv_cache_bytes(llama(), 10, 3, dtype="fp8") == 2 * 32 * 8 * 10 * 3 * 128 + 2 * 32 * 4
+
+
+def test_group_scales_follow_the_model_dtype():
+    # int4 in a float32 model: a float32 scale and zero per 64 values, 128-value rows = 2 groups
+    assert kv_cache_bytes(llama(), 10, 3, dtype="int4", scale_dtype="float32") == 2 * 32 * 8 * 10 * 3 * (
+        64 + 16
+    )
 
 
 def test_dtype_aliases():

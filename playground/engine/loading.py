@@ -26,6 +26,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from playground.engine.batcher import BatchConfig
 from playground.engine.local import LocalEngine
+from playground.engine.quantize import quantize_served
 from playground.engine.static import StaticConfig
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
@@ -96,6 +97,7 @@ def load_model(
     progress: LoadProgressFn | None = None,
     decode: str | None = None,
     batching: str | None = None,
+    quantize: str | None = None,
 ) -> LocalEngine:
     """Load a causal LM for the playground: the in-process engine every feature runs on.
 
@@ -105,7 +107,8 @@ def load_model(
     = settings.decode (PLAYGROUND_DECODE, default auto), or eager when settings.compile is off
     (--no-compile, PLAYGROUND_COMPILE=0). The static path is prepared (graphs captured, checked,
     warmed up) as the last loading step. batching: "continuous" or "off"; None = settings.batching
-    (PLAYGROUND_BATCHING, default continuous).
+    (PLAYGROUND_BATCHING, default continuous). quantize: serve on quantized weights ("int8", "hqq4",
+    ...: engine/quantize.py); None = settings.quantize (PLAYGROUND_QUANTIZE), as loaded.
     """
     report = progress or (lambda message: log.info(message))
     settings = load_settings()
@@ -149,6 +152,8 @@ def load_model(
         static_config=static,
         batching=BatchConfig(batching or settings.batching, settings.batch_size, settings.batch_tokens),
     )
+    if quantize or settings.quantize:
+        quantize_served(loaded, quantize or settings.quantize, report)
     report(f"Loaded {loaded.describe()}")
     loaded.prepare_decode(report)
     return loaded

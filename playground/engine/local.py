@@ -74,6 +74,8 @@ class LocalEngine:
     """A transformers model in this process (CPU, CUDA or MPS): the app's default engine."""
 
     kind = "transformers"
+    quantization: str | None = None  # --quantize: the weights format served (engine/quantize.py)
+    quantization_line = ""  # its header line: format, library, bytes before and after
 
     def __init__(
         self,

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from playground.engine.cache import filled_layer_bytes, new_cache
-from playground.engine.control import Control, run_to_end
+from playground.engine.cache import copy_cache, filled_layer_bytes, new_cache
+from playground.engine.control import Control, holding, run_to_end
 from playground.engine.forward import Forwarder, eager_logits, keep_rows
 from playground.engine.kv_store import CacheEntry
 from playground.errors import PlaygroundError
@@ -234,9 +234,14 @@ class ProbeSequence:
     """One sequence with its own KV cache on one model (the engine's or a twin), outside the
     engine's store: the lessons time every forward of it themselves."""
 
-    def __init__(self, probes: Probes, model: Any, control: Control | None = None) -> None:
+    def __init__(
+        self, probes: Probes, model: Any, control: Control | None = None,
+        cache_factory: Callable[[], Any] | None = None,
+    ) -> None:  # fmt: skip
         self.probes, self.model, self.control = probes, model, control
-        self.entry = CacheEntry(new_cache(model.config))
+        # a fresh cache for this sequence (a growable DynamicCache unless told: a quantized one)
+        self.new_cache = cache_factory or (lambda: new_cache(model.config))
+        self.entry = CacheEntry(self.new_cache())
         self.last_seconds = 0.0  # model time of the last forward (lock wait excluded)
 
     @property
@@ -256,7 +261,7 @@ class ProbeSequence:
         self.probes.engine.check_ids(target, last)
         self.entry.logits.clear()
         advance = self.probes.forwarder.advance(
-            self.entry, target, last, self.control, self._piece, lambda: new_cache(self.model.config)
+            self.entry, target, last, self.control, self._piece, self.new_cache
         )
         rows, self.last_seconds = run_to_end(advance)
         return rows, self.last_seconds
@@ -274,6 +279,13 @@ class ProbeSequence:
         )  # fmt: skip
         self.ids.extend(piece)
         return out
+
+    def fork(self) -> ProbeSequence:
+        """An independent copy of this sequence: the same ids, its cache copied (quantized ones too)."""
+        twin = ProbeSequence(self.probes, self.model, self.control, self.new_cache)
+        with holding(self.probes.forwarder.lock, self.control):  # no forward writes it meanwhile
+            twin.entry = CacheEntry(copy_cache(self.cache), list(self.ids))
+        return twin
 
     def crop(self, length: int) -> None:
         """Forget every id after the first `length` (the cache is cut, not copied)."""

@@ -15,6 +15,7 @@ from playground.hood import jacobi as _jacobi
 from playground.hood import kv_on_off as _kv_on_off
 from playground.hood import lens as _lens
 from playground.hood import prefill_decode as _prefill_decode
+from playground.hood import quantization as _quantization
 from playground.hood import sampling_order as _sampling_order
 from playground.hood import speculative as _speculative
 from playground.hood import teacher_forcing as _teacher_forcing
@@ -32,6 +33,13 @@ from playground.hood.jacobi import JacobiResult, iter_jacobi, jacobi_decode
 from playground.hood.kv_on_off import KVOnOff, iter_kv_on_off, kv_on_off
 from playground.hood.lens import LensView, iter_lens, lens_view, logit_lens
 from playground.hood.prefill_decode import PrefillDecode, iter_prefill_vs_decode, prefill_vs_decode
+from playground.hood.quantization import (
+    QuantizationResult,
+    QuantizationRun,
+    iter_quantization,
+    quantization,
+    quantized_weights,
+)
 from playground.hood.sampling_order import (
     Histogram,
     SamplingOrder,
@@ -58,6 +66,7 @@ LESSONS: tuple[Lesson, ...] = (
     _lens.LESSON,
     _kv_on_off.LESSON,
     _prefill_decode.LESSON,
+    _quantization.LESSON,
     _speculative.LESSON,
     _jacobi.LESSON,
     _batching.LESSON,
@@ -78,6 +87,8 @@ __all__ = [
     "LensView",
     "Lesson",
     "PrefillDecode",
+    "QuantizationResult",
+    "QuantizationRun",
     "SamplingOrder",
     "SpeculativeResult",
     "TeacherForcing",
@@ -97,6 +108,7 @@ __all__ = [
     "iter_kv_on_off",
     "iter_lens",
     "iter_prefill_vs_decode",
+    "iter_quantization",
     "iter_sampling_order",
     "iter_speculative",
     "iter_teacher_forcing",
@@ -107,6 +119,8 @@ __all__ = [
     "logit_lens",
     "prefill_vs_decode",
     "preset_ids",
+    "quantization",
+    "quantized_weights",
     "require",
     "sample_histogram",
     "sampling_order",

@@ -36,7 +36,13 @@ from playground.kv.config import KEY_ALIASES, as_config_dict, load_config_file
 from playground.kv.dtypes import GB, GIB, KV_DTYPES, KVDtype, memory_gb, resolve_kv_dtype
 from playground.kv.fit import FitResult, estimate_parameters, fit_on_gpu, weights_bytes
 from playground.kv.geometry import MODES, KVGeometry, LayerSpec, kv_geometry
-from playground.kv.measure import Measurement, measure_vs_predicted
+from playground.kv.measure import (
+    Measurement,
+    QuantizedMeasurement,
+    measure_quantized_vs_predicted,
+    measure_vs_predicted,
+    quantized_prediction,
+)
 from playground.kv.server import ServerKVComparison, cache_dtype, compare_server_kv
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "LayerBytes",
     "LayerSpec",
     "Measurement",
+    "QuantizedMeasurement",
     "ServerKVComparison",
     "as_config_dict",
     "cache_dtype",
@@ -67,8 +74,10 @@ __all__ = [
     "kv_curve",
     "kv_geometry",
     "load_config_file",
+    "measure_quantized_vs_predicted",
     "measure_vs_predicted",
     "memory_gb",
+    "quantized_prediction",
     "resolve_kv_dtype",
     "weights_bytes",
 ]

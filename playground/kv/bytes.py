@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.errors import PlaygroundError
-from playground.kv.dtypes import GB, GIB, KVDtype, resolve_kv_dtype
+from playground.kv.dtypes import GB, GIB, SCALE_BYTES, KVDtype, resolve_kv_dtype
 from playground.kv.geometry import KVGeometry, LayerSpec, kv_geometry, positive_int
 
 MAX_TOKENS = 2**24  # longest context the calculator considers (16.7 M tokens)
@@ -37,6 +37,7 @@ class KVBreakdown:
     dtype: KVDtype
     layers: tuple[LayerBytes, ...]
     total_bytes: int
+    scale_bytes: int = 2  # a group format's scale and zero (the model's dtype: float16 by default)
 
     @property
     def gib(self) -> float:
@@ -55,42 +56,61 @@ def check_lengths(seq_len: Any, batch_size: Any) -> tuple[int, int]:
     return seq, batch
 
 
-def _layer_bytes(geometry: KVGeometry, layer: LayerSpec, dtype: KVDtype, seq_len: int, batch: int) -> int:
-    per_token = layer.kv_heads * (dtype.row_bytes(layer.k_dim) + dtype.row_bytes(layer.v_dim))
-    return batch * geometry.tokens_held(layer, seq_len) * per_token
+def _layer_bytes(
+    geometry: KVGeometry, layer: LayerSpec, dtype: KVDtype, seq_len: int, batch: int, scale_bytes: int = 2
+) -> int:
+    rows = batch * geometry.tokens_held(layer, seq_len) * layer.kv_heads  # one K and one V vector each
+    return dtype.tensor_bytes(rows, layer.k_dim, scale_bytes) + dtype.tensor_bytes(
+        rows, layer.v_dim, scale_bytes
+    )
 
 
-def total_bytes(geometry: KVGeometry, dtype: KVDtype, seq_len: int, batch: int) -> int:
-    return sum(_layer_bytes(geometry, layer, dtype, seq_len, batch) for layer in geometry.layers)
+def total_bytes(geometry: KVGeometry, dtype: KVDtype, seq_len: int, batch: int, scale_bytes: int = 2) -> int:
+    return sum(_layer_bytes(geometry, layer, dtype, seq_len, batch, scale_bytes) for layer in geometry.layers)
+
+
+def scale_size(scale_dtype: Any) -> int:
+    """Bytes of one scale of a group format: the model's dtype ('float32', torch.bfloat16, ...)."""
+    name = str(scale_dtype).strip().lower().removeprefix("torch.")
+    if name not in SCALE_BYTES:
+        raise PlaygroundError(
+            f"Scales are stored in the model's dtype: {', '.join(SCALE_BYTES)}, got {scale_dtype!r}."
+        )
+    return SCALE_BYTES[name]
 
 
 def kv_cache_breakdown(
-    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
-) -> KVBreakdown:
+    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal",
+    scale_dtype: Any = "float16",
+) -> KVBreakdown:  # fmt: skip
     """Per-layer KV-cache bytes after `seq_len` tokens for `batch_size` sequences.
 
     config: a config.json dict (or its JSON text) or a transformers config object.
     Cached per layer: K (batch, kv_heads, tokens_held, k_dim) and V (batch, kv_heads, tokens_held, v_dim).
+    scale_dtype: the model's dtype, in which the int8/int4/int2 formats keep their scales and zeros.
     """
     seq, batch = check_lengths(seq_len, batch_size)
-    spec = resolve_kv_dtype(dtype)
+    spec, scales = resolve_kv_dtype(dtype), scale_size(scale_dtype)
     geometry = kv_geometry(config, mode)
     layers = tuple(
         LayerBytes(
             layer.index, layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim,
-            geometry.tokens_held(layer, seq), _layer_bytes(geometry, layer, spec, seq, batch),
+            geometry.tokens_held(layer, seq), _layer_bytes(geometry, layer, spec, seq, batch, scales),
         )
         for layer in geometry.layers
     )  # fmt: skip
-    return KVBreakdown(geometry, seq, batch, spec, layers, sum(layer.bytes for layer in layers))
+    return KVBreakdown(geometry, seq, batch, spec, layers, sum(layer.bytes for layer in layers), scales)
 
 
 def kv_cache_bytes(
-    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal"
-) -> int:
+    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal",
+    scale_dtype: Any = "float16",
+) -> int:  # fmt: skip
     """Exact KV-cache bytes after `seq_len` tokens for `batch_size` sequences (see the module docstring)."""
     seq, batch = check_lengths(seq_len, batch_size)
-    return total_bytes(kv_geometry(config, mode), resolve_kv_dtype(dtype), seq, batch)
+    return total_bytes(
+        kv_geometry(config, mode), resolve_kv_dtype(dtype), seq, batch, scale_size(scale_dtype)
+    )
 
 
 def format_bytes(n: float) -> str:
@@ -123,15 +143,31 @@ def _group_formula(key: tuple[str, int, int, int, int], count: int, total: int, 
             f"{count} MLA layers × ({k_dim} latent + {v_dim} rotary-key values = {per_token} B in {d.name})"
             f" × {tokens:,} tokens × batch {b.batch_size} = {total:,} bytes"
         )
+    if d.group:
+        return _grouped_formula(key, count, total, b)
     if d.block or d.bits % 8:
         per_row = f"{d.row_bytes(k_dim)} B per {k_dim}-value row ({d.name})"
     else:
         per_row = f"{k_dim} head_dim × {d.bits // 8} B ({d.name})"
     capped = kind in ("sliding", "chunked") and tokens < b.seq_len
     held = f"{tokens:,} tokens" + (" (window)" if capped else "")
+    scales = f" + 2 × {count} × {d.tensor_scale_bytes} B float32 scales" if d.tensor_scale_bytes else ""
     return (
         f"2 (K and V) × {count} {kind} layers × {heads} KV heads × {per_row} × {held} × batch "
-        f"{b.batch_size} = {total:,} bytes"
+        f"{b.batch_size}{scales} = {total:,} bytes"
+    )
+
+
+def _grouped_formula(key: tuple[str, int, int, int, int], count: int, total: int, b: KVBreakdown) -> str:
+    """A QuantizedCache integer format: packed values per layer tensor, a scale and a zero per group."""
+    kind, heads, k_dim, _, tokens = key
+    d, per_byte = b.dtype, 8 // b.dtype.bits
+    groups = -(-b.batch_size * tokens * heads * k_dim // d.group)
+    return (
+        f"2 (K and V) × {count} {kind} layers × (⌈{groups:,} groups / {per_byte}⌉ × {d.group} B of "
+        f"{d.bits}-bit values + {groups:,} groups × 2 × {b.scale_bytes} B scale and zero), groups = batch "
+        f"{b.batch_size} × {tokens:,} tokens × {heads} KV heads × {k_dim} head_dim / {d.group} "
+        f"= {total:,} bytes"
     )
 
 
@@ -153,6 +189,8 @@ def kv_curve(
     """KV-cache bytes at each length in `lengths` (one geometry, many lengths: fast)."""
     geometry, spec = kv_geometry(config, mode), resolve_kv_dtype(dtype)
     check_lengths(max(lengths), batch_size)
+    if spec.group or spec.tensor_scale_bytes:  # not linear in the tokens: each length exactly
+        return [total_bytes(geometry, spec, n, batch_size) for n in lengths]
     groups: dict[int | None, int] = {}  # layers with the same window summed: per-token bytes
     for layer in geometry.layers:
         if layer.kind != "none":

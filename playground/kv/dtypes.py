@@ -45,13 +45,29 @@ class KVDtype:
     block: int = 0  # elements per block for block formats (llama.cpp), else 0
     scale_bytes: int = 0  # bytes of the per-block scale (a float16 in q8_0 / q4_0)
     note: str = ""
+    # transformers' QuantizedCache integer formats: values per group, each group with a scale and a
+    # zero in the model's dtype; the values are packed 8 // bits per byte across groups
+    group: int = 0
+    tensor_scale_bytes: int = 0  # one scale per layer's keys (and one for its values): fp8's float32
 
     def row_bytes(self, n: int) -> int:
-        """Bytes of one vector of `n` elements (one head's key or value for one token)."""
+        """Bytes of one vector of `n` elements (one head's key or value for one token; a group
+        format's packed values only, its scales are per group: see tensor_bytes)."""
         if self.block:
             blocks = -(-n // self.block)  # a partial last block is stored whole
             return blocks * (self.block * self.bits // 8 + self.scale_bytes)
         return -(-n * self.bits // 8)
+
+    def tensor_bytes(self, rows: int, n: int, scale_bytes: int = 2) -> int:
+        """Bytes of one layer's cached keys (or values): `rows` vectors of n values (batch × tokens ×
+        KV heads of them), as the cache stores them. A group format holds ⌈groups / (8 / bits)⌉ × group
+        bytes of packed values and a scale and a zero of scale_bytes (the model's dtype) per group."""
+        if rows <= 0:
+            return 0
+        if self.group:
+            groups = -(-rows * n // self.group)
+            return -(-groups // (8 // self.bits)) * self.group + 2 * scale_bytes * groups
+        return rows * self.row_bytes(n) + self.tensor_scale_bytes
 
     def bytes_for(self, elements: int) -> float:
         """Average bytes for `elements` values (weights): may be fractional for 4-bit formats."""
@@ -66,9 +82,30 @@ KV_DTYPES: dict[str, KVDtype] = {
         KVDtype("float32", 32, note="4 bytes per value"),
         KVDtype("float16", 16, note="2 bytes per value"),
         KVDtype("bfloat16", 16, note="2 bytes per value"),
-        KVDtype("fp8", 8, note="1 byte per value (e4m3/e5m2; per-tensor scales not counted)"),
-        KVDtype("int8", 8, note="1 byte per value (scales not counted)"),
-        KVDtype("int4", 4, note="half a byte per value, two per byte (scales not counted)"),
+        KVDtype(
+            "fp8",
+            8,
+            tensor_scale_bytes=4,
+            note="1 byte per value (e4m3) + one float32 scale per layer for K and one for V",
+        ),
+        KVDtype(
+            "int8",
+            8,
+            group=64,
+            note="transformers QuantizedCache (hqq): 1 byte per value + a scale and a zero per 64 values",
+        ),
+        KVDtype(
+            "int4",
+            4,
+            group=64,
+            note="QuantizedCache (quanto): two values per byte + a scale and a zero per 64 values",
+        ),
+        KVDtype(
+            "int2",
+            2,
+            group=64,
+            note="QuantizedCache (quanto): four values per byte + a scale and a zero per 64 values",
+        ),
         KVDtype(
             "q8_0", 8, 32, 2, note="llama.cpp: blocks of 32 int8 + one float16 scale = 34 bytes / 32 values"
         ),
@@ -82,6 +119,7 @@ _DTYPE_ALIASES = {
     "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
     "q8": "q8_0", "q4": "q4_0",
 }  # fmt: skip
+SCALE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # a group format's scales, in the model's dtype
 
 
 def resolve_kv_dtype(dtype: Any) -> KVDtype:

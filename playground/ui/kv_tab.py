@@ -19,6 +19,7 @@ from playground.errors import PlaygroundError
 from playground.kv.presets import COMPARISON_MODELS, PRESETS
 from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
 from playground.ui.common import as_number, as_whole, connect
+from playground.ui.kv_measured_quant import build_quantized_measure, wire_quantized_measure
 from playground.ui.links import Link, link_opener
 
 LOADED = "Loaded model"
@@ -468,14 +469,9 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
     )
     for event in (dtype, loaded):
         connect(event.success, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name=None, **quick)
-    connect(
-        w["measure"].click,
-        h.kv_measure,
-        w,
-        ["measured", "measure_table"],
-        api_name="kv_measure",
-        status="measured",
-    )
+    measured = ["measured", "measure_table"]
+    connect(w["measure"].click, h.kv_measure, w, measured, api_name="kv_measure", status="measured")
+    wire_quantized_measure(h.engine, w)
 
 
 def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
@@ -500,3 +496,4 @@ def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
         w["measure_table"] = gr.Dataframe(
             headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False
         )
+        build_quantized_measure(lm, w)

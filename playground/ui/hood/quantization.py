@@ -1,0 +1,238 @@
+"""The view of the lesson "Quantization, token by token" (playground/hood/quantization.py)."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import gradio as gr
+
+from playground.engine.base import Engine
+from playground.engine.kv_quant import KV_FORMATS, RESIDUAL_TOKENS
+from playground.engine.quantize import WEIGHT_FORMATS
+from playground.engine.tokens import token_texts
+from playground.errors import PlaygroundError
+from playground.hood.common import LONG_TEXT
+from playground.hood.quantization import (
+    LADDER,
+    LESSON,
+    MAX_NEW_TOKENS,
+    QuantizationRun,
+    iter_quantization,
+)
+from playground.plots.hood import quantization as plots
+from playground.ui.common import as_whole
+from playground.ui.hood.base import (
+    GREEN,
+    RED,
+    HoodEnv,
+    LessonView,
+    RunContext,
+    run_row,
+    spans,
+    status,
+    verdict,
+)
+
+TEXT = LONG_TEXT + (
+    "Printers became publishers, booksellers and newsmen, and the shop with its press, its cases of type "
+    "and its apprentices became a fixture of every trading town from Venice to London."
+)
+COLUMNS = ["format", "library", "bits", "weights MB", "KV cache KiB", "mean KL", "p99 KL", "top-1 agree",
+           "first flip", "perplexity", "decode tok/s", "vs reference"]  # fmt: skip
+CHOICES = [
+    *((f"{f.label} weights", f.name) for f in WEIGHT_FORMATS.values()),
+    *((f.label, f"kv-{f.name}") for f in KV_FORMATS.values()),
+]
+SHOWN_TAIL = 16  # tokens of each continuation shown after the fork
+
+
+class QuantizationView(LessonView):
+    key = "quant"
+    lesson = LESSON
+    label = "Quantization"
+    group = "cost"
+    run_label = "Run: every format against the model"
+    explain = (
+        "Fewer bits per weight or per cached value move fewer bytes, at some cost in precision. Here each "
+        "format is a real copy of the loaded model (HQQ, torchao; the KV cache through "
+        "transformers' QuantizedCache), run on the same text: the **KL divergence** from the model at every "
+        "token, where the first top token flips, and how the two greedy continuations part."
+    )
+    outputs = ("quant_strip", "quant_fork", "quant_table", "quant_bytes")
+    main = "quant_strip"
+    tables: ClassVar[dict[str, list[str]]] = {"quant_table": COLUMNS}
+    quick: ClassVar[dict[str, Any]] = {
+        "quant_text": "The capital of France is Paris, and the capital of Italy is",
+        "quant_formats": ["hqq4", "kv-fp8"],
+        "quant_tokens": 4,
+    }
+
+    def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
+        w["quant_text"] = gr.Textbox(
+            TEXT, label="text (at most 512 tokens)", lines=3, max_lines=6, elem_id="hood-quant-text",
+            info="Read by every format in one forward; the continuation after it is read one token at a time",
+        )  # fmt: skip
+        with gr.Row():
+            w["quant_formats"] = gr.CheckboxGroup(
+                CHOICES, value=list(LADDER), label="formats", scale=4, elem_id="hood-quant-formats",
+                info="Weights: the decoder's Linear layers; KV: the cache, newest "
+                f"{RESIDUAL_TOKENS} tokens kept unquantized",
+            )  # fmt: skip
+            w["quant_tokens"] = gr.Slider(
+                1, MAX_NEW_TOKENS, value=32, step=1, label="new tokens", scale=1, elem_id="hood-quant-tokens",
+                info="Greedy continuation after the text",
+            )  # fmt: skip
+        run_row(w, self)
+        w["quant_strip"] = gr.Plot(label="KL from the model at every token (one row per format)",
+                                   elem_id="hood-quant-strip")  # fmt: skip
+        w["quant_fork"] = gr.HTML(elem_id="hood-quant-fork")
+        w["quant_table"] = gr.Dataframe(headers=COLUMNS, label="per format", interactive=False, wrap=True,
+                                        elem_id="hood-quant-table")  # fmt: skip
+        w["quant_bytes"] = gr.Plot(label="bytes against quality", elem_id="hood-quant-bytes")
+
+    def run(
+        self, ctx: RunContext, quant_text: str, quant_formats: list[str] | None, quant_tokens: float
+    ) -> Iterator[dict[str, Any]]:
+        """Every chosen format against the loaded model on one text, redrawn after each format."""
+        if not (quant_text or "").strip():
+            raise PlaygroundError("The text is empty: type a sentence or two.")
+        if not quant_formats:
+            raise PlaygroundError("Choose at least one format.")
+        lm = ctx.engine
+        ids = list(lm.tokenizer(quant_text, add_special_tokens=True).input_ids)
+        tokens, run, drawn = as_whole(quant_tokens, "new tokens"), None, -1
+        for run in iter_quantization(lm, ids, quant_formats, tokens, ctx.control):
+            if len(run.results) != drawn:
+                drawn = len(run.results)
+                yield {**status(self, run.phase, final=False), **self.figures(lm, run)}
+            else:
+                yield status(self, run.phase, final=False)
+        if run is None:
+            return
+        if not run.results:
+            raise PlaygroundError("No format could run here: " + " ".join(run.skipped.values()))
+        yield {**status(self, run.phase, final=True), **self.figures(lm, run), **self.texts(lm, run)}
+
+    def figures(self, lm: Engine, run: QuantizationRun) -> dict[str, Any]:
+        """The strip, the table and the bytes plot for the formats measured so far."""
+        if not run.reference_ids:
+            return {}
+        texts = token_texts(lm.tokenizer, run.positions, run.text_ids[:1])
+        ticks = [_short(t.visible) for t in texts]
+        names = [t.visible + (f" ({t.describe()})" if t.split else "") for t in texts]
+        rows = [plots.StripRow(r.label, r.kl, r.top1, r.first_flip) for r in run.results]
+        points = []
+        for r in run.results:
+            kv = r.key.startswith("kv-")  # a KV cache format alone (with weights: on the weights side)
+            size = r.kv_bytes if kv else r.weight_bytes
+            points.append(plots.Point(r.label, kv, size, r.mean_kl, r.top1_agreement))
+        return {
+            "quant_strip": plots.kl_strip_figure(rows, ticks, names, len(run.text_ids) - 1),
+            "quant_table": table_rows(run),
+            "quant_bytes": plots.bytes_quality_figure(
+                points, run.reference_weight_bytes, run.reference_kv_bytes
+            ),
+        }
+
+    def texts(self, lm: Engine, run: QuantizationRun) -> dict[str, Any]:
+        return {"quant_summary": summary(run), "quant_fork": forks_html(lm, run)}
+
+
+def table_rows(run: QuantizationRun) -> list[list[Any]]:
+    """The reference's row, then one row per format measured."""
+    reference = [
+        f"{run.dtype} (the loaded model)", "transformers", _bits(run.dtype),
+        round(run.reference_weight_bytes / 1e6, 1), round(run.reference_kv_bytes / 1024, 1), 0.0, 0.0, "100%",
+        "–", round(run.reference_perplexity, 2), _number(run.reference_tok_s), "1.00×",
+    ]  # fmt: skip
+    rows = [reference]
+    for r in run.results:
+        ratio = r.tok_s[1] / r.tok_s[0] if r.tok_s[0] > 0 else math.nan
+        rows.append([
+            r.label, r.library, round(r.bits, 2), round(r.weight_bytes / 1e6, 1), round(r.kv_bytes / 1024, 1),
+            round(r.mean_kl, 4), round(r.p99_kl, 4), f"{r.top1_agreement:.0%}",
+            "–" if r.first_flip is None else r.first_flip + 1, round(r.perplexity, 2), _number(r.tok_s[1]),
+            "–" if math.isnan(ratio) else f"{ratio:.2f}×",
+        ])  # fmt: skip
+    return rows
+
+
+def summary(run: QuantizationRun) -> str:
+    """What the run shows, in a few lines: the reference, weights, KV cache, bytes, speed."""
+    weights = [r for r in run.results if not r.key.startswith("kv-")]
+    caches = [r for r in run.results if r.key.startswith("kv-")]
+    lines = [run.reference_note]
+    if weights:
+        told = ", ".join(f"{r.label} {r.top1_agreement:.0%} (KL {r.mean_kl:.3g})" for r in weights)
+        lines.append(f"**Weights** (top token kept, mean KL): {told}.")
+        broken = [r.label for r in weights if r.top1_agreement < 0.5]
+        if broken:
+            lines.append(
+                f"At {', '.join(broken)} this model falls apart: its continuation is no longer the text's."
+            )
+    if caches:
+        told = ", ".join(f"{r.label} {r.top1_agreement:.0%} (KL {r.mean_kl:.3g})" for r in caches)
+        lines.append(
+            f"**KV cache**: {told}. The text is read in one forward, so the cache changes nothing there "
+            f"(KL 0 over its {len(run.text_ids) - 1} positions); the continuation reads it back, the newest "
+            f"{RESIDUAL_TOKENS} tokens unquantized (transformers' default of 128 would leave a short text "
+            "unquantized)."
+        )  # fmt: skip
+        exact = all(r.kv_bytes_match for r in caches)
+        lines.append(
+            verdict(exact, "Every cache's measured bytes equal the KV tab's formula", "A cache differs")
+            + " (packed values, scales and zeros, the unquantized residual)."
+        )  # fmt: skip
+    lines.append(_speed_line(run))
+    if run.skipped:
+        lines.append("Not run here: " + " ".join(f"{k}: {why}" for k, why in run.skipped.items()))
+    return "\n\n".join(lines)
+
+
+def _speed_line(run: QuantizationRun) -> str:
+    faster = [r.label for r in run.results if r.tok_s[1] > 1.1 * r.tok_s[0]]
+    text = f"Decode: the reference {_number(run.reference_tok_s)} tok/s on {run.device}. "
+    if faster:
+        return text + f"Faster than it here: {', '.join(faster)} (real low-bit kernels)."
+    return (
+        text
+        + "No format decodes faster here: these libraries dequantize to compute, so fewer bytes ≠ faster."
+    )
+
+
+def forks_html(lm: Engine, run: QuantizationRun) -> str:
+    """Per format: where its greedy continuation leaves the reference's, both continuations from there."""
+    text, parts = run.text_ids, []
+    for r in run.results:
+        name = f"<b>{html.escape(r.label)}</b>"
+        if r.first_divergence is None:
+            parts.append(f"<p>{name}: the same {len(r.quantized_ids)} tokens as the model ✓</p>")
+            continue
+        at = r.first_divergence
+        common = r.reference_ids[:at]
+        before = text + common
+        model = spans(lm.tokenizer, r.reference_ids[at : at + SHOWN_TAIL], GREEN, context=before)
+        quantized = spans(lm.tokenizer, r.quantized_ids[at : at + SHOWN_TAIL], RED, context=before)
+        parts.append(
+            f"<p>{name} parts at token {at + 1}: …{spans(lm.tokenizer, common[-8:], context=text)}"
+            f"<br>&nbsp;&nbsp;model: {model}<br>&nbsp;&nbsp;{html.escape(r.label)}: {quantized}</p>"
+        )
+    return "".join(parts)
+
+
+def _short(text: str, width: int = 7) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _bits(dtype: str) -> int:
+    return 32 if dtype == "float32" else 16
+
+
+def _number(value: float) -> float | str:
+    return "–" if math.isnan(value) else round(value, 1)
+
+
+VIEW = QuantizationView()
