@@ -16,6 +16,8 @@ def count_forwards(monkeypatch: Any, engine: LocalEngine) -> list[int]:
     if engine.batcher is not None:
         iteration = engine.batcher._forward
         monkeypatch.setattr(
-            engine.batcher, "_forward", lambda plan: calls.extend(n for _, n in plan) or iteration(plan)
+            engine.batcher,
+            "_forward",
+            lambda plan, on_oom: calls.extend(n for _, n in plan) or iteration(plan, on_oom),
         )
     return calls
