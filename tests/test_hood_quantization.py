@@ -12,9 +12,12 @@ import torch
 from hood_helpers import generate_greedy
 from transformers import DynamicCache, QuantizedCache
 
+from playground.chat import ChatRequest, run_chat
 from playground.engine.control import run_to_end
 from playground.engine.kv_quant import KV_FORMATS, cache_bytes, kv_format, quantized_cache
+from playground.engine.loading import load_model
 from playground.engine.quantize import weight_format
+from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
 from playground.hood.quantization import (
     MAX_TEXT_TOKENS,
@@ -24,6 +27,7 @@ from playground.hood.quantization import (
     quantized_weights,
 )
 from playground.kv import kv_cache_bytes
+from playground.ui.app import header_markdown
 from playground.ui.kv_measured_quant import measure_quantized
 
 TEXT = "The printing press spread across Europe within fifty years."
@@ -187,3 +191,19 @@ def test_kv_tab_builds_a_quantized_cache_and_shows_its_bytes_next_to_the_formula
     assert sum(row[2] for row in rows) == formula
     with pytest.raises(PlaygroundError, match="Prompt length must be 1 to 8,192"):
         measure_quantized(embedded_lm, name, 0)
+
+
+def test_quantize_int8_serves_the_app_on_quantized_weights_and_the_header_says_so(embedded_lm):
+    served = load_model(device="cpu", quantize="int8")
+    header = header_markdown(served)
+    assert served.quantization == "int8" and "torchao int8 (torchao, --quantize int8)" in header
+    assert "220 MB of tensors, 538 MB as loaded" in header
+    linear = served.model.get_submodule("model.layers.0.self_attn.q_proj")
+    assert "Int8" in type(linear.weight).__name__  # a torchao quantized tensor, not float32
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    answer = run_chat(
+        served, ChatRequest(question, settings=SamplingSettings(temperature=0), max_new_tokens=8)
+    )
+    assert "Paris" in answer.text  # the whole chat path (batcher, sampling) runs on the int8 weights
+    with pytest.raises(PlaygroundError, match="Unknown weights format 'int3'"):
+        load_model(device="cpu", quantize="int3")

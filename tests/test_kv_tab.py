@@ -270,3 +270,5 @@ def test_tab_through_gradio_client(app_client):
     result, table = app_client.predict(16, api_name="/kv_measure")
     assert f"Measured {2 * 30 * 3 * 64 * 16 * 4:,} bytes" in result and "equal to the byte" in result
     assert all(row[4] for row in table["data"]) and len(table["data"]) == 30
+    result, table = app_client.predict("int4", 16, api_name="/kv_measure_quant")  # a real QuantizedCache
+    assert "### int4 cache" in result and "equal to the byte" in result and len(table["data"]) == 30

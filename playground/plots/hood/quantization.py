@@ -43,7 +43,7 @@ def kl_strip_figure(
         [[names[i], f"{row.kl[i]:.4f}", "same" if row.top1[i] else "DIFFERENT"] for i in range(len(row.kl))]
         for row in rows
     ]
-    exponents = list(range(round(math.log10(KL_FLOOR)), 2))
+    exponents = list(range(round(math.log10(KL_FLOOR)), 2, 2 if len(rows) < 4 else 1))  # room: a short bar
     fig = go.Figure(
         go.Heatmap(
             z=z, x=positions, y=labels, customdata=custom, colorscale="Inferno", zmin=math.log10(KL_FLOOR),
@@ -128,5 +128,5 @@ def bytes_quality_figure(points: Sequence[Point], weights_reference: int, kv_ref
                 text="float reference (KL 0)", xanchor="right", font={"size": 11},
             )  # fmt: skip
         fig.update_xaxes(title_text=unit, rangemode="tozero", row=1, col=col, gridcolor=GRID)
-        fig.update_yaxes(type="log", title_text="mean KL (nats)" if col == 1 else "", row=1, col=col)
+        fig.update_yaxes(type="log", dtick=1, title_text="mean KL (nats)" if col == 1 else "", row=1, col=col)
     return style(fig, 340, showlegend=False, margin={"l": 60, "r": 20, "t": 50, "b": 50})
