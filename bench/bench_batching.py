@@ -22,26 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, synchronize
 from playground.engine.prompts import encode_prompt
-from playground.hood.batching import batching
-
-QUESTIONS = [
-    "What is the capital of Italy?",
-    "Name three primary colours.",
-    "How many legs does a spider have?",
-    "Say hello in Spanish.",
-    "What is 12 times 12?",
-    "Give me a synonym for happy.",
-    "What gas do plants breathe in?",
-    "Who wrote Romeo and Juliet?",
-    "Name a planet with rings.",
-    "What is the largest ocean?",
-    "Translate 'thank you' into French.",
-    "What colour is a ripe banana?",
-    "Name a mammal that can fly.",
-    "What is the square root of 81?",
-    "How many days are in a leap year?",
-    "What is the boiling point of water in Celsius?",
-]
+from playground.hood.batching import PRESET_QUESTIONS, batching
 
 
 def plain_generate(lm, prompts: list[list[int]], n: int) -> tuple[float, list[list[int]]]:
@@ -74,7 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     lm = load_bench_model(args.device, args.random_weights)
     print(f"model: {lm.describe()}")
-    prompts = [encode_prompt(lm.tokenizer, q, chat=lm.has_chat_template) for q in QUESTIONS[: args.batch]]
+    questions = PRESET_QUESTIONS[: args.batch]
+    prompts = [encode_prompt(lm.tokenizer, q, chat=lm.has_chat_template) for q in questions]
     batching(lm, prompts[:2], 2)  # warm-up
     rates: dict[str, list[float]] = {"ours solo": [], "ours batch": [], "plain solo": [], "plain batch": []}
     for _ in range(args.repeats):  # alternately, so that machine noise hits both paths alike

@@ -23,6 +23,26 @@ from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
 from playground.kv import format_bytes, kv_cache_bytes
 
+# Short questions the view and bench/bench_batching.py batch (the first N are used).
+PRESET_QUESTIONS = (
+    "What is the capital of Italy?",
+    "Name three primary colours.",
+    "How many legs does a spider have?",
+    "Say hello in Spanish.",
+    "What is 12 times 12?",
+    "Give me a synonym for happy.",
+    "What gas do plants breathe in?",
+    "Who wrote Romeo and Juliet?",
+    "What is the boiling point of water in Celsius?",
+    "Name a planet with rings.",
+    "Translate 'thank you' into French.",
+    "What is the largest ocean?",
+    "How many days are in a leap year?",
+    "What colour is a ripe banana?",
+    "Name a mammal that can fly.",
+    "What is the square root of 81?",
+)
+
 MAX_BATCH = 16
 MAX_NEW_TOKENS = 256
 MEMORY_MARGIN = 0.8  # use at most this share of the free memory

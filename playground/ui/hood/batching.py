@@ -11,31 +11,12 @@ from playground.engine.base import Engine
 from playground.engine.prompts import encode_prompt
 from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
-from playground.hood.batching import LESSON, MAX_BATCH, BatchingResult, iter_batching
+from playground.hood.batching import LESSON, MAX_BATCH, PRESET_QUESTIONS, BatchingResult, iter_batching
 from playground.plots.hood import batching as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status, verdict
 
-PROMPTS = "\n".join(
-    [
-        "What is the capital of Italy?",
-        "Name three primary colours.",
-        "How many legs does a spider have?",
-        "Say hello in Spanish.",
-        "What is 12 times 12?",
-        "Give me a synonym for happy.",
-        "What gas do plants breathe in?",
-        "Who wrote Romeo and Juliet?",
-        "What is the boiling point of water in Celsius?",
-        "Name a planet with rings.",
-        "Translate 'thank you' into French.",
-        "What is the largest ocean?",
-        "How many days are in a leap year?",
-        "What colour is a ripe banana?",
-        "Name a mammal that can fly.",
-        "What is the square root of 81?",
-    ]
-)
+PROMPTS = "\n".join(PRESET_QUESTIONS)
 COLUMNS = ["#", "prompt", "answer (batch)", "equal to solo", "solo done at (s)", "batch done at (s)"]
 
 
