@@ -44,7 +44,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.crowd_sessions import PROFILES, Request, launched, run_tab, same_but_last_digits  # noqa: E402
+from bench.crowd_sessions import (  # noqa: E402
+    PROFILES,
+    Request,
+    browser,
+    launched,
+    next_tab,
+    run_session,
+    run_tab,
+    same_but_last_digits,
+)
 
 SAMPLE_EVERY = 50  # requests between two RSS samples
 STATS_SECONDS = 0.25  # how often the server writes its stores' sizes
@@ -179,18 +188,23 @@ class Crowd:
 
     def user(self) -> None:
         """One person: opens tabs one after another until the planned sessions are all taken."""
-        while True:
-            with self.lock:
-                if self.next_session >= self.sessions_planned:
-                    return
-                i, self.next_session = self.next_session, self.next_session + 1
-            try:
-                seen, _ = run_tab(self.server.url, i, self.tabs, self.answered)
-            except Exception as exc:  # counted and reported; the other users go on
-                self.errors.append(f"session {i}: {type(exc).__name__}: {str(exc)[:200]}")
-                continue
-            if not same_but_last_digits(seen, self.expected[i % PROFILES]):
-                self.differing.append(i)
+        with browser(self.server.url) as client:
+            while (i := self.take_session()) is not None:
+                try:
+                    seen, _ = run_session(client, i, self.tabs, self.answered)
+                except Exception as exc:  # counted and reported; the other users go on
+                    self.errors.append(f"session {i}: {type(exc).__name__}: {str(exc)[:200]}")
+                else:
+                    if not same_but_last_digits(seen, self.expected[i % PROFILES]):
+                        self.differing.append(i)
+                next_tab(client)
+
+    def take_session(self) -> int | None:
+        with self.lock:
+            if self.next_session >= self.sessions_planned:
+                return None
+            self.next_session += 1
+            return self.next_session - 1
 
 
 def alone(server: Server, tabs: int) -> tuple[dict[int, list], list[Request]]:

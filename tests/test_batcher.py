@@ -128,6 +128,54 @@ def test_a_step_session_joins_the_batch(embedded_lm, unbatched):
     )
 
 
+def test_a_beam_search_rides_in_the_batch_beside_its_greedy_overlay(embedded_lm, unbatched):
+    """With batching, the beams' rows are sequences of the running batch (one iteration per step,
+    every row in it) and the greedy overlay decodes in the same iterations; the tree equals the
+    unbatched one, which tests/test_beam.py holds equal to generate."""
+    from playground.beam import beam_search
+    from playground.engine.batched_beams import BatchedBeams
+
+    assert isinstance(embedded_lm.beam_start([1, 2, 3], 3)[0], BatchedBeams)
+    before = embedded_lm.batcher.iterations
+    tree = beam_search(embedded_lm, "The capital of France is", 3, 8, include_greedy=True)
+    reference = beam_search(unbatched, "The capital of France is", 3, 8, include_greedy=True)
+    assert tree.sequences == reference.sequences
+    assert tree.scores == pytest.approx(reference.scores, abs=1e-4)
+    assert [g.token.id for g in tree.greedy] == [g.token.id for g in reference.greedy]
+    log = [it for it in embedded_lm.batcher.log if it.index >= before]
+    beam_steps = [it for it in log if sum(j.name.startswith("beam ") for j in it.jobs) == 3]
+    assert len(beam_steps) >= 7  # every step's three rows in one iteration
+    assert any(any(j.kind == "decode" for j in it.jobs) for it in beam_steps), "the overlay waited"
+
+
+def test_stop_ends_a_batched_beam_search_and_its_overlay(embedded_lm):
+    from playground.beam import beam_search
+
+    control = Control()
+    calls = []
+
+    def progress(step: int, total: int) -> None:
+        calls.append(step)
+        if step == 2:
+            control.cancel()
+
+    with pytest.raises(Cancelled):
+        beam_search(
+            embedded_lm, "Once upon a time", 3, 20, include_greedy=True, progress=progress, control=control
+        )
+    time.sleep(1.0)  # the overlay hears its Stop at its next token
+    batcher = embedded_lm.batcher
+    assert not batcher.running and not batcher.waiting, "a stopped search left work in the batch"
+
+
+def test_a_measured_cache_is_read_in_the_batch_with_the_same_bytes(embedded_lm, unbatched):
+    before = embedded_lm.batcher.iterations
+    assert embedded_lm.measure_cache(40) == unbatched.measure_cache(40)
+    assert any(
+        j.name == "KV measure" for it in embedded_lm.batcher.log if it.index >= before for j in it.jobs
+    )
+
+
 def test_bad_settings_are_refused_before_joining(embedded_lm):
     before = embedded_lm.batcher.iterations
     with pytest.raises(PlaygroundError, match="top-p"):

@@ -226,3 +226,15 @@ def test_crowd_bench_helps_and_judges_levelling_off():
     assert levelled_off(1000.0, [1200.0, 1250.0, 1255.0, 1258.0])[0]
     assert not levelled_off(1000.0, [1100.0, 1200.0, 1300.0, 1400.0])[0]
     assert not levelled_off(1000.0, [1100.0])[0]  # too few samples to say
+
+
+def test_answers_compare_equal_up_to_float_noise_only() -> None:
+    """The crowd's comparison: the same text and ids; numbers up to one unit of their last digit or
+    1e-5 (a batched row's float noise), no more."""
+    alone = {"text": "Paris", "p": "0.193299", "rank": 3, "score": "-1.25"}
+    assert same_but_last_digits({**alone, "p": "0.193302"}, alone)  # 3e-6: float noise
+    assert same_but_last_digits({**alone, "score": "-1.26"}, alone)  # one unit of its last digit
+    assert not same_but_last_digits({**alone, "p": "0.193320"}, alone)  # 2.1e-5
+    assert not same_but_last_digits({**alone, "score": "-1.27"}, alone)
+    assert not same_but_last_digits({**alone, "rank": 4}, alone)
+    assert not same_but_last_digits({**alone, "text": "Lyon"}, alone)

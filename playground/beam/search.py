@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import torch
 
@@ -41,6 +43,7 @@ MAX_NEW_TOKENS = 64
 LENGTH_PENALTY_RANGE = (-5.0, 5.0)
 # Per running beam and step, how many of its best next tokens are recorded (pruned ones greyed).
 DEFAULT_CANDIDATES_PER_BEAM = 3
+_OVERLAYS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="beam-greedy")  # see _GreedyOverlay
 # Fraction of the free memory a search may plan to use.
 MEMORY_HEADROOM = 0.8
 NEG_INF = -1.0e9  # transformers' "never pick this" offset; kept identical for parity
@@ -83,14 +86,19 @@ def beam_search(
     )
     prompt_text, prompt_ids = encode_prompt(engine, prompt, chat)
     check_fits(engine, len(prompt_ids), settings)
-    with torch.inference_mode():
-        search = _Search(engine, prompt_ids, settings, progress, control)
-        search.run()
+    greedy = _GreedyOverlay(engine, prompt_ids, max_new_tokens, control) if include_greedy else None
+    try:
+        with torch.inference_mode():
+            search = _Search(engine, prompt_ids, settings, progress, control)
+            search.run()
+    except BaseException:
+        if greedy is not None:
+            greedy.cancel()
+        raise
     tree = search.to_tree(prompt, prompt_text, time.perf_counter() - started)
-    if include_greedy:
-        greedy = greedy_path(engine, prompt_ids, max_new_tokens, control)
-        tree.greedy = _link_greedy(tree, greedy)
-        tree.greedy_text = decode_ids(engine.tokenizer, [token.token.id for token in greedy])
+    if greedy is not None:
+        tree.greedy = _link_greedy(tree, greedy.result())
+        tree.greedy_text = decode_ids(engine.tokenizer, [token.token.id for token in tree.greedy])
     return tree
 
 
@@ -429,6 +437,33 @@ def greedy_path(
             cum += event.logprob
             tokens.append(GreedyToken(len(tokens) + 1, event, cum))
     return tokens
+
+
+class _GreedyOverlay:
+    """The greedy continuation for the tree. With a running batch (engine.concurrency) it is
+    computed beside the beam search, so its tokens ride in the same iterations as the beams'
+    rows (one wait instead of two); else after the search. Its own Control is cancelled with the
+    search's, and when the search fails."""
+
+    def __init__(self, engine: Engine, prompt_ids: list[int], max_new_tokens: int, parent: Control | None):
+        self.parent, self.control = parent, Control()
+        self._args = (engine, prompt_ids, max_new_tokens)
+        self._future: Future[list[GreedyToken]] | None = None
+        if engine.concurrency:
+            self._future = _OVERLAYS.submit(greedy_path, *self._args, self.control)
+
+    def cancel(self) -> None:
+        self.control.cancel()
+
+    def result(self) -> list[GreedyToken]:
+        if self._future is None:
+            return greedy_path(*self._args, self.parent)
+        while True:
+            try:
+                return self._future.result(timeout=0.2)
+            except FutureTimeout:
+                if self.parent is not None and self.parent.cancelled:
+                    self.cancel()
 
 
 def _link_greedy(tree: BeamTree, greedy: list[GreedyToken]) -> list[GreedyToken]:

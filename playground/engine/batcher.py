@@ -180,6 +180,23 @@ class Batcher:
         finally:
             self._withdraw(job)
 
+    def forward_rows(
+        self, entries: list[CacheEntry], new_ids: list[list[int]], control: Control | None, name: str
+    ) -> tuple[torch.Tensor, float]:
+        """Several sequences each read their ids (a beam search's rows), submitted together so they
+        share an iteration when the batch has the places; the last row of each (N, vocab), seconds."""
+        pairs = zip(entries, new_ids, strict=True)
+        jobs = [Job(f"{name} {i + 1}", entry, list(ids), 1, control) for i, (entry, ids) in enumerate(pairs)]
+        self._submit(*jobs)
+        try:
+            for job in jobs:
+                while self._next(job) is not _DONE:
+                    pass  # progress of a long read: the caller shows none
+            return torch.stack([job.rows[-1] for job in jobs]), max(job.seconds for job in jobs)
+        finally:
+            for job in jobs:
+                self._withdraw(job)
+
     def decode(
         self, entry: CacheEntry, first: torch.Tensor, spent: float, plan: DecodePlan, eos: tuple[int, ...],
         context: int, control: Control | None, name: str,
@@ -210,12 +227,12 @@ class Batcher:
         self._submit(job)
         return job
 
-    def _submit(self, job: Job, front: bool = False) -> None:
+    def _submit(self, *jobs: Job, front: bool = False) -> None:
         with self._wake:  # one lock for the queue and the thread: two arrivals start one thread
             if front:
-                self.waiting.appendleft(job)
+                self.waiting.extendleft(reversed(jobs))
             else:
-                self.waiting.append(job)
+                self.waiting.extend(jobs)
             self._wake.notify()
             if self.threaded and (self._thread is None or not self._thread.is_alive()):
                 self._thread = threading.Thread(target=self._serve, name="playground-batcher", daemon=True)

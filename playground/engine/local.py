@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from playground.engine.base import Capabilities, DecodePlan, Progress
+from playground.engine.batched_beams import BatchedBeams, start_beams, step_beams
 from playground.engine.batcher import BatchConfig, make_batcher
 from playground.engine.cache import copy_cache, filled_layer_bytes, new_cache
 from playground.engine.control import Control, check, holding, run_to_end
@@ -27,7 +28,6 @@ from playground.engine.probes import Probes
 from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
 from playground.engine.records import TokenRecord, describe_rows
 from playground.engine.sampling import (
-    SamplingSettings,
     choose,
     final_scores,
     seeded_generator,
@@ -44,7 +44,7 @@ from playground.engine.static import (
     zero_gpu,
 )
 from playground.engine.tokens import check_ids, common_prefix
-from playground.engine.warmup import prepare_decode
+from playground.engine.warmup import prepare_decode, warm_up
 from playground.errors import PlaygroundError
 from playground.kv.geometry import ModelDims, model_dims
 from playground.settings import load_settings
@@ -52,13 +52,6 @@ from playground.settings import load_settings
 # Tokens per prefill chunk: about half a second of work on a 2-core CPU, so Stop acts fast.
 CPU_PREFILL_CHUNK = 256
 GPU_PREFILL_CHUNK = 2048
-# The warm-up decodes once greedily and once with every sampling stage on.
-WARM_UP_SETTINGS = (
-    SamplingSettings(temperature=0),
-    SamplingSettings(
-        temperature=0.8, top_k=40, top_p=0.9, min_p=0.05, typical_p=0.95, repetition_penalty=1.1
-    ),
-)
 
 
 @dataclass
@@ -338,6 +331,8 @@ class LocalEngine:
         """num_beams copies of ids, prefilled together as generate does; scores (N, vocab)."""
         self.check_ids(list(ids))
         n, length = int(num_beams), len(ids)
+        if self.batcher is not None:  # the rows join the running batch (engine/batched_beams.py)
+            return start_beams(self.batcher, lambda: new_cache(self.config), ids, n, control)
         batch = BeamBatch(self._new_beam_cache(n), 0, n)
         prompt = torch.tensor([list(ids)], dtype=torch.long, device=self.device).expand(n, -1)
         positions = torch.arange(length, device=self.device).unsqueeze(0).expand(n, -1)
@@ -348,6 +343,8 @@ class LocalEngine:
         """Rows reordered in place (row i <- reorder[i]), then one token each; scores (N, vocab)."""
         if batch.length + 1 > self.context_length:
             raise PlaygroundError(f"Beams reached the model's context of {self.context_length} tokens.")
+        if isinstance(batch, BatchedBeams):
+            return step_beams(self.batcher, batch, reorder, token_ids)
         positions = torch.full((batch.rows, 1), batch.length, device=self.device)
 
         def step() -> torch.Tensor:
@@ -466,8 +463,11 @@ class LocalEngine:
         generator = torch.Generator().manual_seed(seed)
         ids = torch.randint(0, self.vocab_size, (batch_size, seq_len), generator=generator).to(self.device)
         cache = new_cache(self.config)
-        keep = keep_rows(self.model, 1)
-        self.forwarder.run(lambda: self.model(input_ids=ids, past_key_values=cache, use_cache=True, **keep))
+        if self.batcher is not None and batch_size == 1:  # one sequence: it joins the running batch
+            run_to_end(self.batcher.forward(CacheEntry(cache), ids[0].tolist(), 1, None, "KV measure"))
+        else:
+            rows = keep_rows(self.model, 1)
+            self.forwarder.run(lambda: self.model(input_ids=ids, past_key_values=cache, **rows))
         dtype = next(
             (str(layer.keys.dtype) for layer in cache.layers if getattr(layer, "keys", None) is not None), ""
         )
@@ -478,21 +478,5 @@ class LocalEngine:
     # --- warm-up --------------------------------------------------------------------------------
 
     def warm_up(self, report: ProgressFn | None = None) -> None:
-        """Run a chat stream (greedy and sampled), a step (sync, one more token, crop) and a beam step
-        once each on a short input, so library handles, kernels and allocator pools load now and
-        not on a user's first request."""
-        if report is not None:
-            report("Warming up: chat, step and beam once each")
-        text = "Warm up the playground with one ordinary sentence about a lighthouse keeper and a storm. "
-        ids = list(self.tokenizer(text * 4, add_special_tokens=False).input_ids)[:48] or [0]
-        for settings in WARM_UP_SETTINGS:
-            for _ in self.stream(ids, DecodePlan(settings, 4, seed=0)):
-                pass
-        key = "warm-up"
-        self.sync(key, ids)
-        self.sync(key, [*ids, ids[0]], last=2)
-        self.crop(key, len(ids))
-        self.release(key)
-        batch, logits = self.beam_start(ids[:16], 4)
-        self.beam_step(batch, torch.arange(4, device=logits.device), logits.argmax(dim=-1))
-        self.forwarder.synchronize()
+        """Chat, step and beam once each on a short input (engine/warmup.py warm_up)."""
+        warm_up(self, report)

@@ -13,10 +13,21 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from playground.engine.base import DecodePlan
+from playground.engine.sampling import SamplingSettings
 from playground.engine.static import DecodeStatus, ProgressFn, StaticDecoder, zero_gpu
 
 if TYPE_CHECKING:
     from playground.engine.local import LocalEngine
+
+
+# The warm-up decodes once greedily and once with every sampling stage on.
+WARM_UP_SETTINGS = (
+    SamplingSettings(temperature=0),
+    SamplingSettings(
+        temperature=0.8, top_k=40, top_p=0.9, min_p=0.05, typical_p=0.95, repetition_penalty=1.1
+    ),
+)
 
 
 def prepare_decode(
@@ -48,3 +59,24 @@ def prepare_decode(
 
 def _quiet(message: str) -> None:
     """A progress function that says nothing."""
+
+
+def warm_up(engine: LocalEngine, report: ProgressFn | None = None) -> None:
+    """Run a chat stream (greedy and sampled), a step (sync, one more token, crop) and a beam step
+    once each on a short input, so library handles, kernels and allocator pools load now and not on
+    a user's first request."""
+    if report is not None:
+        report("Warming up: chat, step and beam once each")
+    text = "Warm up the playground with one ordinary sentence about a lighthouse keeper and a storm. "
+    ids = list(engine.tokenizer(text * 4, add_special_tokens=False).input_ids)[:48] or [0]
+    for settings in WARM_UP_SETTINGS:
+        for _ in engine.stream(ids, DecodePlan(settings, 4, seed=0)):
+            pass
+    key = "warm-up"
+    engine.sync(key, ids)
+    engine.sync(key, [*ids, ids[0]], last=2)
+    engine.crop(key, len(ids))
+    engine.release(key)
+    batch, logits = engine.beam_start(ids[:16], 4)
+    engine.beam_step(batch, torch.arange(4, device=logits.device), logits.argmax(dim=-1))
+    engine.forwarder.synchronize()
