@@ -6,18 +6,19 @@
 
 With --batching both (the default) the same load runs twice in one run, on a server with
 continuous batching off (each request its own forwards, PLAYGROUND_MODEL_CONCURRENCY at once) and
-on one with it on (every chat stream and step of every tab in one running batch), and the two are
+on one with it on (every chat stream, step, beam search and measured cache of every tab in one
+running batch), and the two are
 compared side by side: p95 with batching / p95 without (goal <= 0.4 at 32 users), tokens/s.
 
-Starts the app in a subprocess as a Space runs it, with its configured bounds (PLAYGROUND_KV_STORE_MIB,
-PLAYGROUND_MAX_WORKSPACES, PLAYGROUND_MODEL_CONCURRENCY). First every kind of session runs alone:
-its answers are the expected ones and its latencies the baseline. Then `--sessions` users at once
-each open a tab (a fresh gradio_client session), run one session (`--tabs` tabs of the app, chat,
-step by step, beam search, KV calculator and measured cache, and the moves between them), close
-the tab and open the next, until `--requests` requests are answered. Prints p50 / p95 / max latency
-per kind of request and overall next to the same requests alone, errors, answers that differ from
-alone, and the server's RSS (with its stores' sizes) every 50 requests, and whether it levelled off;
-ends with one JSON line of the same figures.
+Starts the app in a subprocess as a Space runs it, with its configured bounds
+(PLAYGROUND_KV_STORE_MIB, PLAYGROUND_MAX_WORKSPACES, PLAYGROUND_MODEL_CONCURRENCY). First every kind
+of session runs alone: its answers are the expected ones and its latencies the baseline. Then
+`--sessions` users at once each open a tab (one gradio_client per user, a new Gradio session per
+tab), run one session (`--tabs` tabs of the app, chat, step by step, beam search, KV calculator and
+measured cache, and the moves between them), close the tab and open the next, until `--requests`
+requests are answered. Prints p50 / p95 / max latency per kind of request and overall next to the
+same requests alone, errors, answers that differ from alone, and the server's RSS (with its stores'
+sizes) every 50 requests, and whether it levelled off; ends with one JSON line of the same figures.
 
 Unlike the other benchmarks it needs gradio and gradio_client (it runs the server side of a Space);
 importing it (or --help) needs neither.
@@ -188,6 +189,12 @@ class Crowd:
 
     def user(self) -> None:
         """One person: opens tabs one after another until the planned sessions are all taken."""
+        try:
+            self.browse()
+        except Exception as exc:  # the browser itself failed (its client, a new tab): counted too
+            self.errors.append(f"a user's browser: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def browse(self) -> None:
         with browser(self.server.url) as client:
             while (i := self.take_session()) is not None:
                 try:
@@ -323,8 +330,9 @@ def measure(args: argparse.Namespace, server: Server) -> tuple[Crowd, list[Reque
     before = {**settle(crowd), "requests": "before", "seconds": 0.0}  # warm, lone tabs closed
     crowd.started_at = time.perf_counter()
     with ThreadPoolExecutor(args.sessions) as pool:
-        for _ in range(args.sessions):
-            pool.submit(crowd.user)
+        users = [pool.submit(crowd.user) for _ in range(args.sessions)]
+    for user in users:
+        user.result()  # user() counts its own errors: this raises only on a bug in the bench
     end = {**crowd.sample(len(crowd.requests)), "requests": len(crowd.requests)}
     return crowd, baseline, {"before": before, "end": end, "after": settle(crowd)}
 

@@ -221,6 +221,7 @@ def same_but_last_digits(seen: object, alone: object) -> bool:
         decimals = len(x.partition(".")[2])
         if decimals == 0 and x != y:  # ids, counts, positions: exact
             return False
-        if abs(float(x.replace(",", "")) - float(y.replace(",", ""))) > max(1.01 * 10**-decimals, FLOAT_NOISE):
+        allowed = max(1.01 * 10**-decimals, FLOAT_NOISE)
+        if abs(float(x.replace(",", "")) - float(y.replace(",", ""))) > allowed:
             return False
     return True

@@ -149,23 +149,24 @@ def test_a_beam_search_rides_in_the_batch_beside_its_greedy_overlay(embedded_lm,
 
 
 def test_stop_ends_a_batched_beam_search_and_its_overlay(embedded_lm):
+    """Stop while the rows of a step wait in the batch: the search raises Cancelled, its rows
+    leave, and its greedy overlay stops long before its 40 tokens."""
     from playground.beam import beam_search
 
     control = Control()
-    calls = []
-
-    def progress(step: int, total: int) -> None:
-        calls.append(step)
-        if step == 2:
-            control.cancel()
-
+    before = embedded_lm.batcher.iterations
+    timer = threading.Timer(1.5, control.cancel)  # mid-search: a step's rows are in the batch
+    timer.start()
     with pytest.raises(Cancelled):
-        beam_search(
-            embedded_lm, "Once upon a time", 3, 20, include_greedy=True, progress=progress, control=control
-        )
-    time.sleep(1.0)  # the overlay hears its Stop at its next token
-    batcher = embedded_lm.batcher
+        beam_search(embedded_lm, "Once upon a time", 3, 40, include_greedy=True, control=control)
+    batcher, deadline = embedded_lm.batcher, time.monotonic() + 30
+    while (batcher.running or batcher.waiting) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not batcher.running and not batcher.waiting, "a stopped search left work in the batch"
+    log = [it for it in batcher.log if it.index >= before]
+    overlay_tokens = sum(j.kind == "decode" for it in log for j in it.jobs)
+    beam_steps = sum(any(j.name.startswith("beam ") for j in it.jobs) for it in log)
+    assert 0 < beam_steps < 40 and overlay_tokens < 39, (beam_steps, overlay_tokens)
 
 
 def test_a_measured_cache_is_read_in_the_batch_with_the_same_bytes(embedded_lm, unbatched):

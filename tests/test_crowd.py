@@ -238,3 +238,20 @@ def test_answers_compare_equal_up_to_float_noise_only() -> None:
     assert not same_but_last_digits({**alone, "score": "-1.27"}, alone)
     assert not same_but_last_digits({**alone, "rank": 4}, alone)
     assert not same_but_last_digits({**alone, "text": "Lyon"}, alone)
+
+
+def test_the_queue_has_the_running_batchs_places(tiny_lm):
+    """With continuous batching the model queue lets as many events run as the batch has places
+    (PLAYGROUND_BATCH_SIZE), so a waiting tab's place and estimate count batch places; with
+    batching off, PLAYGROUND_MODEL_CONCURRENCY events at once."""
+    from playground.engine.batcher import BatchConfig
+    from playground.engine.local import LocalEngine
+
+    lm = tiny_lm
+    batched = LocalEngine(
+        lm.model, lm.tokenizer, lm.device, lm.dtype, lm.name, batching=BatchConfig("continuous", 5)
+    )
+    for engine, places in ((batched, 5), (tiny_lm, 3)):
+        demo = build_demo(engine, load_settings(model_concurrency=3))
+        limits = {fn.concurrency_limit for fn in demo.fns.values() if fn.concurrency_id == MODEL_QUEUE}
+        assert limits == {places}

@@ -1,7 +1,8 @@
 """Beam search that records the real tree: every expansion, kept, pruned and finished.
 
 `beam_search` runs its own beam search over the engine (beams batched in one forward, their
-cache rows reordered every step) that follows transformers 5's `GenerationMixin._beam_search`
+cache rows reordered every step; with continuous batching each row is a sequence of the running
+batch, engine/batched_beams.py) that follows transformers 5's `GenerationMixin._beam_search`
 step for step: the same top-K over all beams (K = max(2, 1 + number of EOS ids) * num_beams),
 the same stopping criteria (EOS, length limit), the same finished-hypothesis bookkeeping with
 length penalty, the same early-stopping heuristic and the same logits processors built from
@@ -91,15 +92,14 @@ def beam_search(
         with torch.inference_mode():
             search = _Search(engine, prompt_ids, settings, progress, control)
             search.run()
-    except BaseException:
+        tree = search.to_tree(prompt, prompt_text, time.perf_counter() - started)
         if greedy is not None:
+            tree.greedy = _link_greedy(tree, greedy.result())
+            tree.greedy_text = decode_ids(engine.tokenizer, [token.token.id for token in tree.greedy])
+        return tree
+    finally:
+        if greedy is not None:  # a failed search (or Stop) ends its overlay too; harmless once done
             greedy.cancel()
-        raise
-    tree = search.to_tree(prompt, prompt_text, time.perf_counter() - started)
-    if greedy is not None:
-        tree.greedy = _link_greedy(tree, greedy.result())
-        tree.greedy_text = decode_ids(engine.tokenizer, [token.token.id for token in tree.greedy])
-    return tree
 
 
 # --- input checks ---------------------------------------------------------------------------
@@ -445,7 +445,9 @@ class _GreedyOverlay:
     rows (one wait instead of two); else after the search. Its own Control is cancelled with the
     search's, and when the search fails."""
 
-    def __init__(self, engine: Engine, prompt_ids: list[int], max_new_tokens: int, parent: Control | None):
+    def __init__(
+        self, engine: Engine, prompt_ids: list[int], max_new_tokens: int, parent: Control | None
+    ) -> None:
         self.parent, self.control = parent, Control()
         self._args = (engine, prompt_ids, max_new_tokens)
         self._future: Future[list[GreedyToken]] | None = None
@@ -454,6 +456,8 @@ class _GreedyOverlay:
 
     def cancel(self) -> None:
         self.control.cancel()
+        if self._future is not None:
+            self._future.cancel()  # still waiting for a worker: it never starts
 
     def result(self) -> list[GreedyToken]:
         if self._future is None:

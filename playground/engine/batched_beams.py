@@ -6,9 +6,11 @@ else's decodes. Run on their own, the beams took the model lock between iteratio
 on 2 cores, beam forwards held it for about 60 % of the wall time and every chat stream's next
 token waited for them (bench/bench_crowd.py).
 
-The prompt is read once and its cache copied to every row (transformers' beam search reads N
-copies; the rows are the same). Reordering (row i <- old row reorder[i], after every step) moves
-each cache to its new row; a row taken twice is copied, a row not taken is dropped.
+The prompt is read once (transformers' beam search reads N copies; the rows are the same) and every
+row starts on that one cache. Reordering (row i <- old row reorder[i], before every step) moves
+each cache to its new row; a cache taken twice is copied (under the memory guard), a row not taken
+is dropped. A step's rows go to the front of the queue and are scheduled with the decodes: they
+are one token each on a sequence already read, as a decode is.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ if TYPE_CHECKING:
 class BatchedBeams:
     """num_beams rows, each a sequence of the running batch (what beam_start returns when batching)."""
 
-    entries: list[CacheEntry]
+    batcher: Batcher
+    entries: list[CacheEntry]  # row i's cache (at the start every row holds the prompt's one cache)
     length: int  # tokens per row so far
     control: Control | None
-    name: str = "beam"
 
     @property
     def rows(self) -> int:
@@ -44,30 +46,26 @@ class BatchedBeams:
 def start_beams(
     batcher: Batcher, new_cache: Callable[[], Any], ids: Sequence[int], rows: int, control: Control | None
 ) -> tuple[BatchedBeams, torch.Tensor]:
-    """Read the prompt once in the batch, copy its cache to every row; scores (rows, vocab)."""
+    """Read the prompt once in the batch; every row starts on its cache; scores (rows, vocab)."""
     entry = CacheEntry(new_cache())
     first, _ = run_to_end(batcher.forward(entry, list(ids), 1, control, "beam"))
-    entries = [entry, *(_copied(entry) for _ in range(rows - 1))]
-    return BatchedBeams(entries, len(ids), control), first[-1:].expand(rows, -1).clone()
+    return BatchedBeams(batcher, [entry] * rows, len(ids), control), first[-1:].expand(rows, -1).clone()
 
 
-def step_beams(
-    batcher: Batcher, beams: BatchedBeams, reorder: torch.Tensor, token_ids: torch.Tensor
-) -> torch.Tensor:
+def step_beams(beams: BatchedBeams, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
     """Rows reordered (row i <- old row reorder[i]), then one token each, in one iteration when the
-    batch has the places; scores (rows, vocab)."""
-    taken: set[int] = set()
+    batch has the places and the budget; scores (rows, vocab)."""
+    taken: set[int] = set()  # caches (by identity) already given to a row
     entries = []
-    for source in reorder.tolist():
-        entry = beams.entries[source]
-        entries.append(_copied(entry) if source in taken else entry)
-        taken.add(source)
+    with beams.batcher.forwarder.memory_guard(None):  # a copy out of memory: the clear message
+        for source in reorder.tolist():
+            entry = beams.entries[source]
+            entries.append(
+                CacheEntry(copy_cache(entry.cache), list(entry.ids)) if id(entry) in taken else entry
+            )
+            taken.add(id(entry))
     beams.entries = entries
     tokens = [[int(t)] for t in token_ids.reshape(-1).tolist()]
-    rows, _ = batcher.forward_rows(entries, tokens, beams.control, beams.name)
+    rows = beams.batcher.forward_rows(entries, tokens, beams.control, "beam")
     beams.length += 1
     return rows
-
-
-def _copied(entry: CacheEntry) -> CacheEntry:
-    return CacheEntry(copy_cache(entry.cache), list(entry.ids))

@@ -10,8 +10,9 @@ run together). Every job keeps its own cache (its KV store entry), settings and 
 tokens and records are those it would get alone. Stop (or a closed tab) takes a job out at the
 next iteration; out of memory refuses the newest job, never the others.
 
-Callers block on their job's queue: `forward` (yields Progress, returns rows and seconds) and
-`decode` (yields a TokenRecord per token). `Batcher(threaded=False)` runs `step()` by hand (the
+Callers block on their job's queue: `forward` (yields Progress, returns rows and seconds),
+`forward_rows` (several sequences' next tokens together: a beam search's rows) and `decode`
+(yields a TokenRecord per token). `Batcher(threaded=False)` runs `step()` by hand (the
 "Continuous batching" lesson replays arrivals at set iterations). `log` keeps the schedule.
 """
 
@@ -182,17 +183,18 @@ class Batcher:
 
     def forward_rows(
         self, entries: list[CacheEntry], new_ids: list[list[int]], control: Control | None, name: str
-    ) -> tuple[torch.Tensor, float]:
-        """Several sequences each read their ids (a beam search's rows), submitted together so they
-        share an iteration when the batch has the places; the last row of each (N, vocab), seconds."""
+    ) -> torch.Tensor:
+        """Several sequences already read each take their next ids (a beam search's rows, one token
+        each), together and at the front of the queue, so they share an iteration when the batch has
+        the places; the last row of each (N, vocab)."""
         pairs = zip(entries, new_ids, strict=True)
         jobs = [Job(f"{name} {i + 1}", entry, list(ids), 1, control) for i, (entry, ids) in enumerate(pairs)]
-        self._submit(*jobs)
+        self._submit(*jobs, front=True)
         try:
             for job in jobs:
                 while self._next(job) is not _DONE:
                     pass  # progress of a long read: the caller shows none
-            return torch.stack([job.rows[-1] for job in jobs]), max(job.seconds for job in jobs)
+            return torch.stack([job.rows[-1] for job in jobs])
         finally:
             for job in jobs:
                 self._withdraw(job)
@@ -322,14 +324,15 @@ class Batcher:
             self._choose(job)  # a decode's first token: from the row it came with
 
     def _schedule(self) -> list[tuple[Job, int]]:
-        """(job, tokens this iteration): decodes first, then prompt chunks up to the budget."""
+        """(job, tokens this iteration): decodes (and one-token reads) first, then prompt chunks up to the
+        budget."""
         budget, plan = self.budget, []
         for job in self.running:
-            if job.phase == "decode" and budget:
+            if _one_more_token(job) and budget:
                 plan.append((job, 1))
                 budget -= 1
         for job in self.running:
-            if job.phase == "read" and job.reading and budget:
+            if job.phase == "read" and job.reading and budget and not _one_more_token(job):
                 n = min(len(job.pending) - job.read, budget)
                 plan.append((job, n))
                 budget -= n
@@ -427,6 +430,14 @@ class Batcher:
         if job in self.running:
             self.running.remove(job)
         job.gone.set()
+
+
+def _one_more_token(job: Job) -> bool:
+    """A decode, or one token read onto a sequence already read (a step's pick, a beam row): these
+    go before prompt chunks, so a long prompt never stalls them."""
+    if job.phase == "decode":
+        return True
+    return job.phase == "read" and job.read == 0 and len(job.pending) == 1 and bool(job.entry.ids)
 
 
 def _drop(job: Job) -> None:

@@ -327,8 +327,9 @@ class LocalEngine:
 
     def beam_start(
         self, ids: Sequence[int], num_beams: int, control: Control | None = None
-    ) -> tuple[BeamBatch, torch.Tensor]:
-        """num_beams copies of ids, prefilled together as generate does; scores (N, vocab)."""
+    ) -> tuple[BeamBatch | BatchedBeams, torch.Tensor]:
+        """num_beams copies of ids, prefilled together as generate does (batching: read once, as rows
+        of the running batch); scores (N, vocab)."""
         self.check_ids(list(ids))
         n, length = int(num_beams), len(ids)
         if self.batcher is not None:  # the rows join the running batch (engine/batched_beams.py)
@@ -339,12 +340,14 @@ class LocalEngine:
         first = self.forwarder.run(lambda: self._beam_forward(batch, prompt, positions), control, wait=False)
         return batch, first[0]
 
-    def beam_step(self, batch: BeamBatch, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-        """Rows reordered in place (row i <- reorder[i]), then one token each; scores (N, vocab)."""
+    def beam_step(
+        self, batch: BeamBatch | BatchedBeams, reorder: torch.Tensor, token_ids: torch.Tensor
+    ) -> torch.Tensor:
+        """Rows reordered (row i <- reorder[i]), then one token each; scores (N, vocab)."""
         if batch.length + 1 > self.context_length:
             raise PlaygroundError(f"Beams reached the model's context of {self.context_length} tokens.")
         if isinstance(batch, BatchedBeams):
-            return step_beams(self.batcher, batch, reorder, token_ids)
+            return step_beams(batch, reorder, token_ids)
         positions = torch.full((batch.rows, 1), batch.length, device=self.device)
 
         def step() -> torch.Tensor:
@@ -466,8 +469,10 @@ class LocalEngine:
         if self.batcher is not None and batch_size == 1:  # one sequence: it joins the running batch
             run_to_end(self.batcher.forward(CacheEntry(cache), ids[0].tolist(), 1, None, "KV measure"))
         else:
-            rows = keep_rows(self.model, 1)
-            self.forwarder.run(lambda: self.model(input_ids=ids, past_key_values=cache, **rows))
+            keep = keep_rows(self.model, 1)
+            self.forwarder.run(
+                lambda: self.model(input_ids=ids, past_key_values=cache, use_cache=True, **keep)
+            )
         dtype = next(
             (str(layer.keys.dtype) for layer in cache.layers if getattr(layer, "keys", None) is not None), ""
         )
