@@ -7,8 +7,8 @@
 With --batching both (the default) the same load runs twice in one run, on a server with
 continuous batching off (each request its own forwards, PLAYGROUND_MODEL_CONCURRENCY at once) and
 on one with it on (every chat stream, step, beam search and measured cache of every tab in one
-running batch), and the two are
-compared side by side: p95 with batching / p95 without (goal <= 0.4 at 32 users), tokens/s.
+running batch), and the two are compared side by side: p95 with batching / p95 without (goal <= 0.4
+at 32 users), tokens/s.
 
 Starts the app in a subprocess as a Space runs it, with its configured bounds
 (PLAYGROUND_KV_STORE_MIB, PLAYGROUND_MAX_WORKSPACES, PLAYGROUND_MODEL_CONCURRENCY). First every kind

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from playground.engine.cache import copy_cache
 from playground.engine.control import Control, run_to_end
 from playground.engine.kv_store import CacheEntry
 
@@ -60,9 +59,7 @@ def step_beams(beams: BatchedBeams, reorder: torch.Tensor, token_ids: torch.Tens
     with beams.batcher.forwarder.memory_guard(None):  # a copy out of memory: the clear message
         for source in reorder.tolist():
             entry = beams.entries[source]
-            entries.append(
-                CacheEntry(copy_cache(entry.cache), list(entry.ids)) if id(entry) in taken else entry
-            )
+            entries.append(entry.copy() if id(entry) in taken else entry)
             taken.add(id(entry))
     beams.entries = entries
     tokens = [[int(t)] for t in token_ids.reshape(-1).tolist()]

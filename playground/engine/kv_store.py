@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from playground.engine.cache import storage_bytes
+from playground.engine.cache import copy_cache, storage_bytes
 from playground.errors import PlaygroundError
 
 MIB = 1024 * 1024
@@ -43,6 +43,10 @@ class CacheEntry:
         self.logits.move_to_end(length)
         while len(self.logits) > REMEMBERED_LOGITS:
             self.logits.popitem(last=False)
+
+    def copy(self) -> CacheEntry:
+        """An independent copy (a fork): the cache copied, the same ids and remembered rows."""
+        return CacheEntry(copy_cache(self.cache), list(self.ids), self.logits.copy())
 
     def forget_after(self, length: int) -> None:
         """Drop what no longer holds once the sequence is cut to `length` tokens."""

@@ -20,7 +20,7 @@ import torch
 from playground.engine.base import Capabilities, DecodePlan, Progress
 from playground.engine.batched_beams import BatchedBeams, start_beams, step_beams
 from playground.engine.batcher import BatchConfig, make_batcher
-from playground.engine.cache import copy_cache, filled_layer_bytes, new_cache
+from playground.engine.cache import filled_layer_bytes, new_cache
 from playground.engine.control import Control, check, holding, run_to_end
 from playground.engine.forward import Advance, Forwarder, crop_entry, eager_logits, keep_rows
 from playground.engine.kv_store import MIB, CacheEntry, KVStore
@@ -271,7 +271,7 @@ class LocalEngine:
         with self._checked_out(key) as entry, holding(self.lock, None):
             if entry.cache is None:  # nothing to copy: new_key computes its ids when used
                 return
-            twin = CacheEntry(copy_cache(entry.cache), list(entry.ids), entry.logits.copy())
+            twin = entry.copy()
         self.kv_store.put(new_key, twin)
 
     def release(self, key: str) -> None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from playground.engine.cache import copy_cache, filled_layer_bytes, new_cache
+from playground.engine.cache import filled_layer_bytes, new_cache
 from playground.engine.control import Control, holding, run_to_end
 from playground.engine.forward import Forwarder, eager_logits, keep_rows
 from playground.engine.kv_store import CacheEntry
@@ -284,7 +284,7 @@ class ProbeSequence:
         """An independent copy of this sequence: the same ids, its cache copied (quantized ones too)."""
         twin = ProbeSequence(self.probes, self.model, self.control, self.new_cache)
         with holding(self.probes.forwarder.lock, self.control):  # no forward writes it meanwhile
-            twin.entry = CacheEntry(copy_cache(self.cache), list(self.ids))
+            twin.entry = self.entry.copy()
         return twin
 
     def crop(self, length: int) -> None:
