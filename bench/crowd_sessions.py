@@ -162,8 +162,8 @@ def run_tab(
 def browser(url: str) -> Iterator[Any]:
     """One person's browser: a client that reads the app's config once. `next_tab(client)` closes
     its tab and opens a new one (a new Gradio session: the old one's heartbeat ends, so the
-    server releases it) without reading the config again, as a browser keeps it cached; a fresh
-    Client per tab cost the crowd's own process about as much CPU as the server's model work."""
+    server releases it) without reading the config again, as a browser keeps it cached (a fresh
+    Client per tab fetches the 0.5 MB config and API description again, on the server's cores)."""
     from gradio_client import Client
 
     client = Client(url, verbose=False)

@@ -2,9 +2,8 @@
 
 With continuous batching on, `LocalEngine.beam_start` and `beam_step` give the search's forwards
 to the batcher (engine/batcher.py), so a search's N rows ride in the same iterations as everyone
-else's decodes. Run on their own, the beams took the model lock between iterations: with 32 users
-on 2 cores, beam forwards held it for about 60 % of the wall time and every chat stream's next
-token waited for them (bench/bench_crowd.py).
+else's decodes. Run on their own, the beams took the model lock between iterations, and in a crowd
+(bench/bench_crowd.py) every chat stream's next token waited for them.
 
 The prompt is read once (transformers' beam search reads N copies; the rows are the same) and every
 row starts on that one cache. Reordering (row i <- old row reorder[i], before every step) moves
