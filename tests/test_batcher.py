@@ -49,9 +49,8 @@ def requests() -> list[ChatRequest]:
 
 def test_the_app_engine_batches_and_says_so(embedded_lm):
     assert embedded_lm.batcher is not None and embedded_lm.concurrency == 32
-    assert (
-        "Batching: continuous (up to 32 requests, 256 tokens per iteration)" in embedded_lm.describe_decode()
-    )
+    line = "Batching: continuous (up to 32 requests, 48 tokens per iteration while any decodes, 256 alone)"
+    assert line in embedded_lm.describe_decode()
 
 
 def test_concurrent_streams_equal_the_same_request_alone(embedded_lm, unbatched):
@@ -100,8 +99,8 @@ def _cancelled_after(lm, request: ChatRequest, control: Control, n: int) -> list
 
 
 def test_a_long_prompt_is_read_in_chunks_beside_the_others_decodes(embedded_lm):
-    """While a 1,000-token prompt is read (256 per iteration), a short chat keeps making a token in
-    every one of those iterations."""
+    """While a 1,000-token prompt is read, a short chat keeps making a token in every one of those
+    iterations, and an iteration with a decode holds 48 tokens at most (256 with none)."""
     long_ids = embedded_lm.tokenizer("The cat sat on the mat. " * 160).input_ids[:1000]
     short = ChatRequest([{"role": "user", "content": "Count to ten."}], settings=GREEDY, max_new_tokens=24)
     started = embedded_lm.batcher.iterations
@@ -114,8 +113,54 @@ def test_a_long_prompt_is_read_in_chunks_beside_the_others_decodes(embedded_lm):
     log = [it for it in embedded_lm.batcher.log if it.index >= started]
     mixed = [it for it in log if {j.kind for j in it.jobs} == {"prefill", "decode"}]
     assert mixed, "no iteration read a prompt chunk beside a decode"
+    assert all(sum(j.tokens for j in it.jobs) <= 48 for it in mixed)  # the decoding budget holds
     assert all(sum(j.tokens for j in it.jobs) <= 256 for it in log)  # the token budget holds
-    assert max(j.tokens for it in log for j in it.jobs if j.kind == "prefill") <= 256
+    alone = [j.tokens for it in log if {j.kind for j in it.jobs} == {"prefill"} for j in it.jobs]
+    assert max(alone) == 256  # with nothing decoding, the long prompt is read a whole chunk at a time
+
+
+def test_a_read_that_a_decode_follows_goes_before_older_reads(embedded_lm):
+    """With one stream decoding (budget 16 while any decodes, 64 alone), a stream's prompt that
+    arrived after a plain 40-token read takes the iteration's 15 spare tokens first; the plain read
+    gets the budget's rest once that prompt is read."""
+    lm = embedded_lm
+    b = Batcher(
+        lm.batcher.model,
+        lm.forwarder,
+        lm.tokenizer,
+        budget=64,
+        decoding_budget=16,
+        max_jobs=8,
+        threaded=False,
+    )
+    ids = lm.tokenizer("The capital of France is").input_ids
+    plan = DecodePlan(GREEDY, 8, seed=0)
+
+    def stream(prompt: list[int], name: str):
+        return b.stream_job(CacheEntry(new_cache(lm.config)), prompt, plan, lm.eos_token_ids, 8192, name)
+
+    stream(ids, "first")
+    b.step()  # nothing decodes yet: the whole prompt in one iteration
+    assert [(j.name, j.kind, j.tokens) for j in b.log[-1].jobs] == [("first", "prefill", len(ids))]
+    read = batcher_module.Job("read", CacheEntry(new_cache(lm.config)), list(range(1000, 1040)), 1, None)
+    b._submit(read)
+    stream(list(range(2000, 2030)), "second")
+    b.step()
+    assert [(j.name, j.kind, j.tokens) for j in b.log[-1].jobs] == [
+        ("first", "decode", 1),
+        ("second", "prefill", 15),
+    ]
+    b.step()
+    assert [(j.name, j.tokens) for j in b.log[-1].jobs] == [("first", 1), ("second", 15)]
+    b.step()  # second's prompt is read: it decodes, and the plain read gets the rest of the budget
+    assert [(j.name, j.kind, j.tokens) for j in b.log[-1].jobs] == [
+        ("first", "decode", 1),
+        ("second", "decode", 1),
+        ("read", "prefill", 14),
+    ]
+    while b.step():
+        pass
+    assert read.gone.is_set() and read.read == 40
 
 
 def test_a_step_session_joins_the_batch(embedded_lm, unbatched):

@@ -46,7 +46,7 @@ def start_beams(
 ) -> tuple[BatchedBeams, torch.Tensor]:
     """Read the prompt once in the batch; every row starts on its cache; scores (rows, vocab)."""
     entry = CacheEntry(new_cache())
-    first, _ = run_to_end(batcher.forward(entry, list(ids), 1, control, "beam"))
+    first, _ = run_to_end(batcher.forward(entry, list(ids), 1, control, "beam", ahead=True))
     return BatchedBeams(batcher, [entry] * rows, len(ids), control), first[-1:].expand(rows, -1).clone()
 
 

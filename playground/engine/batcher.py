@@ -3,8 +3,14 @@
 A request is a `Job`: ids to read (a prompt, a step's new tokens) and, for a chat stream, a
 decode that follows. Each iteration is ONE forward (engine/ragged.py) over:
 1. one token for every decoding job (first come, first served);
-2. then prompt chunks, oldest job first, until the iteration's token budget is spent;
-so a long prompt is read a chunk at a time and never stalls anyone's next token, and a job that
+2. then prompt chunks until the iteration's token budget is spent: first the reads that lead to
+   many more iterations (a stream's prompt, a beam search's), then the others, oldest first.
+While any job decodes, the budget is `decoding_budget` (the engine's: 48 tokens): every iteration
+stays short, so everyone's next token comes quickly; when none does, it is `budget` (the prefill
+chunk), so a prompt read alone goes at full speed. In a crowd (bench/bench_crowd.py, 32 users on
+2 cores) the tail is the streams, which need an iteration per token: with a 256-token budget while
+decoding the p95 latency was 13.2 s, with 48 it was 10.3-11.1 s.
+So a long prompt is read a chunk at a time and never stalls anyone's next token, and a job that
 finishes leaves at once: the next iteration has a place for a waiting one (at most `max_jobs`
 run together). Every job keeps its own cache (its KV store entry), settings and seeded RNG: its
 tokens and records are those it would get alone. Stop (or a closed tab) takes a job out at the
@@ -42,6 +48,7 @@ LOG_ITERATIONS = 4096  # iterations the schedule log keeps
 MODES = ("continuous", "off")
 _DONE = object()  # a job's last message
 STOP_POLL_S = 0.2  # how often a caller waiting for its next token checks its Stop
+DECODING_TOKENS = 48  # the engine's tokens per iteration while any job decodes (see the docstring)
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class BatchConfig:
 
     mode: str = "off"  # "continuous": every request in one running batch; "off": one forward each
     size: int = 32  # requests in the batch at once (more wait for a place)
-    tokens: int = 0  # tokens per iteration, decodes and prompt chunks together; 0: the prefill chunk
+    tokens: int = 0  # tokens per iteration while any request decodes; 0: DECODING_TOKENS
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -71,10 +78,11 @@ def make_batcher(
     if reason:
         return None, f"Batching: off ({reason})"
     batcher = Batcher(
-        probes.ragged_twin(), probes.forwarder, tokenizer, budget=config.tokens, max_jobs=config.size
-    )
-    budget = batcher.budget
-    return batcher, f"Batching: continuous (up to {config.size} requests, {budget} tokens per iteration)"
+        probes.ragged_twin(), probes.forwarder, tokenizer, budget=0, max_jobs=config.size,
+        decoding_budget=config.tokens or DECODING_TOKENS,
+    )  # fmt: skip
+    tokens = f"{batcher.decoding_budget} tokens per iteration while any decodes, {batcher.budget} alone"
+    return batcher, f"Batching: continuous (up to {config.size} requests, {tokens})"
 
 
 @dataclass
@@ -106,6 +114,7 @@ class Job:
     submitted: float = field(default_factory=time.perf_counter)
     gone: threading.Event = field(default_factory=threading.Event)  # left the batch
     withdrawn: bool = False
+    ahead: bool = False  # a read that many more iterations follow: its chunks go before the others'
     # "read": ids to forward (a prompt, a step's tokens); "choose": a row to pick the next token
     # from; "decode": one token (the one it picked) to forward per iteration
     phase: str = "read"
@@ -142,14 +151,15 @@ class Batcher:
 
     def __init__(
         self, model: Any, forwarder: Forwarder, tokenizer: Any, *, budget: int, max_jobs: int,
-        threaded: bool = True,
+        decoding_budget: int | None = None, threaded: bool = True,
     ) -> None:  # fmt: skip
-        if budget < 0 or max_jobs < 1:
+        if budget < 0 or max_jobs < 1 or (decoding_budget is not None and decoding_budget < 1):
             raise PlaygroundError(
                 f"Batching needs a token budget and a batch size >= 1, got {budget}, {max_jobs}."
             )
         self.model, self.forwarder, self.tokenizer = model, forwarder, tokenizer  # model: a ragged twin
         self._budget, self.max_jobs, self.threaded = int(budget), int(max_jobs), threaded
+        self._decoding_budget = decoding_budget
         self.waiting: deque[Job] = deque()
         self.running: list[Job] = []
         self.log: deque[Iteration] = deque(maxlen=LOG_ITERATIONS)
@@ -162,14 +172,21 @@ class Batcher:
         """Tokens per iteration (0 at construction: the engine's prefill chunk, as it is now)."""
         return self._budget or self.forwarder.prefill_chunk
 
+    @property
+    def decoding_budget(self) -> int:
+        """Tokens per iteration while any job decodes (None at construction: the budget)."""
+        return min(self._decoding_budget or self.budget, self.budget)
+
     # --- what callers use ---------------------------------------------------------------------
 
     def forward(
-        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, name: str
-    ) -> Advance:
+        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, name: str,
+        ahead: bool = False,
+    ) -> Advance:  # fmt: skip
         """Read new_ids into entry's cache in the batch; Progress while it does (long inputs), then
-        (rows (last, vocab), seconds)."""
-        job = Job(name, entry, list(new_ids), last, control)
+        (rows (last, vocab), seconds). ahead: many iterations follow this read (a stream's prompt,
+        a beam search's), so it goes before the other reads."""
+        job = Job(name, entry, list(new_ids), last, control, ahead=ahead)
         self._submit(job)
         try:
             while True:
@@ -225,7 +242,7 @@ class Batcher:
         decoding = Decoding(
             plan, eos, context, seeded_generator(plan.seed, self.forwarder.device), source=source
         )
-        job = Job(name, entry, list(prompt), 1, None, decoding)
+        job = Job(name, entry, list(prompt), 1, None, decoding, ahead=True)
         self._submit(job)
         return job
 
@@ -324,14 +341,15 @@ class Batcher:
             self._choose(job)  # a decode's first token: from the row it came with
 
     def _schedule(self) -> list[tuple[Job, int]]:
-        """(job, tokens this iteration): decodes (and one-token reads) first, then prompt chunks up to the
-        budget."""
-        budget, plan = self.budget, []
+        """(job, tokens this iteration): decodes (and one-token reads) first, then prompt chunks up to
+        the budget (the decoding budget when any job takes one token), reads marked `ahead` first."""
+        decoding = any(_one_more_token(job) for job in self.running)
+        budget, plan = self.decoding_budget if decoding else self.budget, []
         for job in self.running:
             if _one_more_token(job) and budget:
                 plan.append((job, 1))
                 budget -= 1
-        for job in self.running:
+        for job in sorted(self.running, key=lambda job: not job.ahead):  # stable: oldest first
             if job.phase == "read" and job.reading and budget and not _one_more_token(job):
                 n = min(len(job.pending) - job.read, budget)
                 plan.append((job, n))

@@ -27,12 +27,35 @@ class GrowableLayer(DynamicLayer):
     `keys` and `values` are always views of the first `length` positions, as DynamicLayer's
     tensors are, so everything that reads a DynamicCache reads this one the same way."""
 
+    length = 0  # positions filled
+    _key_buffer: torch.Tensor | None = None
+    _value_buffer: torch.Tensor | None = None
+
+    @property
+    def keys(self) -> torch.Tensor | None:  # type: ignore[override]
+        """A view of the filled positions, made when read: the batched attention (engine/ragged.py)
+        writes many sequences' buffers in one call and then only moves their lengths."""
+        return None if self._key_buffer is None else self._key_buffer[:, :, : self.length]
+
+    @keys.setter
+    def keys(self, tensor: torch.Tensor | None) -> None:  # transformers sets them (None on reset)
+        self._key_buffer = tensor
+        self.length = 0 if tensor is None else tensor.shape[-2]
+
+    @property
+    def values(self) -> torch.Tensor | None:  # type: ignore[override]
+        return None if self._value_buffer is None else self._value_buffer[:, :, : self.length]
+
+    @values.setter
+    def values(self, tensor: torch.Tensor | None) -> None:
+        self._value_buffer = tensor
+        self.length = 0 if tensor is None else tensor.shape[-2]
+
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.dtype, self.device = key_states.dtype, key_states.device
-        self.length = 0
         self._key_buffer = key_states.new_empty((*key_states.shape[:2], 0, key_states.shape[-1]))
         self._value_buffer = value_states.new_empty((*value_states.shape[:2], 0, value_states.shape[-1]))
-        self._refresh_views()
+        self.length = 0
         self.is_initialized = True
 
     def update(
@@ -41,17 +64,25 @@ class GrowableLayer(DynamicLayer):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         new_length = self.length + key_states.shape[-2]
-        if new_length > self.capacity:
-            self._grow(new_length)
+        self.reserve(key_states.shape[-2])
         self._key_buffer[:, :, self.length : new_length] = key_states
         self._value_buffer[:, :, self.length : new_length] = value_states
         self.length = new_length
-        self._refresh_views()
         return self.keys, self.values
 
     @property
     def capacity(self) -> int:
         return self._key_buffer.shape[-2]
+
+    @property
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The key and value buffers, spare room included (the batched attention writes into them)."""
+        return self._key_buffer, self._value_buffer
+
+    def reserve(self, tokens: int) -> None:
+        """Room for `tokens` more positions (grown, with spare room, when there is not)."""
+        if self.length + tokens > self.capacity:
+            self._grow(self.length + tokens)
 
     def _grow(self, needed: int) -> None:
         """Copy the filled part into larger buffers (the only copy an append ever makes)."""
@@ -62,10 +93,6 @@ class GrowableLayer(DynamicLayer):
             new[:, :, : self.length] = old[:, :, : self.length]
             setattr(self, name, new)
 
-    def _refresh_views(self) -> None:
-        self.keys = self._key_buffer[:, :, : self.length]
-        self.values = self._value_buffer[:, :, : self.length]
-
     def get_seq_length(self) -> int:
         return self.length if self.is_initialized else 0
 
@@ -75,7 +102,6 @@ class GrowableLayer(DynamicLayer):
             raise ValueError(f"crop takes a negative number of tokens to remove, got {tokens_to_remove}")
         if self.is_initialized and tokens_to_remove:
             self.length = max(0, self.length + tokens_to_remove)
-            self._refresh_views()
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         """Rows for beam search, in place: row i becomes old row beam_idx[i]."""
@@ -88,13 +114,11 @@ class GrowableLayer(DynamicLayer):
         if self.get_seq_length() > 0:
             self._key_buffer = self.keys.repeat_interleave(repeats, dim=0)
             self._value_buffer = self.values.repeat_interleave(repeats, dim=0)
-            self._refresh_views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.get_seq_length() > 0:
             self._key_buffer = self.keys[indices, ...]
             self._value_buffer = self.values[indices, ...]
-            self._refresh_views()
 
     def reset(self) -> None:
         self.length = 0

@@ -304,13 +304,14 @@ class LocalEngine:
         check_ids(ids, last, self.context_length, self.vocab_size, checked)
 
     def _advance(
-        self, entry: CacheEntry, target: list[int], last: int, control: Control | None, name: str = "request"
-    ) -> Advance:
-        """Make entry cover target (see Forwarder.advance), in the running batch when batching; the
-        cached ids were checked when added."""
+        self, entry: CacheEntry, target: list[int], last: int, control: Control | None,
+        name: str = "request", ahead: bool = False,
+    ) -> Advance:  # fmt: skip
+        """Make entry cover target (see Forwarder.advance), in the running batch when batching (ahead:
+        a decode follows, see Batcher.forward); the cached ids were checked when added."""
         self.check_ids(target, last, checked=common_prefix(entry.ids, target))
         batcher = self.batcher
-        rest = None if batcher is None else lambda e, ids, rows, c: batcher.forward(e, ids, rows, c, name)
+        rest = None if batcher is None else lambda e, ids, n, c: batcher.forward(e, ids, n, c, name, ahead)
         return (
             yield from self.forwarder.advance(
                 entry, target, last, control, self._piece, self._new_cache, rest
@@ -415,7 +416,7 @@ class LocalEngine:
         prefix, name = list(answer_prefix), key or "stream"
         with self._checked_out(key) as entry:
             target = [*prompt_ids, *prefix]
-            rows, seconds = yield from self._advance(entry, target, len(prefix) + 1, control, name)
+            rows, seconds = yield from self._advance(entry, target, len(prefix) + 1, control, name, True)
             if prefix:
                 yield from describe_rows(self.tokenizer, rows[:-1], prefix, top=plan.top, source="given")
             if self.batcher is not None:

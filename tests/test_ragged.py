@@ -1,0 +1,82 @@
+"""The batched attention (engine/ragged.py): one TorchScript call per layer writes every sequence's
+new keys and values into its own buffers and attends, as one plain attention per sequence does."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from playground.engine.cache import GrowableLayer
+from playground.engine.ragged import _attend, attend_segments
+
+HEADS, KV_HEADS, DIM = 6, 2, 8
+
+
+def _layer(cached: int, generator: torch.Generator) -> GrowableLayer:
+    layer = GrowableLayer()
+    keys, values = (torch.randn(1, KV_HEADS, cached, DIM, generator=generator) for _ in range(2))
+    layer.lazy_initialization(keys, values)
+    if cached:
+        layer.update(keys, values)
+    return layer
+
+
+def test_one_scripted_call_equals_one_attention_per_sequence():
+    """Three sequences packed in one row: a decode (1 token after 9), a first chunk (5 tokens) and
+    a later chunk (4 after 7); each output equals plain causal attention over its own keys."""
+    g = torch.Generator().manual_seed(0)
+    cached, counts = [9, 0, 7], [1, 5, 4]
+    layers = [_layer(n, g) for n in cached]
+    before = [(layer.keys.clone(), layer.values.clone()) for layer in layers]
+    total = sum(counts)
+    query = torch.randn(1, HEADS, total, DIM, generator=g)
+    key, value = (torch.randn(1, KV_HEADS, total, DIM, generator=g) for _ in range(2))
+    starts = [0, 1, 6]
+    for layer, n in zip(layers, counts, strict=True):
+        layer.reserve(n)
+    attend = _attend()
+    assert isinstance(attend, torch.jit.ScriptFunction)  # the fast path, not the Python fallback
+    keys, values = [layer.buffers[0] for layer in layers], [layer.buffers[1] for layer in layers]
+    out = attend(query, key, value, keys, values, starts, counts, cached, None)
+    for layer, n in zip(layers, counts, strict=True):
+        layer.length += n
+    assert out.shape == (1, total, HEADS, DIM)
+    for i, (layer, start, n) in enumerate(zip(layers, starts, counts, strict=True)):
+        new = slice(start, start + n)
+        all_keys = torch.cat([before[i][0], key[:, :, new]], dim=2)
+        all_values = torch.cat([before[i][1], value[:, :, new]], dim=2)
+        assert torch.equal(layer.keys, all_keys) and torch.equal(layer.values, all_values)
+        positions = torch.arange(cached[i] + n)
+        mask = positions[None, :] <= positions[cached[i] :, None]  # causal, every cached one seen
+        expected = F.scaled_dot_product_attention(
+            query[:, :, new], all_keys, all_values, attn_mask=mask, enable_gqa=True
+        )
+        torch.testing.assert_close(out[:, new], expected.transpose(1, 2), rtol=1e-5, atol=1e-6)
+
+
+def test_the_python_function_gives_the_same_numbers_as_the_scripted_one():
+    g = torch.Generator().manual_seed(1)
+    args = []
+    for _ in range(2):
+        g.manual_seed(1)
+        layers = [_layer(n, g) for n in (3, 0)]
+        for layer in layers:
+            layer.reserve(2)
+        q = torch.randn(1, HEADS, 4, DIM, generator=g)
+        k, v = (torch.randn(1, KV_HEADS, 4, DIM, generator=g) for _ in range(2))
+        bufs = [layer.buffers for layer in layers]
+        args.append((q, k, v, [b[0] for b in bufs], [b[1] for b in bufs], [0, 2], [2, 2], [3, 0], 0.5))
+    torch.testing.assert_close(_attend()(*args[0]), attend_segments(*args[1]), rtol=0, atol=0)
+
+
+def test_a_growable_layers_views_follow_its_length_and_transformers_reset():
+    g = torch.Generator().manual_seed(2)
+    layer = _layer(4, g)
+    layer.reserve(100)
+    assert layer.capacity >= 104 and layer.keys.shape[2] == 4  # room, not length
+    layer.length += 1
+    assert layer.keys.shape[2] == 5 and layer.values.shape[2] == 5
+    layer.crop(-3)
+    assert layer.keys.shape[2] == 2
+    layer.reset()  # transformers sets keys and values to None
+    assert layer.keys is None and layer.values is None and layer.get_seq_length() == 0
