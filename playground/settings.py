@@ -52,8 +52,9 @@ class Settings:
     batching: str = "continuous"
     # Requests in the running batch at once (more wait in the queue for a place).
     batch_size: int = 32
-    # Tokens per batch iteration, decode tokens and prompt chunks together; 0 = the prefill chunk
-    # (256 on a CPU, 2048 on a GPU), so a long prompt never stalls the others' next token.
+    # Tokens per batch iteration while any request decodes, its tokens and prompt chunks together;
+    # 0 = 48 (engine/batcher.py DECODING_TOKENS). With none decoding, an iteration reads the
+    # prefill chunk (256 on a CPU, 2048 on a GPU).
     batch_tokens: int = 0
     # Browser tabs whose chat, step session and beam tree are kept (and Gradio's own per-tab state);
     # beyond it the least recently used tab's are released. A closed tab releases its own at once.

@@ -100,7 +100,7 @@ def _cancelled_after(lm, request: ChatRequest, control: Control, n: int) -> list
 
 def test_a_long_prompt_is_read_in_chunks_beside_the_others_decodes(embedded_lm):
     """While a 1,000-token prompt is read, a short chat keeps making a token in every one of those
-    iterations, and an iteration with a decode holds 48 tokens at most (256 with none)."""
+    iterations, and an iteration with a decode holds 48 tokens at most (any, 256)."""
     long_ids = embedded_lm.tokenizer("The cat sat on the mat. " * 160).input_ids[:1000]
     short = ChatRequest([{"role": "user", "content": "Count to ten."}], settings=GREEDY, max_new_tokens=24)
     started = embedded_lm.batcher.iterations
@@ -115,14 +115,12 @@ def test_a_long_prompt_is_read_in_chunks_beside_the_others_decodes(embedded_lm):
     assert mixed, "no iteration read a prompt chunk beside a decode"
     assert all(sum(j.tokens for j in it.jobs) <= 48 for it in mixed)  # the decoding budget holds
     assert all(sum(j.tokens for j in it.jobs) <= 256 for it in log)  # the token budget holds
-    alone = [j.tokens for it in log if {j.kind for j in it.jobs} == {"prefill"} for j in it.jobs]
-    assert max(alone) == 256  # with nothing decoding, the long prompt is read a whole chunk at a time
 
 
-def test_a_read_that_a_decode_follows_goes_before_older_reads(embedded_lm):
-    """With one stream decoding (budget 16 while any decodes, 64 alone), a stream's prompt that
-    arrived after a plain 40-token read takes the iteration's 15 spare tokens first; the plain read
-    gets the budget's rest once that prompt is read."""
+def test_a_read_that_a_decode_follows_goes_first_and_a_passed_over_read_goes_next(embedded_lm):
+    """One stream decoding (budget 16 while any job takes one token, 64 alone): a stream's 100-token
+    prompt that arrived after a plain 200-token read takes the 15 spare tokens; after 4 iterations
+    without a token the older plain read goes first; with nothing decoding it reads 64 at a time."""
     lm = embedded_lm
     b = Batcher(
         lm.batcher.model,
@@ -133,34 +131,32 @@ def test_a_read_that_a_decode_follows_goes_before_older_reads(embedded_lm):
         max_jobs=8,
         threaded=False,
     )
-    ids = lm.tokenizer("The capital of France is").input_ids
     plan = DecodePlan(GREEDY, 8, seed=0)
 
     def stream(prompt: list[int], name: str):
         return b.stream_job(CacheEntry(new_cache(lm.config)), prompt, plan, lm.eos_token_ids, 8192, name)
 
+    def last() -> list[tuple[str, str, int]]:
+        return [(j.name, j.kind, j.tokens) for j in b.log[-1].jobs]
+
+    ids = lm.tokenizer("The capital of France is").input_ids
     stream(ids, "first")
-    b.step()  # nothing decodes yet: the whole prompt in one iteration
-    assert [(j.name, j.kind, j.tokens) for j in b.log[-1].jobs] == [("first", "prefill", len(ids))]
-    read = batcher_module.Job("read", CacheEntry(new_cache(lm.config)), list(range(1000, 1040)), 1, None)
+    b.step()  # nothing takes one token yet: the whole prompt in one iteration
+    assert last() == [("first", "prefill", len(ids))]
+    read = batcher_module.Job("read", CacheEntry(new_cache(lm.config)), list(range(1000, 1200)), 1, None)
     b._submit(read)
-    stream(list(range(2000, 2030)), "second")
+    second = stream(list(range(2000, 2100)), "second")
+    for _ in range(batcher_module.PASSED_OVER):
+        b.step()
+        assert last() == [("first", "decode", 1), ("second", "prefill", 15)]
     b.step()
-    assert [(j.name, j.kind, j.tokens) for j in b.log[-1].jobs] == [
-        ("first", "decode", 1),
-        ("second", "prefill", 15),
-    ]
-    b.step()
-    assert [(j.name, j.tokens) for j in b.log[-1].jobs] == [("first", 1), ("second", 15)]
-    b.step()  # second's prompt is read: it decodes, and the plain read gets the rest of the budget
-    assert [(j.name, j.kind, j.tokens) for j in b.log[-1].jobs] == [
-        ("first", "decode", 1),
-        ("second", "decode", 1),
-        ("read", "prefill", 14),
-    ]
+    assert last() == [("first", "decode", 1), ("read", "prefill", 15)]
+    shapes = []
     while b.step():
-        pass
-    assert read.gone.is_set() and read.read == 40
+        shapes.append(last())
+    assert [("read", "prefill", 64)] in shapes  # nothing decoding: the whole budget
+    assert read.gone.is_set() and read.read == 200
+    assert len([m for m in _messages(second) if isinstance(m, TokenRecord)]) == 8
 
 
 def test_a_step_session_joins_the_batch(embedded_lm, unbatched):

@@ -7,7 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from playground.engine.cache import GrowableLayer
-from playground.engine.ragged import _attend, attend_segments
+from playground.engine.ragged import (
+    RaggedCache,
+    RaggedPlan,
+    Segment,
+    _attend,
+    attend_segments,
+    ragged_attention,
+)
 
 HEADS, KV_HEADS, DIM = 6, 2, 8
 
@@ -78,5 +85,30 @@ def test_a_growable_layers_views_follow_its_length_and_transformers_reset():
     assert layer.keys.shape[2] == 5 and layer.values.shape[2] == 5
     layer.crop(-3)
     assert layer.keys.shape[2] == 2
-    layer.reset()  # transformers sets keys and values to None
-    assert layer.keys is None and layer.values is None and layer.get_seq_length() == 0
+    layer.reset()  # transformers 5.23 sets keys and values to None (earlier ones zero them)
+    assert layer.get_seq_length() == 0 and (layer.keys is None or layer.keys.shape[2] == 0)
+
+
+def test_a_forward_layer_makes_room_writes_and_moves_every_length():
+    """What a packed forward does in one layer: RaggedCache.update starts an empty cache's layer and
+    makes room, ragged_attention writes and attends, and each layer's length covers its new tokens."""
+    g = torch.Generator().manual_seed(3)
+    old, fresh = DynamicCacheOf(_layer(5, g)), DynamicCacheOf(GrowableLayer())
+    plan = RaggedPlan((Segment(0, 1, old), Segment(1, 4, fresh)))
+    query = torch.randn(1, HEADS, 4, DIM, generator=g)
+    key, value = (torch.randn(1, KV_HEADS, 4, DIM, generator=g) for _ in range(2))
+    returned = RaggedCache(plan).update(key, value, 0)
+    assert returned[0] is key and fresh.layers[0].is_initialized and fresh.layers[0].capacity >= 3
+    out, _ = ragged_attention(type("Attention", (), {"layer_idx": 0})(), query, *returned, None, ragged=plan)
+    assert out.shape == (1, 4, HEADS, DIM)
+    assert old.layers[0].get_seq_length() == 6 and fresh.layers[0].get_seq_length() == 3
+    assert torch.equal(fresh.layers[0].keys, key[:, :, 1:4]) and torch.equal(
+        old.layers[0].values[:, :, 5:], value[:, :, :1]
+    )
+
+
+class DynamicCacheOf:
+    """A one-layer stand-in for a sequence's DynamicCache (only `.layers` is read)."""
+
+    def __init__(self, layer: GrowableLayer) -> None:
+        self.layers = [layer]

@@ -4,12 +4,14 @@ A request is a `Job`: ids to read (a prompt, a step's new tokens) and, for a cha
 decode that follows. Each iteration is ONE forward (engine/ragged.py) over:
 1. one token for every decoding job (first come, first served);
 2. then prompt chunks until the iteration's token budget is spent: first the reads that lead to
-   many more iterations (a stream's prompt, a beam search's), then the others, oldest first.
-While any job decodes, the budget is `decoding_budget` (the engine's: 48 tokens): every iteration
-stays short, so everyone's next token comes quickly; when none does, it is `budget` (the prefill
-chunk), so a prompt read alone goes at full speed. In a crowd (bench/bench_crowd.py, 32 users on
+   many more iterations (a stream's prompt, a beam search's) and the reads passed over in
+   PASSED_OVER iterations already, then the others, oldest first.
+While any job takes one token, the budget is `decoding_budget` (the engine's on a CPU: 48 tokens,
+at least the batch size + 16): every iteration stays short, so everyone's next token comes
+quickly; when none does, it is `budget` (the prefill chunk), so a prompt read alone goes at full
+speed. In a crowd (bench/bench_crowd.py, 32 users on
 2 cores) the tail is the streams, which need an iteration per token: with a 256-token budget while
-decoding the p95 latency was 13.2 s, with 48 it was 10.3-11.1 s.
+decoding the p95 latency was 13.2 s, with 48 it was 10.2-11.1 s.
 So a long prompt is read a chunk at a time and never stalls anyone's next token, and a job that
 finishes leaves at once: the next iteration has a place for a waiting one (at most `max_jobs`
 run together). Every job keeps its own cache (its KV store entry), settings and seeded RNG: its
@@ -39,7 +41,7 @@ from playground.engine.control import Control, check
 from playground.engine.forward import Advance, Forwarder, drop_cache, keep_rows
 from playground.engine.kv_store import CacheEntry
 from playground.engine.probes import Probes
-from playground.engine.ragged import NO_MASK, RaggedCache, RaggedPlan, Segment, unsupported
+from playground.engine.ragged import NO_MASK, RaggedCache, RaggedPlan, Segment, unsupported, warm_attention
 from playground.engine.records import TokenRecord, describe_rows
 from playground.engine.sampling import choose, final_scores, seeded_generator
 from playground.errors import Cancelled, PlaygroundError
@@ -48,7 +50,9 @@ LOG_ITERATIONS = 4096  # iterations the schedule log keeps
 MODES = ("continuous", "off")
 _DONE = object()  # a job's last message
 STOP_POLL_S = 0.2  # how often a caller waiting for its next token checks its Stop
-DECODING_TOKENS = 48  # the engine's tokens per iteration while any job decodes (see the docstring)
+DECODING_TOKENS = 48  # the engine's tokens per iteration while any job decodes, on a CPU (docstring)
+PREFILL_ROOM = 16  # the engine's decoding budget leaves this many tokens beside a full batch's decodes
+PASSED_OVER = 4  # iterations a plain read may get no tokens before it goes with the reads ahead
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,8 @@ class BatchConfig:
 
     mode: str = "off"  # "continuous": every request in one running batch; "off": one forward each
     size: int = 32  # requests in the batch at once (more wait for a place)
-    tokens: int = 0  # tokens per iteration while any request decodes; 0: DECODING_TOKENS
+    tokens: int = 0  # tokens per iteration while any request decodes; 0: DECODING_TOKENS on a CPU,
+    # the prefill chunk on a GPU (not measured there); at least size + PREFILL_ROOM, at most the chunk
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -77,10 +82,13 @@ def make_batcher(
     reason = "not with the static decode path (CUDA graphs) yet" if static else unsupported(probes.model)
     if reason:
         return None, f"Batching: off ({reason})"
+    cpu = probes.forwarder.device.type == "cpu"
+    tokens = config.tokens or (DECODING_TOKENS if cpu else probes.forwarder.prefill_chunk)
     batcher = Batcher(
         probes.ragged_twin(), probes.forwarder, tokenizer, budget=0, max_jobs=config.size,
-        decoding_budget=config.tokens or DECODING_TOKENS,
+        decoding_budget=max(tokens, config.size + PREFILL_ROOM),  # a full batch's decodes never wait
     )  # fmt: skip
+    warm_attention()  # compiled now, not in the first user's turn
     tokens = f"{batcher.decoding_budget} tokens per iteration while any decodes, {batcher.budget} alone"
     return batcher, f"Batching: continuous (up to {config.size} requests, {tokens})"
 
@@ -115,6 +123,7 @@ class Job:
     gone: threading.Event = field(default_factory=threading.Event)  # left the batch
     withdrawn: bool = False
     ahead: bool = False  # a read that many more iterations follow: its chunks go before the others'
+    passed_over: int = 0  # iterations it was reading and got no tokens
     # "read": ids to forward (a prompt, a step's tokens); "choose": a row to pick the next token
     # from; "decode": one token (the one it picked) to forward per iteration
     phase: str = "read"
@@ -155,7 +164,8 @@ class Batcher:
     ) -> None:  # fmt: skip
         if budget < 0 or max_jobs < 1 or (decoding_budget is not None and decoding_budget < 1):
             raise PlaygroundError(
-                f"Batching needs a token budget and a batch size >= 1, got {budget}, {max_jobs}."
+                "Batching needs token budgets and a batch size >= 1, got "
+                f"{budget}, {decoding_budget} while decoding, {max_jobs}."
             )
         self.model, self.forwarder, self.tokenizer = model, forwarder, tokenizer  # model: a ragged twin
         self._budget, self.max_jobs, self.threaded = int(budget), int(max_jobs), threaded
@@ -169,12 +179,14 @@ class Batcher:
 
     @property
     def budget(self) -> int:
-        """Tokens per iteration (0 at construction: the engine's prefill chunk, as it is now)."""
+        """Tokens per iteration when no job takes one token (0 at construction: the engine's prefill
+        chunk, as it is now)."""
         return self._budget or self.forwarder.prefill_chunk
 
     @property
     def decoding_budget(self) -> int:
-        """Tokens per iteration while any job decodes (None at construction: the budget)."""
+        """Tokens per iteration while any job takes one token (None at construction: the budget; never
+        more than it)."""
         return min(self._decoding_budget or self.budget, self.budget)
 
     # --- what callers use ---------------------------------------------------------------------
@@ -349,11 +361,14 @@ class Batcher:
             if _one_more_token(job) and budget:
                 plan.append((job, 1))
                 budget -= 1
-        for job in sorted(self.running, key=lambda job: not job.ahead):  # stable: oldest first
-            if job.phase == "read" and job.reading and budget and not _one_more_token(job):
-                n = min(len(job.pending) - job.read, budget)
+        reads = [job for job in self.running if _reads_a_chunk(job)]
+        for job in sorted(reads, key=lambda job: not (job.ahead or job.passed_over >= PASSED_OVER)):
+            n = min(len(job.pending) - job.read, budget)  # the sort is stable: oldest first
+            if n:
                 plan.append((job, n))
                 budget -= n
+            else:
+                job.passed_over += 1
         return plan
 
     def _forward(self, plan: list[tuple[Job, int]], on_oom: Callable[[], None]) -> tuple[torch.Tensor, float]:
@@ -456,6 +471,11 @@ def _one_more_token(job: Job) -> bool:
     if job.phase == "decode":
         return True
     return job.phase == "read" and job.read == 0 and len(job.pending) == 1 and bool(job.entry.ids)
+
+
+def _reads_a_chunk(job: Job) -> bool:
+    """A read of more than one token, or the first read of a sequence: a prompt chunk."""
+    return job.phase == "read" and job.reading and not _one_more_token(job)
 
 
 def _drop(job: Job) -> None:

@@ -5,9 +5,10 @@ An iteration of the batcher (engine/batcher.py) packs the new tokens of every sc
 own position. The model's linear layers, the part that reads every weight, then run once for all
 T tokens: the reason batching pays on memory-bound decoding. Attention stays per sequence:
 
-- `RaggedCache` hands each layer's new keys and values to every sequence's OWN cache (the
-  GrowableLayer DynamicCache its KV store entry holds, engine/cache.py): nothing is gathered or
-  copied, and a sequence leaves the batch with its cache as it would be after a plain forward.
+- Each layer's new keys and values go to every sequence's OWN cache (the GrowableLayer
+  DynamicCache its KV store entry holds, engine/cache.py; `RaggedCache` makes room in each):
+  nothing is gathered or copied, and a sequence leaves the batch with its cache as it would be
+  after a plain forward.
 - `ragged_attention` (registered as the attention implementation "playground_ragged") writes
   each sequence's new keys and values into its own buffers and runs one scaled-dot-product
   attention per sequence over its own keys: causal within the new tokens, all earlier ones
@@ -27,6 +28,7 @@ shared config, which turned concurrent plain forwards non-causal when we measure
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from transformers.masking_utils import sdpa_mask
 
 from playground.engine.cache import GrowableLayer
 
+logger = logging.getLogger(__name__)
 IMPLEMENTATION = "playground_ragged"
 NO_MASK = torch.zeros(1, 1, 0, 0, dtype=torch.bool)  # a 4D mask: transformers then builds none
 
@@ -60,8 +63,8 @@ class RaggedPlan:
     """Which packed tokens belong to which sequence (one iteration)."""
 
     segments: tuple[Segment, ...]
-    starts: list[int] = field(init=False)  # each segment's first packed token (the scripted call's lists)
-    counts: list[int] = field(init=False)  # its tokens
+    starts: list[int] = field(init=False, compare=False)  # each segment's first packed token
+    counts: list[int] = field(init=False, compare=False)  # its tokens (the scripted call's lists)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "starts", [seg.start for seg in self.segments])
@@ -165,8 +168,14 @@ def _attend() -> Callable[..., torch.Tensor]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             return torch.jit.script(attend_segments)
-    except Exception:  # a torch without TorchScript: the same function, slower
+    except Exception as exc:  # a torch without TorchScript: the same function, slower
+        logger.warning("Batched attention runs as Python (TorchScript failed: %s): slower in a crowd.", exc)
         return attend_segments
+
+
+def warm_attention() -> None:
+    """Compile the batched attention now (a batcher is made), not in the first request's iteration."""
+    _attend()
 
 
 def unsupported(model: Any) -> str | None:
