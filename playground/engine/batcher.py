@@ -7,16 +7,15 @@ decode that follows. Each iteration is ONE forward (engine/ragged.py) over:
    many more iterations (a stream's prompt, a beam search's) and the reads passed over in
    PASSED_OVER iterations already, then the others, oldest first.
 While any job takes one token, the budget is `decoding_budget` (the engine's on a CPU: 48 tokens,
-at least the batch size + 16): every iteration stays short, so everyone's next token comes
-quickly; when none does, it is `budget` (the prefill chunk), so a prompt read alone goes at full
-speed. In a crowd (bench/bench_crowd.py, 32 users on
-2 cores) the tail is the streams, which need an iteration per token: with a 256-token budget while
-decoding the p95 latency was 13.2 s, with 48 it was 10.2-11.1 s.
-So a long prompt is read a chunk at a time and never stalls anyone's next token, and a job that
-finishes leaves at once: the next iteration has a place for a waiting one (at most `max_jobs`
-run together). Every job keeps its own cache (its KV store entry), settings and seeded RNG: its
-tokens and records are those it would get alone. Stop (or a closed tab) takes a job out at the
-next iteration; out of memory refuses the newest job, never the others.
+at least the batch size + 16): every iteration stays short, so everyone's next token comes quickly;
+when none does, it is `budget` (the prefill chunk), so a prompt read alone goes at full speed. In a
+crowd (bench/bench_crowd.py, 32 users on 2 cores) the tail is the streams, which need an iteration
+per token: with a 256-token budget while decoding the p95 latency was 13.2 s, with 48 it was
+10.2-11.1 s. So a long prompt is read a chunk at a time and never stalls anyone's next token, and a
+job that finishes leaves at once: the next iteration has a place for a waiting one (at most
+`max_jobs` run together). Every job keeps its own cache (its KV store entry), settings and seeded
+RNG: its tokens and records are those it would get alone. Stop (or a closed tab) takes a job out at
+the next iteration; out of memory refuses the newest job, never the others.
 
 Callers block on their job's queue: `forward` (yields Progress, returns rows and seconds),
 `forward_rows` (several sequences' next tokens together: a beam search's rows) and `decode`
@@ -83,14 +82,14 @@ def make_batcher(
     if reason:
         return None, f"Batching: off ({reason})"
     cpu = probes.forwarder.device.type == "cpu"
-    tokens = config.tokens or (DECODING_TOKENS if cpu else probes.forwarder.prefill_chunk)
+    wanted = config.tokens or (DECODING_TOKENS if cpu else probes.forwarder.prefill_chunk)
     batcher = Batcher(
         probes.ragged_twin(), probes.forwarder, tokenizer, budget=0, max_jobs=config.size,
-        decoding_budget=max(tokens, config.size + PREFILL_ROOM),  # a full batch's decodes never wait
+        decoding_budget=max(wanted, config.size + PREFILL_ROOM),  # a full batch's decodes never wait
     )  # fmt: skip
     warm_attention()  # compiled now, not in the first user's turn
-    tokens = f"{batcher.decoding_budget} tokens per iteration while any decodes, {batcher.budget} alone"
-    return batcher, f"Batching: continuous (up to {config.size} requests, {tokens})"
+    budgets = f"{batcher.decoding_budget} tokens per iteration while any decodes, {batcher.budget} alone"
+    return batcher, f"Batching: continuous (up to {config.size} requests, {budgets})"
 
 
 @dataclass
@@ -355,12 +354,10 @@ class Batcher:
     def _schedule(self) -> list[tuple[Job, int]]:
         """(job, tokens this iteration): decodes (and one-token reads) first, then prompt chunks up to
         the budget (the decoding budget when any job takes one token), reads marked `ahead` first."""
-        decoding = any(_one_more_token(job) for job in self.running)
-        budget, plan = self.decoding_budget if decoding else self.budget, []
-        for job in self.running:
-            if _one_more_token(job) and budget:
-                plan.append((job, 1))
-                budget -= 1
+        ones = [job for job in self.running if _one_more_token(job)]
+        budget = self.decoding_budget if ones else self.budget
+        plan = [(job, 1) for job in ones[:budget]]
+        budget -= len(plan)
         reads = [job for job in self.running if _reads_a_chunk(job)]
         for job in sorted(reads, key=lambda job: not (job.ahead or job.passed_over >= PASSED_OVER)):
             n = min(len(job.pending) - job.read, budget)  # the sort is stable: oldest first

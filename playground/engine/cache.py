@@ -61,10 +61,8 @@ class GrowableLayer(DynamicLayer):
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
+        self.make_room(key_states, value_states, key_states.shape[-2])
         new_length = self.length + key_states.shape[-2]
-        self.reserve(key_states.shape[-2])
         self._key_buffer[:, :, self.length : new_length] = key_states
         self._value_buffer[:, :, self.length : new_length] = value_states
         self.length = new_length
@@ -78,6 +76,12 @@ class GrowableLayer(DynamicLayer):
     def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The key and value buffers, spare room included (the batched attention writes into them)."""
         return self._key_buffer, self._value_buffer
+
+    def make_room(self, key_states: torch.Tensor, value_states: torch.Tensor, tokens: int) -> None:
+        """Started from these states' shape when new, and room for `tokens` more positions."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        self.reserve(tokens)
 
     def reserve(self, tokens: int) -> None:
         """Room for `tokens` more positions (grown, with spare room, when there is not)."""

@@ -89,9 +89,7 @@ class RaggedCache(Cache):
                 raise TypeError(
                     f"the batched attention needs GrowableLayer caches, got {type(layer).__name__}"
                 )
-            if not layer.is_initialized:
-                layer.lazy_initialization(key_states, value_states)
-            layer.reserve(seg.stop - seg.start)
+            layer.make_room(key_states, value_states, seg.stop - seg.start)
         return key_states, value_states  # the new ones: ragged_attention writes them
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
