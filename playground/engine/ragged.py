@@ -17,8 +17,7 @@ T tokens: the reason batching pays on memory-bound decoding. Attention stays per
 The per-sequence loop of one layer is ONE TorchScript call (`attend_segments`), not a dozen
 Python-level torch calls per sequence. Every torch call releases Python's GIL and takes it back,
 and with the app's other threads busy (Gradio's event loop, the handlers) taking it back waits for
-them: measured on 2 cores with 2 busy Python threads, 30 layers of 20 one-token sequences took
-871 ms as Python calls and 113 ms as one scripted call per layer (18 and 22 ms when idle).
+them. bench/bench_ragged.py: 1.1x faster idle, 1.0-1.7x beside two busy Python threads.
 
 The batcher runs a weight-sharing twin of the model with this attention (engine/probes.py
 shared_weights_copy), so the engine's own model and every other forward keep theirs; no
