@@ -35,6 +35,9 @@ class Workspace:
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
         self.running: dict[str, Control] = {}  # view -> the control of its running request
+        # view -> the last ticket handed out, and the last one Stop dropped (see `ticket`)
+        self.tickets: dict[str, int] = {}
+        self.dropped: dict[str, int] = {}
         self.lock = threading.RLock()  # one change at a time per tab
 
     def use_step(self, session: StepSession) -> StepSession:
@@ -45,12 +48,22 @@ class Workspace:
             old.release()
         return session
 
+    def ticket(self, view: str) -> int:
+        """A number for a request of `view` about to wait in the model queue: a Stop before it
+        begins drops it (its run starts cancelled), without cancelling the event in Gradio."""
+        with self.lock:
+            self.tickets[view] = self.tickets.get(view, 0) + 1
+            return self.tickets[view]
+
     @contextmanager
-    def run(self, view: str) -> Iterator[Control]:
+    def run(self, view: str, ticket: int | None = None) -> Iterator[Control]:
         """A fresh Control for this tab's request of `view` while it runs: `stop(view)` cancels it
-        (the model stops at its next step); forgotten when the request ends."""
+        (the model stops at its next step); forgotten when the request ends. A ticket that a Stop
+        dropped while it waited: the control is cancelled from the start."""
         control = Control()
         with self.lock:
+            if ticket is not None and ticket <= self.dropped.get(view, 0):
+                control.cancel()
             self.running[view] = control
         try:
             yield control
@@ -60,9 +73,11 @@ class Workspace:
                     del self.running[view]
 
     def stop(self, view: str) -> bool:
-        """Cancel this tab's running request of `view`; False when none was running."""
+        """Cancel this tab's running request of `view`, and drop its tickets still waiting; False
+        when none was running."""
         with self.lock:
             control = self.running.pop(view, None)
+            self.dropped[view] = self.tickets.get(view, 0)
         if control is not None:
             control.cancel()
         return control is not None

@@ -223,3 +223,20 @@ def test_stop_ends_a_running_search_at_its_next_step_and_keeps_the_shown_tree(ti
     assert ws.beam is shown and ws.running == {}  # the shown tree stays; nothing left running
     idle = handlers.beam_stop(TAB)["status"]
     assert idle.startswith("**Stopped** by you: the search ended before it began.")
+
+
+def test_stop_drops_a_search_still_waiting_in_the_queue_and_not_the_next_one(tiny_lm):
+    """Run then Stop while the search waits for the model: Stop drops its ticket, so when its turn
+    comes it ends before it began (no tree, no error); a later Run's search runs."""
+    handlers = BeamHandlers(tiny_lm, Workspaces(tiny_lm))
+    waiting = handlers.beam_ticket(TAB)["ticket"]
+    stopped = handlers.beam_stop(TAB)["status"]
+    assert stopped.startswith("**Stopped** by you: the search ended before it began.")
+    args = ("Hi", False, 2, 3, 1.0, "off", 1, False, "png", TAB)
+    assert handlers.beam_run(*args, progress=no_progress, ticket=waiting) == {}
+    ws = handlers.workspaces.get(TAB.session_hash)
+    assert ws.beam is None and ws.running == {}
+    later = handlers.beam_ticket(TAB)["ticket"]
+    assert later > waiting
+    views = handlers.beam_run(*args, progress=no_progress, ticket=later)
+    assert views["status"] and ws.beam is not None

@@ -184,15 +184,17 @@ class BeamHandlers:
         image_format: str,
         request: gr.Request = None,
         progress: Any = gr.Progress(),  # noqa: B008 - gradio injects progress this way
+        ticket: int | None = None,
     ) -> dict[str, Any]:
-        """Search, then every view; the best hypothesis is chosen (ready for Step by step)."""
+        """Search, then every view; the best hypothesis is chosen (ready for Step by step). ticket:
+        the button's (beam_ticket), so a Stop while the search waits in the queue drops it."""
         progress(0, desc="Beam search")
 
         def report(done: int, total: int) -> None:
             progress((done, total), desc="Beam search", unit="steps")
 
         ws = self._workspace(request)
-        with ws.run("beam") as control:  # Stop cancels it at the next step
+        with ws.run("beam", ticket) as control:  # Stop cancels it at the next step
             try:
                 tree = beam_search(
                     self.engine, prompt, beams, steps, as_number(length_penalty, "length penalty"),
@@ -232,6 +234,10 @@ class BeamHandlers:
         return {"prompt": ws.beam.prompt, "chat": s.chat, "beams": s.num_beams, "steps": s.max_new_tokens,
                 "length_penalty": s.length_penalty, "early_stopping": early_stopping_word(s.early_stopping),
                 "node": ws.beam_node}  # fmt: skip
+
+    def beam_ticket(self, request: gr.Request = None) -> dict[str, Any]:
+        """The Run button, before its search joins the queue: a ticket that Stop can drop."""
+        return {"ticket": self._workspace(request).ticket("beam")}
 
     def beam_stop(self, request: gr.Request = None) -> dict[str, Any]:
         """Stop: the running search ends at its next step (the tree on screen, if any, stays)."""
@@ -391,7 +397,7 @@ def _view_options() -> dict[str, Any]:
 
 
 def _results() -> dict[str, Any]:
-    c: dict[str, Any] = {"status": gr.Markdown(elem_id="beam-status")}
+    c: dict[str, Any] = {"status": gr.Markdown(elem_id="beam-status"), "ticket": gr.State(None)}
     gr.Markdown(
         "Click a node to choose it, a grey **+N** to unfold its pruned candidates. Click the tree, "
         "then the wheel zooms (Esc releases it); drag pans; a double click fits the tree again.",
@@ -442,8 +448,11 @@ def render_beam_trace(data: dict[str, Any], pruned: Any = 2, show_greedy: bool =
 def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     """Events: run (button or Enter) and Stop, redraw on view options, node choice, export."""
     run_triggers = [w["run"].click, w["prompt"].submit]
-    run = connect(run_triggers, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
-    connect(w["stop"].click, h.beam_stop, w, ["status"], api_name="beam_stop", model=False, cancels=[run])
+    # Stop ends the search through its ticket and the engine, not Gradio's `cancels`: a cancelled
+    # event sometimes leaves an "Error" mark on the status line (a race in Gradio's front end).
+    asked = connect(run_triggers, h.beam_ticket, w, ["ticket"], api_name=None, model=False, queue=False)
+    connect(asked.then, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
+    connect(w["stop"].click, h.beam_stop, w, ["status"], api_name="beam_stop", model=False)
     redraw = [w[k].change for k in ("pruned", "show_greedy", "image_format")]
     connect(
         redraw, h.beam_redraw, w, ["plot"], api_name="beam_redraw", model=False, trigger_mode="always_last"
