@@ -26,11 +26,11 @@ def test_a_long_search_shows_its_steps_and_stop_ends_it(launched_app, capfd):
         page.get_by_label("Beams").first.fill("16")
         page.get_by_label("Steps").first.fill("64")
         page.keyboard.press("Tab")
+        status = page.locator("#beam-status")
         for _ in range(3):  # Stop's status line once raced Gradio's cancel (an "Error" mark, 1 in 8)
             page.get_by_role("button", name="Run beam search").click()
             page.wait_for_function(f"({STEPS_DONE})() >= 2", timeout=120_000)  # "2/64 steps | 3.1s"
             page.locator("#beam-stop").click()
-            status = page.locator("#beam-status")
             page.wait_for_function(
                 "() => document.querySelector('#beam-status').innerText.includes('Stopped by you')"
             )
