@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 from playground.beam import BeamTree
 from playground.chat import ChatSession
@@ -21,6 +22,8 @@ from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
 from playground.sessions import SessionStore
 from playground.step import StepSession
+
+Stopped = Literal["running", "waiting", ""]  # what a Stop found (Workspace.stop)
 
 
 class Workspace:
@@ -35,8 +38,9 @@ class Workspace:
         self.beam: BeamTree | None = None
         self.beam_node: int | None = None  # the node chosen in the Beam tab
         self.running: dict[str, Control] = {}  # view -> the control of its running request
-        # view -> the last ticket handed out, and the last one Stop dropped (see `ticket`)
+        # view -> the last ticket handed out, the last one that began, the last one Stop dropped
         self.tickets: dict[str, int] = {}
+        self.began: dict[str, int] = {}
         self.dropped: dict[str, int] = {}
         self.lock = threading.RLock()  # one change at a time per tab
 
@@ -62,8 +66,10 @@ class Workspace:
         dropped while it waited: the control is cancelled from the start."""
         control = Control()
         with self.lock:
-            if ticket is not None and ticket <= self.dropped.get(view, 0):
-                control.cancel()
+            if ticket is not None:
+                self.began[view] = max(ticket, self.began.get(view, 0))
+                if ticket <= self.dropped.get(view, 0):
+                    control.cancel()
             self.running[view] = control
         try:
             yield control
@@ -72,15 +78,18 @@ class Workspace:
                 if self.running.get(view) is control:
                     del self.running[view]
 
-    def stop(self, view: str) -> bool:
-        """Cancel this tab's running request of `view`, and drop its tickets still waiting; False
-        when none was running."""
+    def stop(self, view: str) -> Stopped:
+        """Cancel this tab's running request of `view`, and drop its tickets still waiting: which of
+        them there was ("running" before "waiting"; "" for none)."""
         with self.lock:
             control = self.running.pop(view, None)
-            self.dropped[view] = self.tickets.get(view, 0)
+            last = self.tickets.get(view, 0)
+            waiting = last > max(self.began.get(view, 0), self.dropped.get(view, 0))
+            self.dropped[view] = last
         if control is not None:
             control.cancel()
-        return control is not None
+            return "running"
+        return "waiting" if waiting else ""
 
     def release(self) -> None:
         """The tab closed (or was evicted): stop its running work and free its caches."""

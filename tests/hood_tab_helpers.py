@@ -26,9 +26,14 @@ class Hood:
     def view(self, key: str) -> Any:
         return self.tab.views[key]
 
-    def run(self, key: str, *args: Any, session: str = "tab") -> Any:
-        """The view's Run handler as Gradio calls it (positional widget values, then the request)."""
-        return run_handler(self.tab, self.view(key))(*args, request(session))
+    def run(self, key: str, *args: Any, session: str = "tab", ticket: int | None = None) -> Any:
+        """The view's Run handler as Gradio calls it (positional widget values, the request, then
+        the Run button's ticket)."""
+        return run_handler(self.tab, self.view(key))(*args, request(session), ticket)
+
+    def ticket(self, key: str, session: str = "tab") -> int:
+        """What the Run button asks for before its run joins the queue."""
+        return self.tab.ticket(self.view(key), request(session))[f"{key}_ticket"]
 
     def last(self, key: str, *args: Any, session: str = "tab") -> dict[str, Any]:
         """Run to the end; the final views."""

@@ -115,19 +115,23 @@ def test_every_lesson_runs_on_stage(stage, widgets, view: LessonView):
 
 
 def test_stop_says_so_without_an_error(page):
+    """Three runs stopped while running: each time the status line says so and stays, no "Error"
+    mark (a cancelled Gradio event once left one, 1 CI run in several), no toast, no summary."""
     open_view(page, "Cache on vs off")
     page.locator("#hood-kv-length input[type=number]").fill("1500")
     page.locator("#hood-kv-length input[type=number]").press("Enter")
-    page.locator("#hood-kv-run").click()
-    page.wait_for_function("document.querySelector('#hood-kv-status')?.innerText.startsWith('Running')")
-    page.locator("#hood-kv-stop").click()
-    page.wait_for_function(
-        "document.querySelector('#hood-kv-status')?.innerText.startsWith('Stopped by you')"
-    )
-    page.wait_for_timeout(1500)
-    assert page.locator("#hood-kv-status").inner_text().startswith("Stopped by you")
-    assert page.locator("#hood-kv-summary").inner_text().strip() == ""
-    assert page.locator(".toast-body.error").count() == 0  # no red "Error" toast
+    status = page.locator("#hood-kv-status")
+    for _ in range(3):
+        page.locator("#hood-kv-run").click()
+        page.wait_for_function("document.querySelector('#hood-kv-status')?.innerText.startsWith('Running')")
+        page.locator("#hood-kv-stop").click()
+        page.wait_for_function(
+            "document.querySelector('#hood-kv-status')?.innerText.startsWith('Stopped by you')"
+        )
+        page.wait_for_timeout(1500)  # the run's own end, one step later, says the same
+        assert status.inner_text().strip() == "Stopped by you: press Run to start again."
+        assert page.locator("#hood-kv-summary").inner_text().strip() == ""
+        assert page.locator(".toast-body.error").count() == 0  # no red "Error" toast
 
 
 def test_attention_thumbnail_click_enlarges_it(page):

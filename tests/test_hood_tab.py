@@ -176,7 +176,7 @@ def test_stop_ends_the_run_quietly_and_says_so(tiny_lm):
     assert next(run)["kv_status"].startswith("Running: token 1/60")
     stopped = hood.stop("kv", session="s")
     assert stopped == {"kv_status": "Stopped by you: press Run to start again.", "kv_summary": ""}
-    assert list(run) == []  # no error (no red toast): the run ends at its next step
+    assert list(run) == [stopped]  # no error (no red toast): the run ends at its next step, saying so
     assert not hood.workspaces.get("s").running  # a finished run forgets its control
     nothing = hood.stop("kv", session="nobody")  # nothing running: harmless, nothing changes
     assert nothing == {"kv_status": {"__type__": "update"}, "kv_summary": {"__type__": "update"}}
@@ -187,7 +187,23 @@ def test_a_closed_tab_cancels_its_running_view(tiny_lm):
     run = hood.run("kv", 400, 60, session="closing")
     next(run), next(run)
     hood.workspaces.release("closing")  # what the page's unload does
-    assert list(run) == []
+    assert [update["kv_status"] for update in run] == ["Stopped by you: press Run to start again."]
+
+
+def test_stop_drops_a_run_still_waiting_in_the_queue_and_not_the_next_one(tiny_lm):
+    """Run then Stop while the run waits for the model: Stop drops its ticket, so when its turn
+    comes it ends before it began, saying so (no model work, no error); a later Run's run runs."""
+    hood = Hood(tiny_lm)
+    waiting = hood.ticket("kv", session="s")
+    stopped = hood.stop("kv", session="s")
+    assert stopped == {"kv_status": "Stopped by you: press Run to start again.", "kv_summary": ""}
+    assert list(hood.run("kv", 400, 60, session="s", ticket=waiting)) == [stopped]
+    again = hood.stop("kv", session="s")  # nothing running or waiting now: nothing changes
+    assert again == {"kv_status": {"__type__": "update"}, "kv_summary": {"__type__": "update"}}
+    later = hood.ticket("kv", session="s")
+    assert later > waiting
+    updates = list(hood.run("kv", 100, 3, session="s", ticket=later))
+    assert updates[-1]["kv_status"].startswith("Done") and not hood.workspaces.get("s").running
 
 
 def test_a_failed_run_says_so_in_its_status_line(tiny_lm):

@@ -242,7 +242,7 @@ class BeamHandlers:
     def beam_stop(self, request: gr.Request = None) -> dict[str, Any]:
         """Stop: the running search ends at its next step (the tree on screen, if any, stays)."""
         ws = self._workspace(request)
-        when = "at its next step" if ws.stop("beam") else "before it began"
+        when = "at its next step" if ws.stop("beam") == "running" else "before it began"
         shown = f"\n\nShown: the previous search. {status_markdown(ws.beam)}" if ws.beam else ""
         return {"status": f"**Stopped** by you: the search ended {when}.{shown}"}
 

@@ -58,28 +58,41 @@ class HoodTab:
 
     # --- the handlers every view gets ---------------------------------------------------------------
 
-    def run(self, view: LessonView, inputs: dict[str, Any], request: gr.Request | None) -> Iterator[dict]:
-        """Stream a view's run; Stop ends it quietly (the Stop handler says so), an error is shown as
-        a "Failed" status line and raised for the toast."""
+    def run(
+        self, view: LessonView, inputs: dict[str, Any], request: gr.Request | None, ticket: int | None = None
+    ) -> Iterator[dict]:
+        """Stream a view's run; an error is shown as a "Failed" status line and raised for the toast.
+        Stopped (Stop, or a ticket a Stop dropped while the run waited), its last update says so:
+        an update the run made after the Stop never stays on screen."""
         shown: dict[str, Any] = {}
-        with self.workspaces.get(_session(request)).run(view.key) as control:
+        with self.workspaces.get(_session(request)).run(view.key, ticket) as control:
+            if control.cancelled:
+                yield _stopped(view)
+                return
             ctx = self.context(request, view.key, control)
             yield {f"{view.key}_status": f"Running: {view.run_label.removeprefix('Run: ')}…"}
             try:
                 for shown in view.run(ctx, **inputs):
                     yield shown
+                    control.check()
             except Cancelled:
+                yield _stopped(view)
                 return
             except PlaygroundError as exc:
                 yield {f"{view.key}_status": f"Failed: {exc}"}
                 raise
         self.remember(request, view.key, shown, fresh=True)
 
+    def ticket(self, view: LessonView, request: gr.Request | None) -> dict[str, Any]:
+        """The Run button, before its run joins the model queue: a ticket that Stop can drop."""
+        return {f"{view.key}_ticket": self.workspaces.get(_session(request)).ticket(view.key)}
+
     def stop(self, view: LessonView, request: gr.Request | None) -> dict[str, Any]:
-        """Cancel this tab's run of the view (the model stops within one step) and say so."""
+        """Cancel this tab's run of the view, running (the model stops within one step) or waiting
+        in the queue, and say so."""
         if not self.workspaces.get(_session(request)).stop(view.key):
             return {f"{view.key}_status": gr.skip(), f"{view.key}_summary": gr.skip()}  # nothing ran
-        return {f"{view.key}_status": "Stopped by you: press Run to start again.", f"{view.key}_summary": ""}
+        return _stopped(view)
 
     def trace(self, view: LessonView, request: gr.Request | None) -> str:
         """Save what the view shows as a recorded trace (JSON); its path, for the download."""
@@ -93,6 +106,10 @@ class HoodTab:
         return str(save_trace(new_trace("hood", title, self.engine, data), folder))
 
 
+def _stopped(view: LessonView) -> dict[str, Any]:
+    return {f"{view.key}_status": "Stopped by you: press Run to start again.", f"{view.key}_summary": ""}
+
+
 def _session(request: gr.Request | None) -> str | None:
     return getattr(request, "session_hash", None)
 
@@ -104,11 +121,16 @@ def run_handler(tab: HoodTab, view: LessonView) -> Callable[..., Iterator[dict]]
     names = [p.name for p in params]
 
     def handler(*args: Any) -> Iterator[dict]:
-        request = args[len(names)] if len(args) > len(names) else None
-        yield from tab.run(view, dict(zip(names, args, strict=False)), request)
+        request, ticket = (*args[len(names) :], None, None)[:2]
+        yield from tab.run(view, dict(zip(names, args, strict=False)), request, ticket)
 
-    request = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
-    handler.__signature__ = inspect.Signature([*params, request.replace(annotation=gr.Request)])  # type: ignore[attr-defined]
+    def extra(name: str, annotation: Any) -> inspect.Parameter:
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        return inspect.Parameter(name, kind, default=None, annotation=annotation)
+
+    # the request Gradio fills in, then the button's ticket (a gr.State: not in the API)
+    extras = [extra("request", gr.Request), extra(f"{view.key}_ticket", int | None)]
+    handler.__signature__ = inspect.Signature([*params, *extras])  # type: ignore[attr-defined]
     handler.__annotations__ = {"request": gr.Request}
     handler.__name__ = handler.__qualname__ = view.api_name
     handler.__doc__ = view.run.__doc__
@@ -131,6 +153,14 @@ def run_values(view: LessonView, widgets: dict[str, Any], quick: bool = False) -
     return [chosen.get(name, widgets[name].value) for name in run_inputs(view)]
 
 
+def _ticket_handler(tab: HoodTab, view: LessonView) -> Callable[..., dict]:
+    def ticket(request: gr.Request) -> dict[str, Any]:
+        return tab.ticket(view, request)
+
+    ticket.__name__ = f"hood_ticket_{view.key}"
+    return ticket
+
+
 def _stop_handler(tab: HoodTab, view: LessonView) -> Callable[..., dict]:
     def stop(request: gr.Request) -> dict[str, Any]:
         return tab.stop(view, request)
@@ -148,16 +178,27 @@ def _trace_handler(tab: HoodTab, view: LessonView) -> Callable[..., dict]:
 
 
 def _wire_view(tab: HoodTab, view: LessonView, w: dict[str, Any]) -> None:
-    """Run (streaming into the view's status line), Stop, Save trace, then the view's own events."""
+    """Run (streaming into the view's status line), Stop, Save trace, then the view's own events.
+    Stop ends a run through its ticket and the engine, not Gradio's `cancels`: a cancelled event
+    sometimes leaves an "Error" mark on the status line (a race in Gradio's front end)."""
     key, triggers = view.key, [w[f"{view.key}_run"].click]
     if f"{key}_submit" in w:  # a text box whose Enter runs the view
         triggers.append(w[f"{key}_submit"].submit)
-    event = connect(
-        triggers, run_handler(tab, view), w, view.all_outputs, api_name=view.api_name, status=f"{key}_status"
+    w[f"{key}_ticket"] = gr.State(None)
+    asked = connect(
+        triggers, _ticket_handler(tab, view), w, [f"{key}_ticket"], api_name=None, model=False, queue=False
+    )
+    connect(
+        asked.then,
+        run_handler(tab, view),
+        w,
+        view.all_outputs,
+        api_name=view.api_name,
+        status=f"{key}_status",
     )
     connect(
         w[f"{key}_stop"].click, _stop_handler(tab, view), w, [f"{key}_status", f"{key}_summary"],
-        api_name=None, model=False, cancels=[event], queue=False,
+        api_name=None, model=False, queue=False,
     )  # fmt: skip
     connect(
         w[f"{key}_save"].click, _trace_handler(tab, view), w, [f"{key}_trace_file"],
