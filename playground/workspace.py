@@ -59,6 +59,15 @@ class Workspace:
             self.tickets[view] = self.tickets.get(view, 0) + 1
             return self.tickets[view]
 
+    def begin(self, view: str, ticket: int | None) -> bool:
+        """A request of `view` with this ticket begins (None: one without, an API call's): False
+        when a Stop dropped it while it waited."""
+        if ticket is None:
+            return True
+        with self.lock:
+            self.began[view] = max(ticket, self.began.get(view, 0))
+            return ticket > self.dropped.get(view, 0)
+
     @contextmanager
     def run(self, view: str, ticket: int | None = None) -> Iterator[Control]:
         """A fresh Control for this tab's request of `view` while it runs: `stop(view)` cancels it
@@ -66,10 +75,8 @@ class Workspace:
         dropped while it waited: the control is cancelled from the start."""
         control = Control()
         with self.lock:
-            if ticket is not None:
-                self.began[view] = max(ticket, self.began.get(view, 0))
-                if ticket <= self.dropped.get(view, 0):
-                    control.cancel()
+            if not self.begin(view, ticket):
+                control.cancel()
             self.running[view] = control
         try:
             yield control

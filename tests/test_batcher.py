@@ -327,6 +327,7 @@ def test_the_lesson_is_identical_and_counts_its_padding_by_hand(embedded_lm):
     assert first[0].kind == "prefill" and first[0].tokens == 4  # the budget: 4 tokens per iteration
     assert all(sum(j.tokens for j in it.jobs) <= 4 for it in result.schedule)
     assert result.finished_at[1] > 2 and result.static_steps == [5, 3]
+    assert result.phase == "2 requests, batched both ways and each alone"  # the status line's "Done: …"
 
 
 def test_the_apps_engine_takes_the_batching_of_its_settings():

@@ -199,3 +199,26 @@ def test_stop_marks_the_cut_off_answer_and_the_template_toggle_rerenders(embedde
     templated = handlers.show_answer(True)["token_view"]
     assert "&lt;|im_start|&gt;" in templated and "&lt;|im_start|&gt;" not in plain_view
     assert handlers.show_answer(False)["token_view"] == plain_view
+
+
+def test_stop_undo_or_clear_drops_an_answer_still_waiting_in_the_queue(embedded_lm):
+    """Send, then Stop (or Undo, or Clear) while the answer waits for the model: its ticket is
+    dropped, so when its turn comes it changes nothing (no model work, the message stays in its
+    box); a later Send's answer comes."""
+    from playground.settings import load_settings
+    from playground.ui.chat_tab import ChatHandlers
+
+    handlers = ChatHandlers(embedded_lm, load_settings())
+    waiting = handlers.chat_ticket()["ticket"]
+    stopped = handlers.chat_stopped([], "", "Hi")
+    assert stopped == {"status": "Stopped while it waited for the model: nothing changed."}
+    assert list(handlers.chat("Hi", [], PLAIN, ticket=waiting)) == [{}]
+    assert handlers.workspaces.get(None).chat.turn is None  # nothing was answered or kept
+    for drop in (lambda: handlers.chat_undo([]), handlers.chat_clear):
+        waiting = handlers.chat_ticket()["ticket"]
+        drop()
+        assert list(handlers.chat_retry([], PLAIN, ticket=waiting)) == [{}]
+    answered = last_values(handlers.chat("Hi", [], PLAIN, ticket=handlers.chat_ticket()["ticket"]))
+    assert answered["history"][-1]["role"] == "assistant" and "generated" in answered["status"]
+    nothing = handlers.chat_stopped(answered["history"], answered["status"])  # nothing runs or waits
+    assert nothing == {"history": answered["history"], "status": answered["status"]}

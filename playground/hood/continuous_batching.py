@@ -106,7 +106,7 @@ def iter_continuous_batching(
     result.solo_tokens = [
         _alone(lm, probes, r, greedy_picker(lm, r.prompt), control) for r in result.requests
     ]
-    result.phase = "done"
+    result.phase = f"{len(result.requests)} requests, batched both ways and each alone"
     return result
 
 

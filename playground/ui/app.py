@@ -11,7 +11,7 @@ import gradio as gr
 from playground.engine.base import Engine
 from playground.settings import Settings, load_settings
 from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
-from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab
+from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab, connect_answer
 from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_model_concurrency
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
@@ -215,12 +215,10 @@ def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: 
             to_step, None, tabs, api_visibility="private"
         )
     continue_chat = {**chat_w, "continue_chat": step_w["continue_chat"]}
-    event = connect(
-        step_w["continue_chat"].click, chat_h.chat_from_step, continue_chat, ANSWER_OUTPUTS,
-        api_name="chat_from_step", trigger_mode="once", status="status",
-        show_progress_on=[step_w["status"], chat_w["status"]],
+    event = connect_answer(
+        step_w["continue_chat"].click, chat_h.chat_from_step, continue_chat, "chat_from_step",
+        chat_h.chat_ticket, show_progress_on=[step_w["status"], chat_w["status"]],
     )  # fmt: skip
-    chat_w["answer_events"].append(event)
     event.then(to_chat, None, tabs, api_visibility="private")
 
 

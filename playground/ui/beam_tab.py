@@ -29,7 +29,7 @@ from playground.engine.tokens import cut_off_shown, decode_ids
 from playground.errors import Cancelled, PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
-from playground.ui.common import UncheckedSlider, as_number, connect
+from playground.ui.common import UncheckedSlider, as_number, connect, connect_after_ticket
 from playground.ui.links import Link, link_opener
 from playground.ui.state import BeamView, TabStates
 from playground.workspace import Workspace, Workspaces
@@ -448,10 +448,8 @@ def render_beam_trace(data: dict[str, Any], pruned: Any = 2, show_greedy: bool =
 def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     """Events: run (button or Enter) and Stop, redraw on view options, node choice, export."""
     run_triggers = [w["run"].click, w["prompt"].submit]
-    # Stop ends the search through its ticket and the engine, not Gradio's `cancels`: a cancelled
-    # event sometimes leaves an "Error" mark on the status line (a race in Gradio's front end).
-    asked = connect(run_triggers, h.beam_ticket, w, ["ticket"], api_name=None, model=False, queue=False)
-    connect(asked.then, h.beam_run, w, RUN_OUTPUTS, api_name="beam_run", status="status")
+    run, status = (h.beam_ticket, ["ticket"], h.beam_run, w, RUN_OUTPUTS), "status"  # Stop: its ticket
+    connect_after_ticket(run_triggers, *run, api_name="beam_run", status=status)
     connect(w["stop"].click, h.beam_stop, w, ["status"], api_name="beam_stop", model=False)
     redraw = [w[k].change for k in ("pruned", "show_greedy", "image_format")]
     connect(

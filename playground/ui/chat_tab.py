@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from playground.errors import Cancelled, PlaygroundError
 from playground.settings import Settings
 from playground.traces import new_trace, save_trace
 from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
-from playground.ui.common import as_whole, connect, explain_exception
+from playground.ui.common import as_whole, connect, connect_after_ticket, explain_exception
 from playground.ui.links import link_to
 from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
@@ -85,9 +85,18 @@ class ChatHandlers:
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
 
     def chat(
-        self, message: str, history: list, controls: ChatControls, request: gr.Request = None
+        self,
+        message: str,
+        history: list,
+        controls: ChatControls,
+        request: gr.Request = None,
+        ticket: int | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Append the user's message and stream the answer into the chat."""
+        """Append the user's message and stream the answer into the chat. ticket: the Send
+        button's (chat_ticket), so a Stop while the answer waits in the queue drops it."""
+        if not self._workspace(request).begin("chat", ticket):
+            yield {}  # stopped while it waited: the message stays in its box, nothing changes
+            return
         if not (message or "").strip():
             raise PlaygroundError("Empty message: type something to send.")
         shown = [*(history or []), {"role": "user", "content": as_typed(message)}]  # earlier footers stay
@@ -98,19 +107,27 @@ class ChatHandlers:
         yield from self._stream(shown, session, stream, controls.show_template, before)
 
     def chat_retry(
-        self, history: list, controls: ChatControls, request: gr.Request = None
+        self, history: list, controls: ChatControls, request: gr.Request = None, ticket: int | None = None
     ) -> Iterator[dict[str, Any]]:
         """Answer the last user message again (its previous answer is dropped)."""
+        if not self._workspace(request).begin("chat", ticket):
+            yield {}
+            return
         controls.request(normalize_history(history or []))  # a bad value is named before the undo
         undone = self.chat_undo(history, controls.show_template, request)
         if not undone["message"]:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
         yield from self.chat(undone["message"], undone["history"], controls, request)
 
-    def chat_from_step(self, controls: ChatControls, request: gr.Request = None) -> Iterator[dict[str, Any]]:
+    def chat_from_step(
+        self, controls: ChatControls, request: gr.Request = None, ticket: int | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Continue the Step tab's path as a chat answer: its tokens (and their numbers) are the
         answer's start, generation goes on with this tab's settings."""
         ws = self._workspace(request)
+        if not ws.begin("chat", ticket):
+            yield {}
+            return
         step = ws.step
         if step is None:
             raise PlaygroundError("No step-by-step session yet: start one in the Step by step tab.")
@@ -125,13 +142,6 @@ class ChatHandlers:
         self.engine.fork(step.key, ws.chat.key)  # the step's cache covers the prompt and the path
         stream = ws.chat.answer(chat_request, self.settings.max_new_tokens_limit, known=records)
         yield from self._stream(shown_history(messages), ws.chat, stream, controls.show_template)
-
-    def fork_clicked(
-        self, history: list, show_template: bool, event: gr.EventData, request: gr.Request = None
-    ) -> Iterator[dict[str, Any]]:
-        """An alternative clicked in a token's card (event data: position, token)."""
-        data = getattr(event, "_data", None) or {}
-        yield from self.chat_fork(history, data.get("position"), data.get("token"), show_template, request)
 
     def chat_from_link(self, controls: ChatControls, request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """A shared link to a chat answer: its settings on the controls, then the same answer
@@ -180,10 +190,14 @@ class ChatHandlers:
         fork_token: float,
         show_template: bool,
         request: gr.Request = None,
+        ticket: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Cut the last answer before its token at fork_position (0-based), put the token id
         fork_token there and continue with the same settings; the old continuation stays a branch.
         In the browser, an alternative clicked in a token's card sets both (static/app.js)."""
+        if not self._workspace(request).begin("chat", ticket):
+            yield {}
+            return
         session = self._workspace(request).chat
         pos, token = as_whole(fork_position, "fork position"), as_whole(fork_token, "token id")
         shown = _without_last_answer(history)
@@ -256,15 +270,28 @@ class ChatHandlers:
             history.pop()
         last_user = normalize_history(history[-1:])[0]["content"] if history else ""
         history = history[:-1]
-        session = self._workspace(request).chat
-        _stopped(session, lambda: session.sync(normalize_history(history)))
-        return {"message": last_user, "history": history, **self._screen(session, show_template, history)}
+        ws = self._workspace(request)
+        ws.stop("chat")  # an answer still waiting in the queue is dropped too
+        _stopped(ws.chat, lambda: ws.chat.sync(normalize_history(history)))
+        return {"message": last_user, "history": history, **self._screen(ws.chat, show_template, history)}
 
     def chat_clear(self, request: gr.Request = None) -> dict[str, Any]:
-        """An empty chat; the tab forgets every answer (and stops one being written)."""
-        session = self._workspace(request).chat
-        _stopped(session, lambda: session.sync([]))
+        """An empty chat; the tab forgets every answer (and stops one being written or waiting)."""
+        ws = self._workspace(request)
+        ws.stop("chat")
+        _stopped(ws.chat, lambda: ws.chat.sync([]))
         return {"message": "", "history": [], "token_view": "", "status": "", "branch": _no_branches()}
+
+    def chat_ticket(self, request: gr.Request = None) -> dict[str, Any]:
+        """Before an answer joins the model queue: a ticket that Stop, Undo or Clear can drop."""
+        return {"ticket": self._workspace(request).ticket("chat")}
+
+    def fork_ticket(self, event: gr.EventData, request: gr.Request = None) -> dict[str, Any]:
+        """An alternative clicked in a token's card (event data: position, token): the fork's
+        position and token for chat_fork, which runs next, and its ticket."""
+        data = getattr(event, "_data", None) or {}
+        fork = {"fork_position": data.get("position"), "fork_token": data.get("token")}
+        return {**self.chat_ticket(request), **fork}
 
     def chat_stopped(
         self,
@@ -276,9 +303,14 @@ class ChatHandlers:
     ) -> dict[str, Any]:
         """After Stop: cancel the model's work (within a chunk or a token) and show the cut-off
         answer as the tab kept it, marked "stopped: by you". Stopped before its first token, a
-        message goes back in the box (before what was typed since)."""
-        session = self._workspace(request).chat
+        message goes back in the box (before what was typed since); stopped while it waited in the
+        queue, nothing changes."""
+        ws = self._workspace(request)
+        session, waited = ws.chat, ws.stop("chat") == "waiting"
+        running = session.running
         ended = _stopped(session, session.stop)
+        if waited and not running:
+            return {"status": "Stopped while it waited for the model: nothing changed."}
         history = list(history or [])
         if (status or "").startswith(("Waiting", "Reading")):
             if not history or message_role(history[-1]) != "user":
@@ -396,6 +428,7 @@ def build_chat_tab(
                 for name in ("Stop", "Retry", "Undo", "Clear"):
                     w[name.lower()] = gr.Button(name, size="sm", elem_id=f"chat-{name.lower()}")
             w["status"] = gr.Markdown(elem_classes=["chat-stats"], elem_id="chat-status")
+            w["ticket"] = gr.State(None)  # the last answer's ticket (ChatHandlers.chat_ticket)
             w["token_view"] = gr.HTML(elem_id="chat-tokens", js_on_load=TOKEN_CARD_CLICKS)
             with gr.Row(elem_classes=["stage-hide"]):
                 w["save_trace"] = gr.Button("Save trace (JSON)", size="sm", min_width=120, scale=0)
@@ -421,17 +454,31 @@ def build_chat_tab(
     return w, handlers
 
 
+def connect_answer(
+    trigger: Any,
+    fn: Callable,
+    w: dict[str, Any],
+    api_name: str | None,
+    ticket_fn: Callable,
+    ticket_outputs: Sequence[str] = ("ticket",),
+    **event: Any,
+) -> Any:
+    """An answer streamed through the model queue after its ticket (ticket_fn): Stop, Undo and
+    Clear end it through the engine (or drop it while it waits), not through Gradio's `cancels`.
+    A second Send while it streams is ignored."""
+    answer, once = (ticket_fn, ticket_outputs, fn, w, ANSWER_OUTPUTS), {"trigger_mode": "once"}
+    return connect_after_ticket(trigger, *answer, api_name=api_name, status="status", **once, **event)
+
+
 def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
-    """Send/Enter, Retry and forks stream through the model queue; Stop cancels them."""
-    once = {"trigger_mode": "once", "status": "status"}  # a second Send while streaming is ignored
-    send = connect([w["send"].click, w["message"].submit], h.chat, w, ANSWER_OUTPUTS, api_name="chat", **once)
-    retry = connect(w["retry"].click, h.chat_retry, w, ANSWER_OUTPUTS, api_name="chat_retry", **once)
-    fork = connect(w["fork"].click, h.chat_fork, w, ANSWER_OUTPUTS, api_name="chat_fork", **once)
-    clicked = connect(w["token_view"].select, h.fork_clicked, w, ANSWER_OUTPUTS, api_name=None, **once)
-    w["answer_events"] = [send, retry, fork, clicked]
-    stops = {"model": False, "cancels": w["answer_events"]}  # Undo and Clear stop the answer too
+    """Send/Enter, Retry and forks stream through the model queue; Stop, Undo and Clear end them."""
+    connect_answer([w["send"].click, w["message"].submit], h.chat, w, "chat", h.chat_ticket)
+    connect_answer(w["retry"].click, h.chat_retry, w, "chat_retry", h.chat_ticket)
+    connect_answer(w["fork"].click, h.chat_fork, w, "chat_fork", h.chat_ticket)
+    clicked = ("ticket", "fork_position", "fork_token")  # a token card's alternative (static/app.js)
+    connect_answer(w["token_view"].select, h.chat_fork, w, None, h.fork_ticket, clicked)
     stop_outputs = ["history", "status", "message", "token_view", "branch"]
-    connect(w["stop"].click, h.chat_stopped, w, stop_outputs, api_name="chat_stop", **stops)
+    connect(w["stop"].click, h.chat_stopped, w, stop_outputs, api_name="chat_stop", model=False)
     connect(
         w["branch"].input,
         h.chat_branch,
@@ -441,7 +488,7 @@ def _wire(h: ChatHandlers, w: dict[str, Any]) -> None:
         model=False,
     )
     connect(w["show_template"].change, h.show_answer, w, ["token_view"], api_name=None, model=False)
-    connect(w["undo"].click, h.chat_undo, w, ANSWER_OUTPUTS, api_name="chat_undo", **stops)
+    connect(w["undo"].click, h.chat_undo, w, ANSWER_OUTPUTS, api_name="chat_undo", model=False)
     connect(w["save_trace"].click, h.chat_trace, w, ["trace_file"], api_name="chat_trace", model=False)
-    connect(w["clear"].click, h.chat_clear, w, ANSWER_OUTPUTS, api_name="chat_clear", **stops)
-    connect(w["history"].clear, h.chat_clear, w, ANSWER_OUTPUTS, api_name=None, **stops)  # its bin icon
+    connect(w["clear"].click, h.chat_clear, w, ANSWER_OUTPUTS, api_name="chat_clear", model=False)
+    connect(w["history"].clear, h.chat_clear, w, ANSWER_OUTPUTS, api_name=None, model=False)  # its bin

@@ -268,3 +268,26 @@ def connect(
     if isinstance(trigger, (list, tuple)):
         return gr.on(list(trigger), handler, inputs, output_components, **options)
     return trigger(handler, inputs, output_components, **options)
+
+
+def connect_after_ticket(
+    trigger: Any,
+    ticket_fn: Callable,
+    ticket_outputs: Sequence[str],
+    fn: Callable,
+    widgets: Widgets,
+    outputs: Sequence[str],
+    *,
+    api_name: str | None,
+    **event: Any,
+) -> Any:
+    """connect(trigger, fn, ...) for a request that Stop ends without Gradio's `cancels` (a
+    cancelled event sometimes leaves an "Error" mark on its status line, a race in Gradio's front
+    end): ticket_fn first hands out a ticket into a state of ticket_outputs (at once, outside the
+    queue; the trigger's event data, which fn would not get, may go in the others), then fn runs
+    with it, and a Stop while it waits drops it (Workspace.ticket). The first event takes the
+    trigger mode: "once" (the default) ignores a second click while fn is pending."""
+    mode = {"trigger_mode": event["trigger_mode"]} if "trigger_mode" in event else {}
+    first = {"api_name": None, "model": False, "queue": False, **mode}
+    asked = connect(trigger, ticket_fn, widgets, ticket_outputs, **first)
+    return connect(asked.then, fn, widgets, outputs, api_name=api_name, **event)

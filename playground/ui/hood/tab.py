@@ -20,7 +20,7 @@ from playground.engine.base import Engine
 from playground.engine.control import Control
 from playground.errors import Cancelled, PlaygroundError
 from playground.traces import new_trace, save_trace
-from playground.ui.common import connect
+from playground.ui.common import connect, connect_after_ticket
 from playground.ui.hood.base import GROUPS, HoodEnv, LessonView, RunContext
 from playground.ui.hood.record import record_views
 from playground.ui.state import TabStates
@@ -178,24 +178,14 @@ def _trace_handler(tab: HoodTab, view: LessonView) -> Callable[..., dict]:
 
 
 def _wire_view(tab: HoodTab, view: LessonView, w: dict[str, Any]) -> None:
-    """Run (streaming into the view's status line), Stop, Save trace, then the view's own events.
-    Stop ends a run through its ticket and the engine, not Gradio's `cancels`: a cancelled event
-    sometimes leaves an "Error" mark on the status line (a race in Gradio's front end)."""
+    """Run (streaming into the view's status line), Stop (through the run's ticket and the engine),
+    Save trace, then the view's own events."""
     key, triggers = view.key, [w[f"{view.key}_run"].click]
     if f"{key}_submit" in w:  # a text box whose Enter runs the view
         triggers.append(w[f"{key}_submit"].submit)
     w[f"{key}_ticket"] = gr.State(None)
-    asked = connect(
-        triggers, _ticket_handler(tab, view), w, [f"{key}_ticket"], api_name=None, model=False, queue=False
-    )
-    connect(
-        asked.then,
-        run_handler(tab, view),
-        w,
-        view.all_outputs,
-        api_name=view.api_name,
-        status=f"{key}_status",
-    )
+    run = (_ticket_handler(tab, view), [f"{key}_ticket"], run_handler(tab, view), w, view.all_outputs)
+    connect_after_ticket(triggers, *run, api_name=view.api_name, status=f"{key}_status")
     connect(
         w[f"{key}_stop"].click, _stop_handler(tab, view), w, [f"{key}_status", f"{key}_summary"],
         api_name=None, model=False, queue=False,
