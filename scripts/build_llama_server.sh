@@ -2,15 +2,19 @@
 # Build llama.cpp's llama-server once per machine and print the binary's path (later runs reuse it).
 # Source: the llama.cpp tree vendored in the llama-cpp-python sdist (needs only the package index;
 # only that package comes as source: its build tools come as wheels, so the download takes seconds).
-# Takes 6-9 minutes on 2 cores. Output: $cache/llama-server-<version>/llama-server; the build log is
-# $cache/llama-server-<version>.log (the remote-engine tests print its tail when the build failed).
+# Takes 6-9 minutes on 2 cores. Output: $cache/llama-server-<version>-noamx/llama-server; the build
+# log is $cache/llama-server-<version>-noamx.log (the remote-engine tests print its tail when the
+# build failed).
 # Usage: scripts/build_llama_server.sh   (env: LLAMA_CPP_PYTHON_VERSION, PLAYGROUND_CACHE_DIR, PYTHON)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 cache="${PLAYGROUND_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llm-playground}"
-dest="$cache/llama-server-$version"
-log="$cache/llama-server-$version.log"
+# "-noamx": built without Intel AMX (ggml's AMX matmul crashed llama-server at its first decode, SIGSEGV
+# in ggml_backend_amx_mul_mat, on a CPU with AMX tiles); the name keeps an older AMX build from reuse.
+build="$version-noamx"
+dest="$cache/llama-server-$build"
+log="$cache/llama-server-$build.log"
 python="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
 mkdir -p "$cache"
 
@@ -18,7 +22,7 @@ usable() { [ -x "$dest/llama-server" ] && "$dest/llama-server" --version >/dev/n
 usable && { echo "$dest/llama-server"; exit 0; }
 
 # One build at a time per machine: a second caller waits for the first, then reuses its binary.
-exec 9>"$cache/llama-server-$version.lock"
+exec 9>"$cache/llama-server-$build.lock"
 flock 9
 usable && { echo "$dest/llama-server"; exit 0; }
 
@@ -33,10 +37,11 @@ echo "Building llama-server from llama-cpp-python==$version (a few minutes; log:
     "$python" -m pip install --quiet --target "$work/tools" cmake ninja
     export PATH="$work/tools/bin:$PATH" PYTHONPATH="$work/tools${PYTHONPATH:+:$PYTHONPATH}"
   fi
+  no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"  # explicit -mno-* win over -march=native
   generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
   cmake -S "$src" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=ON
+    -DLLAMA_BUILD_SERVER=ON -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx"
   cmake --build "$work/build" --target llama-server -j "$(nproc)"
   mkdir -p "$dest.tmp"
   cp "$work/build/bin/llama-server" "$dest.tmp/"

@@ -191,9 +191,10 @@ def test_one_controls_dataclass_serves_every_answering_handler(embedded_lm):
         "system_prompt", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
         "max_new_tokens", "seed", "show_template",
     ]  # fmt: skip
-    assert input_names(h.chat) == ["message", "history", *controls]
-    assert input_names(h.chat_retry) == ["history", *controls]
-    assert input_names(h.chat_from_step) == input_names(h.chat_from_link) == controls
+    assert input_names(h.chat) == ["message", "history", *controls, "ticket"]  # the button's, for Stop
+    assert input_names(h.chat_retry) == ["history", *controls, "ticket"]
+    assert input_names(h.chat_from_step) == [*controls, "ticket"]
+    assert input_names(h.chat_from_link) == controls  # a page load: nothing to stop before it begins
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ from playground.errors import EngineUnavailable
 from playground.settings import load_settings
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # the sdist whose vendored llama.cpp scripts/build_llama_server.sh builds
+LLAMA_SERVER_BUILD = f"{LLAMA_CPP_PYTHON_VERSION}-noamx"  # its build's name there (built without Intel AMX)
 READY_TIMEOUT = 120.0  # seconds for the server to load the model and answer /health
 
 
 def built_binary_dir() -> Path:
-    return Path(load_settings().cache_dir) / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}"
+    return Path(load_settings().cache_dir) / f"llama-server-{LLAMA_SERVER_BUILD}"
 
 
 def llama_server_binary() -> Path | None:
