@@ -195,10 +195,11 @@ class ChatHandlers:
         """Cut the last answer before its token at fork_position (0-based), put the token id
         fork_token there and continue with the same settings; the old continuation stays a branch.
         In the browser, an alternative clicked in a token's card sets both (static/app.js)."""
-        if not self._workspace(request).begin("chat", ticket):
+        ws = self._workspace(request)
+        if not ws.begin("chat", ticket):
             yield {}
             return
-        session = self._workspace(request).chat
+        session = ws.chat
         pos, token = as_whole(fork_position, "fork position"), as_whole(fork_token, "token id")
         shown = _without_last_answer(history)
         session.check_last(normalize_history(shown))  # never an answer that is not on screen
