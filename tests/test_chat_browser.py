@@ -195,3 +195,13 @@ def test_a_value_typed_outside_a_sliders_range_is_named(page):
     page.get_by_text("Temperature 5 is outside its range 0–2: set to 2.").first.wait_for()
     assert page.get_by_label("Temperature").first.input_value() == "2"
     set_slider(page, "Temperature", "0")
+
+
+def test_undo_keeps_what_was_typed_in_the_box_since_and_names_the_undone_message(page):
+    clear(page)
+    send(page, FRANCE)
+    page.locator("#chat-message textarea").fill("typed since")
+    page.locator("#chat-undo").click()
+    page.wait_for_function("() => !document.querySelector('#chat-bot .message')")
+    page.get_by_text(f"Undone: \u201c{FRANCE}\u201d (your text in the box is kept).").first.wait_for()
+    assert page.locator("#chat-message textarea").input_value() == "typed since"

@@ -74,6 +74,16 @@ def test_undo_shows_the_answer_before_and_the_template_toggle_keeps_to_it(tab):
     assert h.show_answer(False, r)["token_view"] == tab.first["token_view"]
 
 
+def test_undo_keeps_text_typed_in_the_box_since(tab):
+    h, r = tab.handlers, tab.request
+    typed = "And what is the capital of Spain?"
+    undone = h.chat_undo(tab.second["history"], False, r, typed)
+    assert undone["message"] == typed  # not overwritten by the undone message
+    assert normalize_history(undone["history"]) == normalize_history(tab.first["history"])
+    again = h.chat_undo(undone["history"], False, r, "   ")  # a box of blanks holds nothing typed
+    assert again["message"] == FRANCE and again["history"] == []
+
+
 def test_after_undo_a_fork_runs_on_the_conversation_on_screen(tab):
     h, r = tab.handlers, tab.request
     undone = h.chat_undo(tab.second["history"], False, r)
@@ -244,6 +254,8 @@ def test_api_chat_chat_undo_fork_runs_on_the_conversation_on_screen(client):
     assert normalize_history(back) == normalize_history(first[1]) and view == first[2]
     retried = client.predict(back, *GREEDY_API, api_name="/chat_retry")
     assert normalize_history(retried[1]) == normalize_history(first[1])
+    kept, emptied, *_ = client.predict(history=retried[1], message="typed since", api_name="/chat_undo")
+    assert kept == "typed since" and emptied == []  # the box's text stays, the turn is undone
 
 
 def test_api_a_too_long_message_comes_back_with_the_reason(client):

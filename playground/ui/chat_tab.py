@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from textwrap import shorten
 from typing import Any
 
 import gradio as gr
@@ -262,10 +263,16 @@ class ChatHandlers:
         return values
 
     def chat_undo(
-        self, history: list, show_template: bool = False, request: gr.Request = None
+        self,
+        history: list,
+        show_template: bool = False,
+        request: gr.Request = None,
+        message: str | None = None,
     ) -> dict[str, Any]:
-        """Remove the last exchange and put the user's message back in the box; the tab forgets
-        that answer, and the one before it is the last again (its tokens, branches and numbers)."""
+        """Remove the last exchange and put the user's message back in the box (message: what the box
+        holds; text typed there since is kept, and a toast shows the undone message instead); the
+        tab forgets that answer, and the one before it is the last again (its tokens, branches and
+        numbers)."""
         history = list(history or [])
         while history and message_role(history[-1]) != "user":
             history.pop()
@@ -274,7 +281,12 @@ class ChatHandlers:
         ws = self._workspace(request)
         ws.stop("chat")  # an answer still waiting in the queue is dropped too
         _stopped(ws.chat, lambda: ws.chat.sync(normalize_history(history)))
-        return {"message": last_user, "history": history, **self._screen(ws.chat, show_template, history)}
+        box = last_user
+        if (message or "").strip() and message != last_user:
+            box = message
+            if last_user:
+                gr.Info(f"Undone: \u201c{shorten(last_user, 120)}\u201d (your text in the box is kept).")
+        return {"message": box, "history": history, **self._screen(ws.chat, show_template, history)}
 
     def chat_clear(self, request: gr.Request = None) -> dict[str, Any]:
         """An empty chat; the tab forgets every answer (and stops one being written or waiting)."""
