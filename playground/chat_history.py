@@ -42,6 +42,22 @@ def as_typed(text: str) -> str:
     return f"{_USER_START}{escaped}{_USER_END}"
 
 
+def back_in_box(taken_back: str, box: str | None) -> str:
+    """The message box when a message is taken back into it (an Undo, a Stop before the first token):
+    that message, before what was typed there since, so nothing typed is lost."""
+    if not (box or "").strip() or box == taken_back:
+        return taken_back
+    return f"{taken_back}\n{box}" if taken_back else str(box)
+
+
+def without_last_answer(history: Sequence[Any] | None) -> list:
+    """The Chatbot's history without its last message when that is an answer."""
+    history = list(history or [])
+    if history and message_role(history[-1]) == "assistant":
+        history.pop()
+    return history
+
+
 def shown_history(messages: Sequence[Message]) -> list[Message]:
     """Plain messages (what the model reads) as the Chatbot shows them: user messages as typed."""
     return [

@@ -197,11 +197,15 @@ def test_a_value_typed_outside_a_sliders_range_is_named(page):
     set_slider(page, "Temperature", "0")
 
 
-def test_undo_keeps_what_was_typed_in_the_box_since_and_names_the_undone_message(page):
+def test_retry_and_undo_keep_what_was_typed_in_the_box_since(page):
     clear(page)
     send(page, FRANCE)
     page.locator("#chat-message textarea").fill("typed since")
-    page.locator("#chat-undo").click()
-    page.wait_for_function("() => !document.querySelector('#chat-bot .message')")
-    page.get_by_text(f"Undone: \u201c{FRANCE}\u201d (your text in the box is kept).").first.wait_for()
+    before = page.locator("#chat-status").inner_text()
+    page.locator("#chat-retry").click()  # the France answer again; the box is not touched
+    wait_status(page, "s !== arg && s.includes('stopped')", before)
+    idle(page)
     assert page.locator("#chat-message textarea").input_value() == "typed since"
+    page.locator("#chat-undo").click()  # the undone message goes back, before what was typed
+    page.wait_for_function("() => !document.querySelector('#chat-bot .message')")
+    assert page.locator("#chat-message textarea").input_value() == f"{FRANCE}\ntyped since"

@@ -18,6 +18,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from playground.chat import as_typed, normalize_history
+from playground.chat_history import back_in_box
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
 from playground.ui.chat_controls import ChatControls
@@ -78,10 +79,19 @@ def test_undo_keeps_text_typed_in_the_box_since(tab):
     h, r = tab.handlers, tab.request
     typed = "And what is the capital of Spain?"
     undone = h.chat_undo(tab.second["history"], False, r, typed)
-    assert undone["message"] == typed  # not overwritten by the undone message
+    assert undone["message"] == f"{ITALY}\n{typed}"  # the undone message, before what was typed
     assert normalize_history(undone["history"]) == normalize_history(tab.first["history"])
     again = h.chat_undo(undone["history"], False, r, "   ")  # a box of blanks holds nothing typed
     assert again["message"] == FRANCE and again["history"] == []
+    nothing = h.chat_undo([], False, r, typed)  # nothing to undo: the box stays as it is
+    assert nothing["message"] == typed and nothing["history"] == []
+    assert back_in_box(FRANCE, FRANCE) == FRANCE and back_in_box(FRANCE, None) == FRANCE
+
+
+def test_retry_leaves_the_message_box_alone(tab):
+    updates = list(tab.handlers.chat_retry(tab.second["history"], GREEDY, tab.request))
+    assert updates and all("message" not in values for values in updates)  # text typed there stays
+    assert normalize_history(updates[-1]["history"]) == normalize_history(tab.second["history"])
 
 
 def test_after_undo_a_fork_runs_on_the_conversation_on_screen(tab):
@@ -254,8 +264,8 @@ def test_api_chat_chat_undo_fork_runs_on_the_conversation_on_screen(client):
     assert normalize_history(back) == normalize_history(first[1]) and view == first[2]
     retried = client.predict(back, *GREEDY_API, api_name="/chat_retry")
     assert normalize_history(retried[1]) == normalize_history(first[1])
-    kept, emptied, *_ = client.predict(history=retried[1], message="typed since", api_name="/chat_undo")
-    assert kept == "typed since" and emptied == []  # the box's text stays, the turn is undone
+    box, emptied, *_ = client.predict(history=retried[1], message="typed since", api_name="/chat_undo")
+    assert box == f"{FRANCE}\ntyped since" and emptied == []  # what was typed stays in the box
 
 
 def test_api_a_too_long_message_comes_back_with_the_reason(client):

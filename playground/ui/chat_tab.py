@@ -11,13 +11,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from textwrap import shorten
 from typing import Any
 
 import gradio as gr
 
 from playground.chat import ChatSession, ChatUpdate
-from playground.chat_history import as_typed, message_role, normalize_history, shown_history, with_footer
+from playground.chat_history import (
+    as_typed,
+    back_in_box,
+    message_role,
+    normalize_history,
+    shown_history,
+    with_footer,
+    without_last_answer,
+)
 from playground.engine.base import Engine
 from playground.engine.tokens import token_piece
 from playground.errors import Cancelled, PlaygroundError
@@ -118,7 +125,8 @@ class ChatHandlers:
         undone = self.chat_undo(history, controls.show_template, request)
         if not undone["message"]:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
-        yield from self.chat(undone["message"], undone["history"], controls, request)
+        for values in self.chat(undone["message"], undone["history"], controls, request):
+            yield {k: v for k, v in values.items() if k != "message"}  # the box keeps what it holds
 
     def chat_from_step(
         self, controls: ChatControls, request: gr.Request = None, ticket: int | None = None
@@ -202,7 +210,7 @@ class ChatHandlers:
             return
         session = ws.chat
         pos, token = as_whole(fork_position, "fork position"), as_whole(fork_token, "token id")
-        shown = _without_last_answer(history)
+        shown = without_last_answer(history)
         session.check_last(normalize_history(shown))  # never an answer that is not on screen
         stream = session.fork(pos, token, self.settings.max_new_tokens_limit)
         yield from self._stream(shown, session, stream, show_template)
@@ -214,7 +222,7 @@ class ChatHandlers:
         if branch is None or branch == "":
             return {}
         session = self._workspace(request).chat
-        shown = _without_last_answer(history)
+        shown = without_last_answer(history)
         session.check_last(normalize_history(shown))
         update = session.switch(as_whole(branch, "branch"))
         answer = {"role": "assistant", "content": with_footer(update.text, answer_stats(update))}
@@ -263,16 +271,12 @@ class ChatHandlers:
         return values
 
     def chat_undo(
-        self,
-        history: list,
-        show_template: bool = False,
-        request: gr.Request = None,
+        self, history: list, show_template: bool = False, request: gr.Request = None,
         message: str | None = None,
-    ) -> dict[str, Any]:
-        """Remove the last exchange and put the user's message back in the box (message: what the box
-        holds; text typed there since is kept, and a toast shows the undone message instead); the
-        tab forgets that answer, and the one before it is the last again (its tokens, branches and
-        numbers)."""
+    ) -> dict[str, Any]:  # fmt: skip
+        """Remove the last exchange and put the user's message back in the box (before what was typed
+        there since: message); the tab forgets that answer, and the one before it is the last again
+        (its tokens, branches and numbers)."""
         history = list(history or [])
         while history and message_role(history[-1]) != "user":
             history.pop()
@@ -281,11 +285,7 @@ class ChatHandlers:
         ws = self._workspace(request)
         ws.stop("chat")  # an answer still waiting in the queue is dropped too
         _stopped(ws.chat, lambda: ws.chat.sync(normalize_history(history)))
-        box = last_user
-        if (message or "").strip() and message != last_user:
-            box = message
-            if last_user:
-                gr.Info(f"Undone: \u201c{shorten(last_user, 120)}\u201d (your text in the box is kept).")
+        box = back_in_box(last_user, message)
         return {"message": box, "history": history, **self._screen(ws.chat, show_template, history)}
 
     def chat_clear(self, request: gr.Request = None) -> dict[str, Any]:
@@ -331,12 +331,11 @@ class ChatHandlers:
             typed = normalize_history(history[-1:])[0]["content"]
             history.pop()
             session.sync(normalize_history(history))
-            box = f"{typed}\n{message}" if (message or "").strip() else typed
             status = "Stopped before the first token: your message is back in the box."
-            return {"history": history, "message": box, "status": status}
+            return {"history": history, "message": back_in_box(typed, message), "status": status}
         if not status or "stopped:" in status:
             return {"history": history, "status": status}
-        shown, turn = _without_last_answer(history), session.turn
+        shown, turn = without_last_answer(history), session.turn
         if ended and turn and turn.shown and normalize_history(shown) == turn.request.messages:
             view, status = render_answer(self.engine, turn.shown, bool(show_template))
             history = [*shown, {"role": "assistant", "content": turn.shown.text}]
@@ -401,13 +400,6 @@ def _stopped(session: ChatSession, stop: Callable[[], None]) -> bool:
     if running:
         time.sleep(LAST_UPDATE_GRACE_S)
     return ended
-
-
-def _without_last_answer(history: list) -> list:
-    history = list(history or [])
-    if history and message_role(history[-1]) == "assistant":
-        history.pop()
-    return history
 
 
 def _no_branches() -> Any:
