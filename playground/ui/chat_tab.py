@@ -33,23 +33,10 @@ from playground.traces import new_trace, save_trace
 from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
 from playground.ui.common import as_whole, connect, connect_after_ticket, explain_exception
 from playground.ui.links import link_to
-from playground.ui.token_html import answer_tokens_html, legend_html, templated_stream_html
+from playground.ui.token_html import TOKEN_CARD_CLICKS, answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
 
 FORK_HINT = "hover or click a token: its alternatives fork the answer there"
-# A token card's buttons are plain HTML: the token view turns their clicks into Gradio events
-# with the position (and token) as event data: "select" forks, "click" opens Step by step.
-TOKEN_CARD_CLICKS = """
-element.addEventListener('click', (event) => {
-  const fork = event.target.closest('.tok-alt');
-  const open = event.target.closest('.tok-open');
-  if (!fork && !open) return;
-  event.preventDefault();
-  document.activeElement?.blur?.();
-  if (fork) trigger('select', {position: Number(fork.dataset.pos), token: Number(fork.dataset.token)});
-  else trigger('click', {position: Number(open.dataset.pos)});
-});
-"""
 # After a stopped answer's generator ends, how long its last update may still take to leave.
 LAST_UPDATE_GRACE_S = 0.3
 # What every answering handler may set.

@@ -1,7 +1,7 @@
 """HTML for token streams: each token coloured by probability, with a hover/click card.
 
 In a chat answer the card's alternatives are buttons: choosing one forks the answer there
-(static/app.js sends the choice to the server), and "Step by step from here" opens the
+(TOKEN_CARD_CLICKS sends the choice to the server), and "Step by step from here" opens the
 answer up to that token in the Step by step tab.
 """
 
@@ -22,6 +22,20 @@ from playground.engine.tokens import (
     read_pieces,
     visible_text,
 )
+
+# A token card's buttons are plain HTML: the token view turns their clicks into Gradio events
+# with the position (and token) as event data: "select" forks, "click" opens Step by step.
+TOKEN_CARD_CLICKS = """
+element.addEventListener('click', (event) => {
+  const fork = event.target.closest('.tok-alt');
+  const open = event.target.closest('.tok-open');
+  if (!fork && !open) return;
+  event.preventDefault();
+  document.activeElement?.blur?.();
+  if (fork) trigger('select', {position: Number(fork.dataset.pos), token: Number(fork.dataset.token)});
+  else trigger('click', {position: Number(open.dataset.pos)});
+});
+"""
 
 
 def probability_style(prob: float) -> str:
