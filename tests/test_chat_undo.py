@@ -89,9 +89,17 @@ def test_undo_keeps_text_typed_in_the_box_since(tab):
 
 
 def test_retry_leaves_the_message_box_alone(tab):
-    updates = list(tab.handlers.chat_retry(tab.second["history"], GREEDY, tab.request))
+    h, r = tab.handlers, tab.request
+    updates = list(h.chat_retry(tab.second["history"], GREEDY, r, message="typed since"))
     assert updates and all("message" not in values for values in updates)  # text typed there stays
     assert normalize_history(updates[-1]["history"]) == normalize_history(tab.second["history"])
+    too_long = "word " * 9000  # a retried message that gets no answer goes back, before what was typed
+    history = [{"role": "user", "content": as_typed(too_long)}, {"role": "assistant", "content": "x"}]
+    retry, updates = h.chat_retry(history, GREEDY, r, message="typed since"), []
+    with pytest.raises(PlaygroundError, match="Prompt too long"):
+        updates.extend(retry)
+    assert "message" not in updates[0] and updates[-1]["message"] == f"{too_long}\ntyped since"
+    assert updates[-1]["history"] == [] and "Your message is back in the box." in updates[-1]["status"]
 
 
 def test_after_undo_a_fork_runs_on_the_conversation_on_screen(tab):
@@ -212,7 +220,7 @@ def test_one_controls_dataclass_serves_every_answering_handler(embedded_lm):
         "max_new_tokens", "seed", "show_template",
     ]  # fmt: skip
     assert input_names(h.chat) == ["message", "history", *controls, "ticket"]  # the button's, for Stop
-    assert input_names(h.chat_retry) == ["history", *controls, "ticket"]
+    assert input_names(h.chat_retry) == ["history", *controls, "ticket", "message"]  # the box, kept
     assert input_names(h.chat_from_step) == [*controls, "ticket"]
     assert input_names(h.chat_from_link) == controls  # a page load: nothing to stop before it begins
 

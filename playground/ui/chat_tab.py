@@ -94,17 +94,28 @@ class ChatHandlers:
             return
         if not (message or "").strip():
             raise PlaygroundError("Empty message: type something to send.")
+        yield from self._send(message, history, controls, request)
+
+    def _send(
+        self, message: str, history: list, controls: ChatControls, request: gr.Request,
+        typed: str | None = None,
+    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        """Append message and stream its answer. typed: the box's text when the message did not come
+        from it (a Retry): the box is left as it is, and if no answer comes the message goes back in
+        before that text; None: the message left the box (a Send), which is empty meanwhile."""
         shown = [*(history or []), {"role": "user", "content": as_typed(message)}]  # earlier footers stay
         chat_request = controls.request(normalize_history(shown))
         session = self._workspace(request).chat
         stream = session.answer(chat_request, self.settings.max_new_tokens_limit)
-        before = {"message": message, "history": list(history or [])}  # shown again if no answer comes
-        yield from self._stream(shown, session, stream, controls.show_template, before)
+        before = {"message": back_in_box(message, typed), "history": list(history or [])}
+        yield from self._stream(shown, session, stream, controls.show_template, before, typed is None)
 
     def chat_retry(
-        self, history: list, controls: ChatControls, request: gr.Request = None, ticket: int | None = None
-    ) -> Iterator[dict[str, Any]]:
-        """Answer the last user message again (its previous answer is dropped)."""
+        self, history: list, controls: ChatControls, request: gr.Request = None, ticket: int | None = None,
+        message: str | None = None,
+    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        """Answer the last user message again (its previous answer is dropped); message: what the box
+        holds, left there."""
         if not self._workspace(request).begin("chat", ticket):
             yield {}
             return
@@ -112,8 +123,7 @@ class ChatHandlers:
         undone = self.chat_undo(history, controls.show_template, request)
         if not undone["message"]:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
-        for values in self.chat(undone["message"], undone["history"], controls, request):
-            yield {k: v for k, v in values.items() if k != "message"}  # the box keeps what it holds
+        yield from self._send(undone["message"], undone["history"], controls, request, message or "")
 
     def chat_from_step(
         self, controls: ChatControls, request: gr.Request = None, ticket: int | None = None
@@ -222,12 +232,14 @@ class ChatHandlers:
         stream: Iterator[ChatUpdate],
         show_template: Any,
         before: dict[str, Any] | None = None,
+        empty_box: bool = True,
     ) -> Iterator[dict[str, Any]]:
         """The answer as it streams. before: a new message's box and history, shown again (with
-        what went wrong) if no token of the answer comes; None for a fork or a continued path."""
+        what went wrong) if no token of the answer comes; None for a fork or a continued path.
+        empty_box: the message left the box (a Send), so it is emptied, once."""
         first: dict[str, Any] = {"status": "Waiting for the model…", "token_view": ""}
-        if before is not None:  # the message moves from the box to the chat, once: typing goes on
-            first.update(message="", history=shown)
+        if before is not None:  # the message moves to the chat, once: typing goes on
+            first.update(history=shown, **({"message": ""} if empty_box else {}))
         yield first
         answered = False
         try:
