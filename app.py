@@ -51,9 +51,11 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     )
     parser.add_argument("--device", default=defaults.device, help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument(
-        "--quantize", default=defaults.quantize, metavar="FORMAT",
+        "--quantize",
+        default=defaults.quantize,
+        metavar="FORMAT",
         help="serve on quantized weights: int8 (torchao), hqq8, hqq4, hqq3, hqq2",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--dtype", default=defaults.dtype, help="float32, float16 or bfloat16 (default: auto)"
     )
@@ -61,9 +63,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     parser.add_argument("--port", type=int, default=defaults.port)
     parser.add_argument("--share", action="store_true", default=defaults.share, help="public share link")
     parser.add_argument(
-        "--no-browser", dest="browser", action="store_false", default=defaults.browser,
+        "--no-browser",
+        dest="browser",
+        action="store_false",
+        default=defaults.browser,
         help="don't open a browser (by default it opens when started from a terminal on a desktop)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--trust-remote-code",
         action="store_true",
@@ -71,17 +76,24 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         help="allow code shipped with a Hub model to run (off by default)",
     )
     parser.add_argument(
-        "--replay", default=defaults.replay, metavar="FILE_OR_DIR",
+        "--replay",
+        default=defaults.replay,
+        metavar="FILE_OR_DIR",
         help="serve recorded traces (a .json file or a folder of them) with no model loaded",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--no-compile", dest="compile", action="store_false", default=defaults.compile,
+        "--no-compile",
+        dest="compile",
+        action="store_false",
+        default=defaults.compile,
         help="decode eagerly: no static KV cache or CUDA graphs on a GPU",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--decode", default=defaults.decode, choices=("auto", "static", "eager"),
+        "--decode",
+        default=defaults.decode,
+        choices=("auto", "static", "eager"),
         help="decode path: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager",
-    )  # fmt: skip
+    )
     _engine_args(parser, defaults)
     args = parser.parse_args(argv)
     return load_settings(**{k: v for k, v in vars(args).items() if v is not None})
@@ -89,20 +101,25 @@ def parse_args(argv: list[str] | None = None) -> Settings:
 
 def _engine_args(parser: argparse.ArgumentParser, defaults: Settings) -> None:
     parser.add_argument(
-        "--engine", default=defaults.engine, help="serving engine to use instead of an in-process model: "
+        "--engine",
+        default=defaults.engine,
+        help="serving engine to use instead of an in-process model: "
         "llama.cpp, vllm or sglang (README: 'Bigger models')",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--engine-url", default=defaults.engine_url, help="the engine's URL, e.g. http://127.0.0.1:8080"
     )
     parser.add_argument(
-        "--engine-tokenizer", default=defaults.engine_tokenizer,
+        "--engine-tokenizer",
+        default=defaults.engine_tokenizer,
         help="the served model's tokenizer: a directory, .gguf file or Hub id (default: from the server)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--engine-top-n", type=int, default=defaults.engine_top_n or None,
+        "--engine-top-n",
+        type=int,
+        default=defaults.engine_top_n or None,
         help="alternatives per position (default: the server's maximum)",
-    )  # fmt: skip
+    )
 
 
 def create_demo(settings: Settings) -> Any:
@@ -165,9 +182,14 @@ def create_draft(settings: Settings, engine: Any) -> Any:
     from playground.hood.speculative import check_draft
 
     draft = load_model(
-        settings.draft_model, settings.device, settings.dtype, cache_dir=settings.cache_dir,
-        trust_remote_code=settings.trust_remote_code, progress=print, decode="eager",
-    )  # fmt: skip
+        settings.draft_model,
+        settings.device,
+        settings.dtype,
+        cache_dir=settings.cache_dir,
+        trust_remote_code=settings.trust_remote_code,
+        progress=print,
+        decode="eager",
+    )
     check_draft(engine, draft)
     return draft
 

@@ -284,8 +284,10 @@ def report(args: argparse.Namespace, crowd: Crowd, baseline: list[Request], rss:
     """Print the figures side by side (crowd and alone); returns them for the JSON line."""
     samples = sorted(crowd.samples, key=lambda row: row["requests"])
     figures = latencies(crowd.requests, baseline)
-    print(f"\n{len(crowd.requests)} requests from {crowd.next_session} tabs, {args.sessions} users at once, "
-          f"{args.tabs} tabs of the app per session; {rss['end']['seconds']:.0f} s")  # fmt: skip
+    print(
+        f"\n{len(crowd.requests)} requests from {crowd.next_session} tabs, {args.sessions} users at once, "
+        f"{args.tabs} tabs of the app per session; {rss['end']['seconds']:.0f} s"
+    )
     print("\n".join(latency_table(figures)))
     print(f"errors: {len(crowd.errors)}; answers different from alone: {len(crowd.differing)} sessions")
     for error in crowd.errors[:5]:
@@ -293,15 +295,19 @@ def report(args: argparse.Namespace, crowd: Crowd, baseline: list[Request], rss:
     print("\nserver RSS and stores (before = warm, after = all tabs closed):")
     print("\n".join(rss_table([rss["before"], *samples, rss["end"], rss["after"]])))
     ok, detail = levelled_off(rss["before"]["rss_mib"], [s["rss_mib"] for s in [*samples, rss["end"]]])
-    print(f"RSS levelled off: {'yes' if ok else 'NO'} ({detail}); before {rss['before']['rss_mib']:.0f} MiB, "
-          f"at {rss['end']['requests']} requests {rss['end']['rss_mib']:.0f} MiB, "
-          f"after the tabs closed {rss['after']['rss_mib']:.0f} MiB")  # fmt: skip
+    print(
+        f"RSS levelled off: {'yes' if ok else 'NO'} ({detail}); before {rss['before']['rss_mib']:.0f} MiB, "
+        f"at {rss['end']['requests']} requests {rss['end']['rss_mib']:.0f} MiB, "
+        f"after the tabs closed {rss['after']['rss_mib']:.0f} MiB"
+    )
     stores = crowd.server.stores()
     peak, bounds = stores["peak"], stores["bounds"]
-    print(f"bounds: KV store peak {peak['kv_mib']:.1f} of {bounds['kv_store_mib']} MiB; workspaces peak "
-          f"{peak['workspaces']:.0f} of {bounds['max_workspaces']}; Gradio tab states peak "
-          f"{peak['gradio_tabs']:.0f} of {bounds['max_workspaces']}; model events at once "
-          f"<= {bounds['model_concurrency']}")  # fmt: skip
+    print(
+        f"bounds: KV store peak {peak['kv_mib']:.1f} of {bounds['kv_store_mib']} MiB; workspaces peak "
+        f"{peak['workspaces']:.0f} of {bounds['max_workspaces']}; Gradio tab states peak "
+        f"{peak['gradio_tabs']:.0f} of {bounds['max_workspaces']}; model events at once "
+        f"<= {bounds['model_concurrency']}"
+    )
     rss_figures = {name: round(rss[name]["rss_mib"], 1) for name in ("before", "end", "after")}
     return {
         "latency": {kind: {k: round(v, 3) for k, v in f.items()} for kind, f in figures.items()},
@@ -387,10 +393,16 @@ def run(args: argparse.Namespace) -> None:
     load_end = os.getloadavg()
     print(f"load average at end: {load_end}")
     print_json(
-        "crowd", device=args.device, random_weights=args.random_weights, users=args.sessions,
-        app_tabs_per_session=args.tabs, cpu_count=os.cpu_count(), load_average=[load_start[0], load_end[0]],
-        modes=modes, **compared,
-    )  # fmt: skip
+        "crowd",
+        device=args.device,
+        random_weights=args.random_weights,
+        users=args.sessions,
+        app_tabs_per_session=args.tabs,
+        cpu_count=os.cpu_count(),
+        load_average=[load_start[0], load_end[0]],
+        modes=modes,
+        **compared,
+    )
 
 
 def main() -> None:
@@ -405,14 +417,18 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument(
-        "--decode", choices=("auto", "static", "eager"), default="auto",
+        "--decode",
+        choices=("auto", "static", "eager"),
+        default="auto",
         help="decode path: auto = static KV cache + CUDA graphs on cuda, eager on cpu",
-    )  # fmt: skip
+    )
     parser.add_argument("--random-weights", action="store_true", help="the embedded shape, random weights")
     parser.add_argument(
-        "--batching", choices=("both", "continuous", "off"), default="both",
+        "--batching",
+        choices=("both", "continuous", "off"),
+        default="both",
         help="continuous batching on, off, or both compared in one run (default)",
-    )  # fmt: skip
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server subprocess
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--stats", help=argparse.SUPPRESS)

@@ -43,10 +43,14 @@ def ladder(lm, ids: list[int], formats: list[str], tokens: int) -> tuple[object,
 
 
 def print_ladder(run, seconds: float) -> dict:
-    print(f"\nreference {run.dtype}: {run.reference_weight_bytes / 1e6:,.1f} MB weights, "
-          f"decode {run.reference_tok_s:.1f} tok/s, perplexity {run.reference_perplexity:.2f}")  # fmt: skip
-    print(f"{'format':<22}{'bits':>6}{'weights MB':>12}{'KV KiB':>9}{'mean KL':>10}{'p99 KL':>9}"
-          f"{'top-1':>7}{'ppl':>8}{'tok/s':>7}{'vs ref':>8}")  # fmt: skip
+    print(
+        f"\nreference {run.dtype}: {run.reference_weight_bytes / 1e6:,.1f} MB weights, "
+        f"decode {run.reference_tok_s:.1f} tok/s, perplexity {run.reference_perplexity:.2f}"
+    )
+    print(
+        f"{'format':<22}{'bits':>6}{'weights MB':>12}{'KV KiB':>9}{'mean KL':>10}{'p99 KL':>9}"
+        f"{'top-1':>7}{'ppl':>8}{'tok/s':>7}{'vs ref':>8}"
+    )
     out = {}
     for r in run.results:
         ratio = r.tok_s[1] / r.tok_s[0]
@@ -54,16 +58,23 @@ def print_ladder(run, seconds: float) -> dict:
         quality = f"{r.mean_kl:10.4f}{r.p99_kl:9.4f}{r.top1_agreement:7.2f}{r.perplexity:8.2f}"
         print(f"{r.key:<22}{sizes}{quality}{r.tok_s[1]:7.1f}{ratio:7.2f}x")
         out[r.key] = {
-            "bits": round(r.bits, 3), "weight_bytes": r.weight_bytes, "kv_bytes": r.kv_bytes,
-            "kv_bytes_match_formula": r.kv_bytes_match, "mean_kl": round(r.mean_kl, 5),
-            "p99_kl": round(r.p99_kl, 5), "top1": round(r.top1_agreement, 4),
-            "perplexity": round(r.perplexity, 3), "tok_s": round(r.tok_s[1], 2),
+            "bits": round(r.bits, 3),
+            "weight_bytes": r.weight_bytes,
+            "kv_bytes": r.kv_bytes,
+            "kv_bytes_match_formula": r.kv_bytes_match,
+            "mean_kl": round(r.mean_kl, 5),
+            "p99_kl": round(r.p99_kl, 5),
+            "top1": round(r.top1_agreement, 4),
+            "perplexity": round(r.perplexity, 3),
+            "tok_s": round(r.tok_s[1], 2),
             "vs_reference": round(ratio, 3),
-        }  # fmt: skip
+        }
     for key, why in run.skipped.items():
         print(f"{key:<22} not run here: {why}")
-    print(f"ladder: {len(run.results)} formats over {len(run.text_ids)} text tokens + {run.new_tokens} new "
-          f"in {seconds:.1f} s")  # fmt: skip
+    print(
+        f"ladder: {len(run.results)} formats over {len(run.text_ids)} text tokens + {run.new_tokens} new "
+        f"in {seconds:.1f} s"
+    )
     return out
 
 
@@ -72,8 +83,13 @@ def decode_rate(lm, model, ids: list[int], tokens: int) -> float:
     synchronize(lm.device)
     started = time.perf_counter()
     with lm.lock, torch.inference_mode():
-        model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
-                       pad_token_id=lm.pad_token_id)  # fmt: skip
+        model.generate(
+            prompt,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
+            do_sample=False,
+            pad_token_id=lm.pad_token_id,
+        )
     synchronize(lm.device)
     return tokens / (time.perf_counter() - started)
 
@@ -118,11 +134,17 @@ def main() -> None:
     formats = print_ladder(run, seconds)
     serve = serving(lm, ids[:32], [s for s in args.serve.split(",") if s], args.tokens, args.repeats)
     print_json(
-        "quantization", device=lm.device.type, threads=torch.get_num_threads(), text_tokens=len(ids),
-        new_tokens=args.tokens, ladder_seconds=round(seconds, 1),
+        "quantization",
+        device=lm.device.type,
+        threads=torch.get_num_threads(),
+        text_tokens=len(ids),
+        new_tokens=args.tokens,
+        ladder_seconds=round(seconds, 1),
         reference_tok_s=round(run.reference_tok_s, 2),
-        formats=formats, skipped=run.skipped, serving=serve,
-    )  # fmt: skip
+        formats=formats,
+        skipped=run.skipped,
+        serving=serve,
+    )
 
 
 if __name__ == "__main__":

@@ -103,14 +103,21 @@ def main() -> None:
         parser.error("--sequences, --cached and --repeats must be at least 1, --busy-threads at least 0")
     torch.manual_seed(0)
     f = measure(args)
-    print(f"{args.sequences} one-token sequences, {args.cached} cached tokens each, {LAYERS} layers "
-          f"(ms per iteration, median of {args.repeats})")  # fmt: skip
+    print(
+        f"{args.sequences} one-token sequences, {args.cached} cached tokens each, {LAYERS} layers "
+        f"(ms per iteration, median of {args.repeats})"
+    )
     print(f"{'':<30}{'python':>10}{'scripted':>10}{'ratio':>8}")
     for label, key in (("idle", "idle"), (f"beside {args.busy_threads} busy threads", "busy")):
         python, scripted = f[f"python_{key}_ms"], f[f"scripted_{key}_ms"]
         print(f"{label:<30}{python:>10.1f}{scripted:>10.1f}{python / scripted:>7.1f}x")
-    print_json("ragged", sequences=args.sequences, cached=args.cached, busy_threads=args.busy_threads,
-               **{k: round(v, 1) for k, v in f.items()})  # fmt: skip
+    print_json(
+        "ragged",
+        sequences=args.sequences,
+        cached=args.cached,
+        busy_threads=args.busy_threads,
+        **{k: round(v, 1) for k, v in f.items()},
+    )
 
 
 if __name__ == "__main__":

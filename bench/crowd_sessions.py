@@ -129,9 +129,19 @@ def kv_part(r: Recorder, i: int) -> list[Any]:
     v = i % PROFILES // len(PARTS)
     config = r("kv_calculate", "/kv_preset_config", "Llama-3.1-8B")
     summary, _, rows, _, _ = r(
-        "kv_calculate", "/kv_calculate",
-        "Llama-3.1-8B", config, 1024 * (1 + v), 1, "float16", "ideal", 80, "bfloat16", None, 10,
-    )  # fmt: skip
+        "kv_calculate",
+        "/kv_calculate",
+        "Llama-3.1-8B",
+        config,
+        1024 * (1 + v),
+        1,
+        "float16",
+        "ideal",
+        80,
+        "bfloat16",
+        None,
+        10,
+    )
     measured, table = r("kv_measure", "/kv_measure", 16 * (1 + v))
     return [untimed(summary), rows["data"], untimed(measured), table["data"]]
 

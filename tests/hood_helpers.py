@@ -27,9 +27,11 @@ def generate_greedy(lm, ids: list[int], new_tokens: int) -> list[int]:
     """Plain transformers greedy decoding: the reference every view's greedy tokens must equal."""
     with lm.lock, torch.inference_mode():
         out = lm.model.generate(
-            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=new_tokens, do_sample=False,
-        )  # fmt: skip
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+        )
     return out[0, len(ids) :].tolist()
 
 

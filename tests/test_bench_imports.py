@@ -8,8 +8,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHES = [
-    "bench_chat", "bench_step", "bench_beam", "bench_gpu", "bench_dtype", "bench_crowd", "bench_ragged",
-]  # fmt: skip
+    "bench_chat",
+    "bench_step",
+    "bench_beam",
+    "bench_gpu",
+    "bench_dtype",
+    "bench_crowd",
+    "bench_ragged",
+]
 
 
 def test_benchmarks_import_neither_gradio_nor_gguf() -> None:

@@ -216,9 +216,16 @@ def test_values_outside_a_sliders_range_are_brought_in_and_named():
 def test_one_controls_dataclass_serves_every_answering_handler(embedded_lm):
     h = ChatHandlers(embedded_lm, load_settings())
     controls = [
-        "system_prompt", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
-        "max_new_tokens", "seed", "show_template",
-    ]  # fmt: skip
+        "system_prompt",
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "repetition_penalty",
+        "max_new_tokens",
+        "seed",
+        "show_template",
+    ]
     assert input_names(h.chat) == ["message", "history", *controls, "ticket"]  # the button's, for Stop
     assert input_names(h.chat_retry) == ["history", *controls, "ticket", "message"]  # the box, kept
     assert input_names(h.chat_from_step) == [*controls, "ticket"]
@@ -290,9 +297,18 @@ def test_api_keeps_its_named_parameters_and_names_what_it_changed(client):
         "parameters"
     ]
     assert [p["parameter_name"] for p in parameters] == [
-        "message", "history", "system_prompt", "temperature", "top_k", "top_p", "min_p",
-        "repetition_penalty", "max_new_tokens", "seed", "show_template",
-    ]  # fmt: skip
+        "message",
+        "history",
+        "system_prompt",
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "repetition_penalty",
+        "max_new_tokens",
+        "seed",
+        "show_template",
+    ]
     _, history, _, stats, _ = client.predict(FRANCE, temperature=0, max_new_tokens=16, api_name="/chat")
     assert "Paris" in normalize_history(history)[-1]["content"] and "stopped: eos" in stats
     stats = client.predict("Say hi.", temperature=5, max_new_tokens=2, api_name="/chat")[3]

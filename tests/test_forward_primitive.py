@@ -113,9 +113,14 @@ def test_every_forward_of_every_tab_and_lesson_goes_through_the_forwarder(embedd
 def test_the_static_path_prepares_and_decodes_inside_the_forwarder(tiny_lm):
     static = make_tiny_llama(tiny_lm.tokenizer)
     engine = type(static)(
-        static.model, static.tokenizer, static.device, static.dtype, "tiny-static", decode="static",
+        static.model,
+        static.tokenizer,
+        static.device,
+        static.dtype,
+        "tiny-static",
+        decode="static",
         static_config=StaticConfig(capacity=64, slots=1, beam_rows=2, beam_capacity=32, min_bucket=16),
-    )  # fmt: skip
+    )
     with watched() as forwards:
         with forwards.running("prepare"):
             assert engine.prepare_decode() is not None and engine.decode_path == "static"

@@ -59,9 +59,18 @@ def test_kv_bad_input(tiny_lm):
 
 
 SHAPE = ModelShape(
-    layers=2, heads=4, kv_heads=2, head_dim=8, hidden=32, intermediate=64, vocab=100,
-    matmul_params=10_000, head_params=3_200, weight_bytes=40_000, element_bytes=4,
-)  # fmt: skip
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    head_dim=8,
+    hidden=32,
+    intermediate=64,
+    vocab=100,
+    matmul_params=10_000,
+    head_params=3_200,
+    weight_bytes=40_000,
+    element_bytes=4,
+)
 
 
 def test_work_estimates_on_hand_numbers():

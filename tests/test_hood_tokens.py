@@ -32,8 +32,20 @@ TEXTS = [
     "1234567",
     "  café naïve  Ærø\ttabs\n\nnew lines",
 ]
-WORDS = ["unbelievable", " unbelievable", "tokenization", "antidisestablishmentarianism", "aaaaaaa",
-         "1234567", "美", "😀", "naïve", "hello world", "don't", "https://example.com"]  # fmt: skip
+WORDS = [
+    "unbelievable",
+    " unbelievable",
+    "tokenization",
+    "antidisestablishmentarianism",
+    "aaaaaaa",
+    "1234567",
+    "美",
+    "😀",
+    "naïve",
+    "hello world",
+    "don't",
+    "https://example.com",
+]
 
 
 @pytest.mark.parametrize("text", TEXTS)

@@ -97,8 +97,13 @@ def test_bad_inputs_raise_clear_errors(embedded_lm):
             calc(embedded_lm, gpu=gpu)
     assert "On a 100 GB GPU" in calc(embedded_lm, gpu="100")[0]  # a typed custom size
     # typed as the presets read: a decimal, a unit, the preset's whole label; GiB and TB converted
-    typed_sizes = [("12.5 GB", "a 12.5 GB"), ("12.5", "a 12.5 GB"), ("80 GB · A100-80, H100", "an 80 GB"),
-                   ("24 GiB", "a 25.77 GB"), ("1.5 TB", "a 1,500 GB")]  # fmt: skip
+    typed_sizes = [
+        ("12.5 GB", "a 12.5 GB"),
+        ("12.5", "a 12.5 GB"),
+        ("80 GB · A100-80, H100", "an 80 GB"),
+        ("24 GiB", "a 25.77 GB"),
+        ("1.5 TB", "a 1,500 GB"),
+    ]
     for typed, shown in typed_sizes:
         assert f"On {shown} GPU" in calc(embedded_lm, gpu=typed)[0], typed
     assert (
@@ -130,8 +135,14 @@ def test_longest_context_stops_at_the_models_own_limit(embedded_lm):
     summary, *_ = calc(embedded_lm, "SmolLM2-135M", text, seq=16384, batch=1)
     assert "⚠️ 16,384 tokens is past this model's own context limit of 8,192" in summary
     # a GPU too small for even the model's limit: memory's answer stands
-    summary, *_ = calc(embedded_lm, "Llama-3.1-8B", kv_tab.preset_config_text(embedded_lm, "Llama-3.1-8B"),
-                       seq=4096, batch=1, gpu=24)  # fmt: skip
+    summary, *_ = calc(
+        embedded_lm,
+        "Llama-3.1-8B",
+        kv_tab.preset_config_text(embedded_lm, "Llama-3.1-8B"),
+        seq=4096,
+        batch=1,
+        gpu=24,
+    )
     line = next(row for row in summary.splitlines() if row.startswith("- longest context"))
     assert "model's own limit" not in line and int(line.split("**")[1].split()[0].replace(",", "")) < 131072
 

@@ -84,8 +84,9 @@ def test_forced_text_is_scored_one_request_per_token(server, engine):
 
 
 def test_greedy_chat_equals_the_servers_greedy_completion(server, engine):
-    request = ChatRequest([{"role": "user", "content": "What is the capital of France?"}], settings=GREEDY,
-                          max_new_tokens=24)  # fmt: skip
+    request = ChatRequest(
+        [{"role": "user", "content": "What is the capital of France?"}], settings=GREEDY, max_new_tokens=24
+    )
     ours = run_chat(engine, request)
     body = {
         "prompt": ours.prompt_ids,
@@ -139,8 +140,11 @@ def test_app_starts_on_the_engine_with_its_header(server):
 
 def test_killed_server_mid_stream_is_a_clear_error_then_a_retry_works(server, engine):
     """Kill the server while it streams an answer: a clear error (no hang); restarted, a retry works."""
-    request = ChatRequest([{"role": "user", "content": "Tell me a long story about a cat."}], settings=GREEDY,
-                          max_new_tokens=400)  # fmt: skip
+    request = ChatRequest(
+        [{"role": "user", "content": "Tell me a long story about a cat."}],
+        settings=GREEDY,
+        max_new_tokens=400,
+    )
     updates = stream_chat(engine, request, 1024)
     for _ in range(5):
         next(updates)

@@ -370,8 +370,9 @@ def test_describe_top_equals_describe_rows_on_the_same_top_n(local, token):
     row[top.indices] = top.values
     row[token] = lp[token]
     dense = describe_rows(local.tokenizer, row.unsqueeze(0), [token], complete=False, rank_limit=10)[0]
-    sparse = describe_top(local.tokenizer, top.indices.tolist(), top.values.tolist(), token, float(lp[token]),
-                          rank_limit=10)  # fmt: skip
+    sparse = describe_top(
+        local.tokenizer, top.indices.tolist(), top.values.tolist(), token, float(lp[token]), rank_limit=10
+    )
     assert (sparse.id, sparse.rank, sparse.top) == (dense.id, dense.rank, dense.top)
     assert (sparse.logprob, sparse.entropy) == pytest.approx((dense.logprob, dense.entropy), abs=1e-5)
     assert sparse.rank == (1 if token == 17 else None)

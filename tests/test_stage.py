@@ -132,8 +132,10 @@ def test_token_cards_stay_in_the_window_and_take_their_own_clicks(browser, launc
     """At the desk a card near the right edge opens over the sidebar and keeps its clicks; on stage a
     long answer scrolls in its box and a card at its end opens inside the window: its fifth
     alternative forks the answer with a real click."""
-    query = make_query("chat", {"message": "Write two long sentences about the sea.", "temperature": 0.0,
-                                "max_new_tokens": 48})  # fmt: skip
+    query = make_query(
+        "chat",
+        {"message": "Write two long sentences about the sea.", "temperature": 0.0, "max_new_tokens": 48},
+    )
     with open_page(browser, f"{launched_app}/?{query}", **VIEWPORT) as page:
         wait_for_status(page, "#chat-status", "stopped")
         tokens = page.locator("#chat-tokens .answer-tokens > .tok")

@@ -292,8 +292,13 @@ def test_a_cjk_step_session_shows_its_characters_in_every_view(cjk_step):
     assert "first byte of a 3-byte character" in view["text"]
     ledger = ledger_rows(take_snapshot(cjk_step))
     assert [row[1] for row in ledger[:6]] == [
-        "␣ + 美 (byte 1/3)", "美 (byte 2/3)", "美 (byte 3/3)", "丽 (bytes 1–2/3)", "丽 (byte 3/3)", "的"
-    ]  # fmt: skip
+        "␣ + 美 (byte 1/3)",
+        "美 (byte 2/3)",
+        "美 (byte 3/3)",
+        "丽 (bytes 1–2/3)",
+        "丽 (byte 3/3)",
+        "的",
+    ]
     assert ledger[-1][1] == "<0xE8> (byte 1/3)"
     assert [row[3] for row in ledger] == [round(r.prob, 6) for r in records]  # each byte its own numbers
     assert [row[5] for row in ledger] == [r.rank for r in records]

@@ -112,8 +112,13 @@ class TreeBuilder:
                 continue
             for c, token in enumerate(rec.cand_token[beam]):
                 if (beam, token) not in seen:
-                    facts = (rec.cand_logprob[beam][c], rec.cand_cum[beam][c], rec.cand_raw[beam][c],
-                             rec.cand_rank[beam][c], rec.entropy[beam])  # fmt: skip
+                    facts = (
+                        rec.cand_logprob[beam][c],
+                        rec.cand_cum[beam][c],
+                        rec.cand_raw[beam][c],
+                        rec.cand_rank[beam][c],
+                        rec.entropy[beam],
+                    )
                     seen[(beam, token)] = self._new_node(step, parent, token, facts, rec.seconds)
 
     def _mark_kept(self, rec: StepRecord, ids: list[int | None]) -> None:

@@ -84,9 +84,13 @@ def make_batcher(
     cpu = probes.forwarder.device.type == "cpu"
     wanted = config.tokens or (DECODING_TOKENS if cpu else probes.forwarder.prefill_chunk)
     batcher = Batcher(
-        probes.ragged_twin(), probes.forwarder, tokenizer, budget=0, max_jobs=config.size,
+        probes.ragged_twin(),
+        probes.forwarder,
+        tokenizer,
+        budget=0,
+        max_jobs=config.size,
         decoding_budget=max(wanted, config.size + PREFILL_ROOM),  # a full batch's decodes never wait
-    )  # fmt: skip
+    )
     warm_attention()  # compiled now, not in the first user's turn
     budgets = f"{batcher.decoding_budget} tokens per iteration while any decodes, {batcher.budget} alone"
     return batcher, f"Batching: continuous (up to {config.size} requests, {budgets})"
@@ -158,9 +162,16 @@ class Batcher:
     """The engine's running batch (see the module docstring)."""
 
     def __init__(
-        self, model: Any, forwarder: Forwarder, tokenizer: Any, *, budget: int, max_jobs: int,
-        decoding_budget: int | None = None, threaded: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        model: Any,
+        forwarder: Forwarder,
+        tokenizer: Any,
+        *,
+        budget: int,
+        max_jobs: int,
+        decoding_budget: int | None = None,
+        threaded: bool = True,
+    ) -> None:
         if budget < 0 or max_jobs < 1 or (decoding_budget is not None and decoding_budget < 1):
             raise PlaygroundError(
                 "Batching needs token budgets and a batch size >= 1, got "
@@ -191,9 +202,14 @@ class Batcher:
     # --- what callers use ---------------------------------------------------------------------
 
     def forward(
-        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, name: str,
+        self,
+        entry: CacheEntry,
+        new_ids: list[int],
+        last: int,
+        control: Control | None,
+        name: str,
         ahead: bool = False,
-    ) -> Advance:  # fmt: skip
+    ) -> Advance:
         """Read new_ids into entry's cache in the batch; Progress while it does (long inputs), then
         (rows (last, vocab), seconds). ahead: many iterations follow this read (a stream's prompt,
         a beam search's), so it goes before the other reads."""
@@ -228,9 +244,16 @@ class Batcher:
                 self._withdraw(job)
 
     def decode(
-        self, entry: CacheEntry, first: torch.Tensor, spent: float, plan: DecodePlan, eos: tuple[int, ...],
-        context: int, control: Control | None, name: str,
-    ) -> Iterator[TokenRecord]:  # fmt: skip
+        self,
+        entry: CacheEntry,
+        first: torch.Tensor,
+        spent: float,
+        plan: DecodePlan,
+        eos: tuple[int, ...],
+        context: int,
+        control: Control | None,
+        name: str,
+    ) -> Iterator[TokenRecord]:
         """Choose, record and feed back one token per iteration from the row `first` on, as
         LocalEngine's decode loop does alone: the same tokens and records."""
         source = "greedy" if plan.settings.greedy else "sample"
@@ -244,9 +267,14 @@ class Batcher:
             self._withdraw(job)
 
     def stream_job(
-        self, entry: CacheEntry, prompt: list[int], plan: DecodePlan, eos: tuple[int, ...], context: int,
+        self,
+        entry: CacheEntry,
+        prompt: list[int],
+        plan: DecodePlan,
+        eos: tuple[int, ...],
+        context: int,
         name: str,
-    ) -> Job:  # fmt: skip
+    ) -> Job:
         """Submit a whole stream (read the prompt, then decode) and return its job: its records come
         on job.out (the lesson steps an unthreaded batcher and reads them afterwards)."""
         source = "greedy" if plan.settings.greedy else "sample"
@@ -384,9 +412,12 @@ class Batcher:
             out = self.model(
                 input_ids=torch.tensor([ids], device=device),
                 position_ids=torch.tensor([positions], device=device),
-                past_key_values=RaggedCache(ragged), attention_mask=NO_MASK.to(device), ragged=ragged,
-                use_cache=True, **keep_rows(self.model, torch.tensor(keep or [0], device=device)),
-            )  # fmt: skip
+                past_key_values=RaggedCache(ragged),
+                attention_mask=NO_MASK.to(device),
+                ragged=ragged,
+                use_cache=True,
+                **keep_rows(self.model, torch.tensor(keep or [0], device=device)),
+            )
             return out.logits[0].float()
 
         rows, seconds = self.forwarder.run(call, on_oom=on_oom)

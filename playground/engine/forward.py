@@ -95,9 +95,14 @@ class Forwarder:
         return result, timing.seconds
 
     def chunks(
-        self, entry: CacheEntry, new_ids: list[int], last: int, control: Control | None, piece: PieceFn,
+        self,
+        entry: CacheEntry,
+        new_ids: list[int],
+        last: int,
+        control: Control | None,
+        piece: PieceFn,
         wait: bool = True,
-    ) -> Advance:  # fmt: skip
+    ) -> Advance:
         """Forward new_ids into entry's cache a chunk at a time (one turn each, progress between
         them); the scores after the last `last` of them. Out of memory drops the entry's cache."""
         total, done, seconds = len(new_ids), 0, 0.0
@@ -107,8 +112,10 @@ class Forwarder:
             keep = max(0, min(len(part), last - (total - done - len(part))))  # rows of this chunk to keep
             logits, spent = self.run(
                 lambda part=part, keep=keep: piece(entry.cache, part, max(keep, 1)),
-                control, on_oom=lambda: drop_cache(entry), wait=wait,
-            )  # fmt: skip
+                control,
+                on_oom=lambda: drop_cache(entry),
+                wait=wait,
+            )
             seconds += spent
             entry.ids.extend(part)
             if keep:
@@ -119,9 +126,15 @@ class Forwarder:
         return torch.cat(rows), seconds
 
     def advance(
-        self, entry: CacheEntry, target: list[int], last: int, control: Control | None, piece: PieceFn,
-        new_cache: Callable[[], Any], rest: ReadFn | None = None,
-    ) -> Advance:  # fmt: skip
+        self,
+        entry: CacheEntry,
+        target: list[int],
+        last: int,
+        control: Control | None,
+        piece: PieceFn,
+        new_cache: Callable[[], Any],
+        rest: ReadFn | None = None,
+    ) -> Advance:
         """Make entry cover target; the scores after its last `last` ids and the model time.
 
         Rows the entry remembers are reused (all of them and a cache covering target: a crop, no

@@ -73,12 +73,13 @@ KV_FORMATS: dict[str, KVFormat] = {
     f.name: f
     for f in (
         KVFormat("fp8", "KV fp8", "fp8", "transformers", 8),
-        KVFormat("int8", "KV int8 (hqq)", "hqq", "hqq", 8, {"nbits": 8, "axis_key": 1, "axis_value": 1,
-                                                            **_GROUPED}),
+        KVFormat(
+            "int8", "KV int8 (hqq)", "hqq", "hqq", 8, {"nbits": 8, "axis_key": 1, "axis_value": 1, **_GROUPED}
+        ),
         KVFormat("int4", "KV int4 (quanto)", "quanto", "optimum-quanto", 4, {"nbits": 4, **_GROUPED}),
         KVFormat("int2", "KV int2 (quanto)", "quanto", "optimum-quanto", 2, {"nbits": 2, **_GROUPED}),
     )
-}  # fmt: skip
+}
 
 
 def kv_format(name: Any) -> KVFormat:
@@ -171,8 +172,10 @@ def quanto_kernel(
         folder.mkdir(parents=True, exist_ok=True)
         extension.build_directory = str(folder)
         if report is not None and not quanto_kernel_built(cache_dir):
-            report(f"optimum-quanto compiles its C++ unpacking kernel once for this machine (about 2 minutes "
-                   f"on 2 cores) into {folder}")  # fmt: skip
+            report(
+                f"optimum-quanto compiles its C++ unpacking kernel once for this machine (about 2 minutes "
+                f"on 2 cores) into {folder}"
+            )
         try:
             _ = extension.lib  # builds it the first time, then loads it
         except (OSError, RuntimeError, ImportError) as exc:

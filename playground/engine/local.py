@@ -304,9 +304,14 @@ class LocalEngine:
         check_ids(ids, last, self.context_length, self.vocab_size, checked)
 
     def _advance(
-        self, entry: CacheEntry, target: list[int], last: int, control: Control | None,
-        name: str = "request", ahead: bool = False,
-    ) -> Advance:  # fmt: skip
+        self,
+        entry: CacheEntry,
+        target: list[int],
+        last: int,
+        control: Control | None,
+        name: str = "request",
+        ahead: bool = False,
+    ) -> Advance:
         """Make entry cover target (see Forwarder.advance), in the running batch when batching (ahead:
         a decode follows, see Batcher.forward); the cached ids were checked when added."""
         self.check_ids(target, last, checked=common_prefix(entry.ids, target))
@@ -368,9 +373,12 @@ class LocalEngine:
                 return logits
             batch.cache = batch.cache.to_dynamic(self.config)
         out = self.model(
-            input_ids=input_ids.contiguous(), past_key_values=batch.cache, position_ids=positions,
-            use_cache=True, **keep_rows(self.model, 1),
-        )  # fmt: skip
+            input_ids=input_ids.contiguous(),
+            past_key_values=batch.cache,
+            position_ids=positions,
+            use_cache=True,
+            **keep_rows(self.model, 1),
+        )
         batch.length += input_ids.shape[1]
         return out.logits[:, -1, :].to(copy=True, dtype=torch.float32)  # (N, vocab)
 

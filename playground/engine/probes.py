@@ -111,8 +111,12 @@ class Probes:
         twin = self.eager_twin()
 
         def read() -> torch.Tensor:
-            out = twin(input_ids=self.tensor([list(ids)]), use_cache=False, output_attentions=True,
-                       **keep_rows(twin, 1))  # fmt: skip
+            out = twin(
+                input_ids=self.tensor([list(ids)]),
+                use_cache=False,
+                output_attentions=True,
+                **keep_rows(twin, 1),
+            )
             if not out.attentions or any(a is None for a in out.attentions):
                 raise PlaygroundError(
                     f"{self.engine.name} returned no attention weights, even with eager attention."
@@ -235,9 +239,12 @@ class ProbeSequence:
     engine's store: the lessons time every forward of it themselves."""
 
     def __init__(
-        self, probes: Probes, model: Any, control: Control | None = None,
+        self,
+        probes: Probes,
+        model: Any,
+        control: Control | None = None,
         cache_factory: Callable[[], Any] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.probes, self.model, self.control = probes, model, control
         # a fresh cache for this sequence (a growable DynamicCache unless told: a quantized one)
         self.new_cache = cache_factory or (lambda: new_cache(model.config))
@@ -273,10 +280,15 @@ class ProbeSequence:
         """One forward of piece into the cache (one turn); transformers' own output."""
         probes = self.probes
         out, self.last_seconds = probes.forwarder.run(
-            lambda: self.model(input_ids=probes.tensor([list(piece)]), past_key_values=self.cache,
-                               use_cache=True, **keep_rows(self.model, keep), **kwargs),
+            lambda: self.model(
+                input_ids=probes.tensor([list(piece)]),
+                past_key_values=self.cache,
+                use_cache=True,
+                **keep_rows(self.model, keep),
+                **kwargs,
+            ),
             self.control,
-        )  # fmt: skip
+        )
         self.ids.extend(piece)
         return out
 
@@ -339,9 +351,13 @@ class ProbeBatch:
 
         def call() -> torch.Tensor:
             out = model(
-                input_ids=input_ids, attention_mask=self.mask, position_ids=positions,
-                past_key_values=self.cache, use_cache=True, **keep_rows(model, 1),
-            )  # fmt: skip
+                input_ids=input_ids,
+                attention_mask=self.mask,
+                position_ids=positions,
+                past_key_values=self.cache,
+                use_cache=True,
+                **keep_rows(model, 1),
+            )
             return out.logits[:, -1].float()  # (batch, vocab)
 
         rows, seconds = self.probes.forwarder.run(call, self.control)

@@ -80,8 +80,9 @@ def _hqq(bits: int) -> Callable[[torch.nn.Module, QuantSpec], torch.nn.Module]:
 
         config = BaseQuantizeConfig(nbits=bits, group_size=64)
         config["weight_quant_params"]["optimize"] = False  # min-max rounding: seconds, not a minute
-        return HQQLinear(linear, quant_config=config, compute_dtype=spec.dtype, device=str(spec.device),
-                         del_orig=True)  # fmt: skip
+        return HQQLinear(
+            linear, quant_config=config, compute_dtype=spec.dtype, device=str(spec.device), del_orig=True
+        )
 
     return replace
 
@@ -89,8 +90,9 @@ def _hqq(bits: int) -> Callable[[torch.nn.Module, QuantSpec], torch.nn.Module]:
 def _torchao_int8(linear: torch.nn.Module, spec: QuantSpec) -> torch.nn.Module:
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
-    twin = torch.nn.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None,
-                           device="meta")  # fmt: skip
+    twin = torch.nn.Linear(
+        linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta"
+    )
     twin.weight, twin.bias = linear.weight, linear.bias  # shared until quantize_ replaces the weight
     quantize_(twin, Int8WeightOnlyConfig())
     return twin
@@ -104,9 +106,18 @@ _FORMATS = [
     for b in (8, 4, 3, 2)
 ]
 _FORMATS.append(
-    WeightFormat("int8", "torchao int8", "torchao", "torchao", 8, 8.06, BOTH,
-                 "one int8 per weight, a scale per output row; int8 matmul kernels", _torchao_int8)
-)  # fmt: skip
+    WeightFormat(
+        "int8",
+        "torchao int8",
+        "torchao",
+        "torchao",
+        8,
+        8.06,
+        BOTH,
+        "one int8 per weight, a scale per output row; int8 matmul kernels",
+        _torchao_int8,
+    )
+)
 WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in _FORMATS}
 SERVING_FORMATS = tuple(WEIGHT_FORMATS)  # every one can serve the app (--quantize)
 
@@ -178,8 +189,9 @@ class QuantizedWeights:
         release_memory()
 
 
-def quantize_layers(model: torch.nn.Module, fmt: WeightFormat, spec: QuantSpec,
-                    control: Control | None = None) -> list[str]:  # fmt: skip
+def quantize_layers(
+    model: torch.nn.Module, fmt: WeightFormat, spec: QuantSpec, control: Control | None = None
+) -> list[str]:
     """Replace model's decoder Linear layers by fmt's, one at a time (Stop is checked between
     layers); the names replaced. A library failure becomes one line naming it and the device."""
     problem = fmt.missing(spec.device)
@@ -201,8 +213,9 @@ def quantize_layers(model: torch.nn.Module, fmt: WeightFormat, spec: QuantSpec,
     return names
 
 
-def quantized_copy(model: Any, fmt: WeightFormat, spec: QuantSpec, free_bytes: int | None,
-                   control: Control | None = None) -> QuantizedWeights:  # fmt: skip
+def quantized_copy(
+    model: Any, fmt: WeightFormat, spec: QuantSpec, free_bytes: int | None, control: Control | None = None
+) -> QuantizedWeights:
     """A twin of model with fmt's layers (model itself is untouched), after checking that its
     estimated memory fits in free_bytes."""
     estimate = estimate_copy(model, fmt, free_bytes)

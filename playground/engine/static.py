@@ -370,9 +370,13 @@ class StaticDecoder:
     ) -> torch.Tensor:
         """The model's forward on a slot: logits (rows, q or keep, vocab) in the model's dtype."""
         out = self.model(
-            input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=cache, use_cache=True,
+            input_ids=ids,
+            position_ids=positions,
+            attention_mask=mask,
+            past_key_values=cache,
+            use_cache=True,
             **keep_rows(self.model, keep),
-        )  # fmt: skip
+        )
         return out.logits
 
     # --- sequences ------------------------------------------------------------------------------

@@ -126,8 +126,14 @@ def _running_batch(
     lm: Engine, probes: Probes, result: ContinuousBatching, control: Control
 ) -> Iterator[ContinuousBatching]:
     """The engine's scheduler, unthreaded: arrivals submitted at their iteration, one step each."""
-    batcher = Batcher(probes.ragged_twin(), probes.forwarder, lm.tokenizer, budget=result.budget,
-                      max_jobs=len(result.requests), threaded=False)  # fmt: skip
+    batcher = Batcher(
+        probes.ragged_twin(),
+        probes.forwarder,
+        lm.tokenizer,
+        budget=result.budget,
+        max_jobs=len(result.requests),
+        threaded=False,
+    )
     jobs: dict[int, Job] = {}
     watch, iteration = Stopwatch(control), 0
     while len(jobs) < len(result.requests) or batcher.running or batcher.waiting:
@@ -195,10 +201,12 @@ def _static_batch(
         ):
             return
         pad = max(lm.pad_token_id, 0)
-        rows, _ = batch.step([
-            pad if _done(lm, ids, r.new_tokens) else ids[-1]
-            for ids, r in zip(result.static_tokens, result.requests, strict=True)
-        ])  # fmt: skip
+        rows, _ = batch.step(
+            [
+                pad if _done(lm, ids, r.new_tokens) else ids[-1]
+                for ids, r in zip(result.static_tokens, result.requests, strict=True)
+            ]
+        )
 
 
 def _done(lm: Engine, ids: list[int], wanted: int) -> bool:

@@ -97,18 +97,24 @@ class JacobiResult:
 
 
 def jacobi_decode(
-    lm: Engine, prompt_ids: Sequence[int], n: int, guess: str | Sequence[int] = "the",
+    lm: Engine,
+    prompt_ids: Sequence[int],
+    n: int,
+    guess: str | Sequence[int] = "the",
     control: Control | None = None,
-) -> JacobiResult:  # fmt: skip
+) -> JacobiResult:
     """Decode n tokens after prompt_ids by Jacobi iteration, and by plain greedy decoding to
     compare (see the module docstring and JacobiResult). guess: a GUESSES key or n token ids."""
     return run_to_end(iter_jacobi(lm, prompt_ids, n, guess, control))
 
 
 def iter_jacobi(
-    lm: Engine, prompt_ids: Sequence[int], n: int, guess: str | Sequence[int] = "the",
+    lm: Engine,
+    prompt_ids: Sequence[int],
+    n: int,
+    guess: str | Sequence[int] = "the",
     control: Control | None = None,
-) -> Iterator[JacobiResult]:  # fmt: skip
+) -> Iterator[JacobiResult]:
     """jacobi_decode, yielding the result after every greedy step and every Jacobi round."""
     probes = require(lm)
     prompt = list(prompt_ids)

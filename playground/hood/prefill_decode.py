@@ -116,9 +116,12 @@ def iter_prefill_vs_decode(
         yield result
         prefill, decode = _measure_point(lm, probes, preset_ids(lm.tokenizer, length), decode_tokens, control)
         point = CostPoint(
-            length, prefill, decode, prefill_work(result.shape, length, result.chunk),
+            length,
+            prefill,
+            decode,
+            prefill_work(result.shape, length, result.chunk),
             decode_work(result.shape, length),
-        )  # fmt: skip
+        )
         result.points.append(point)
         result.phase = f"{length:,} tokens done"
         yield result

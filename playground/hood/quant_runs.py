@@ -58,9 +58,15 @@ def _step(sequence: ProbeSequence, ids: list[int], walk: Walk) -> torch.Tensor:
 
 
 def reference_walk(
-    probes: Probes, model: Any, text: list[int], new_tokens: int, pick: Picker, eos: tuple[int, ...],
-    control: Control | None, report: Callable[[int], None],
-) -> Iterator[None]:  # fmt: skip
+    probes: Probes,
+    model: Any,
+    text: list[int],
+    new_tokens: int,
+    pick: Picker,
+    eos: tuple[int, ...],
+    control: Control | None,
+    report: Callable[[int], None],
+) -> Iterator[None]:
     """The reference: the text in one forward, then its greedy continuation (stops after an EOS).
     Yields after each token; returns the Walk (generator return value)."""
     sequence = ProbeSequence(probes, model, control)
@@ -80,10 +86,17 @@ def reference_walk(
 
 
 def quantized_walk(
-    probes: Probes, model: Any, cache_factory: Callable[[], Any] | None, text: list[int],
-    reference: list[int], new_tokens: int, pick: Picker, eos: tuple[int, ...], control: Control | None,
+    probes: Probes,
+    model: Any,
+    cache_factory: Callable[[], Any] | None,
+    text: list[int],
+    reference: list[int],
+    new_tokens: int,
+    pick: Picker,
+    eos: tuple[int, ...],
+    control: Control | None,
     report: Callable[[int], None],
-) -> Iterator[None]:  # fmt: skip
+) -> Iterator[None]:
     """A quantized model (or cache) teacher-forced along the reference's continuation; its own
     greedy continuation forks at its first different choice. Returns the Walk."""
     sequence = ProbeSequence(probes, model, control, cache_factory)

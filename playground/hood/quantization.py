@@ -215,9 +215,13 @@ def reference_note(lm: Engine) -> str:
 
 
 def quantization(
-    lm: Engine, ids: Sequence[int], weights: Any = None, kv: str | None = None, new_tokens: int = 32,
+    lm: Engine,
+    ids: Sequence[int],
+    weights: Any = None,
+    kv: str | None = None,
+    new_tokens: int = 32,
     control: Control | None = None,
-) -> QuantizationResult:  # fmt: skip
+) -> QuantizationResult:
     """One format against the loaded model (weights: a format name such as "hqq4", or a copy from
     quantized_weights(); kv: "fp8", "int8", "int4" or "int2"). Raises when it cannot run here."""
     if weights is None and kv is None:
@@ -267,9 +271,12 @@ def check_text(lm: Engine, ids: Sequence[int], new_tokens: int) -> list[int]:
 
 
 def iter_quantization(
-    lm: Engine, ids: Sequence[int], formats: Sequence[Any] = LADDER, new_tokens: int = 32,
+    lm: Engine,
+    ids: Sequence[int],
+    formats: Sequence[Any] = LADDER,
+    new_tokens: int = 32,
     control: Control | None = None,
-) -> Iterator[QuantizationRun]:  # fmt: skip
+) -> Iterator[QuantizationRun]:
     """The reference run, then each format of the ladder in turn; yields the run as it fills (its
     phase says what is being done). A format that cannot run here is listed in .skipped with why."""
     probes = _probes(lm)
@@ -278,9 +285,13 @@ def iter_quantization(
         raise PlaygroundError("Choose at least one format.")
     text = check_text(lm, ids, new_tokens)
     run = QuantizationRun(
-        text, new_tokens, probes.device.type, str(lm.dtype).removeprefix("torch."), reference_note(lm),
+        text,
+        new_tokens,
+        probes.device.type,
+        str(lm.dtype).removeprefix("torch."),
+        reference_note(lm),
         [r.key for r in rungs],
-    )  # fmt: skip
+    )
     reference = yield from _reference(lm, probes, run, control)
     for index, one in enumerate(rungs):
         prefix = f"{index + 1}/{len(rungs)} {one.label}"
@@ -310,8 +321,18 @@ def _reference(lm: Engine, probes: Any, run: QuantizationRun, control: Control |
         run.phase = f"reference ({run.dtype}): token {k}/{run.new_tokens}"
 
     walk = yield from _driven(
-        reference_walk(probes, probes.model, text, run.new_tokens, greedy_picker(lm, text), lm.eos_token_ids,
-                       control, report), run)  # fmt: skip
+        reference_walk(
+            probes,
+            probes.model,
+            text,
+            run.new_tokens,
+            greedy_picker(lm, text),
+            lm.eos_token_ids,
+            control,
+            report,
+        ),
+        run,
+    )
     run.reference_ids, run.reference_tok_s = walk.continuation, walk.tok_s
     run.reference_nll = nll(walk.logits, run.positions)
     run.reference_weight_bytes = model_bytes(probes.model)[0]
@@ -331,9 +352,14 @@ def _driven(walk: Iterator[None], run: QuantizationRun) -> Iterator[Quantization
 
 
 def _one(
-    lm: Engine, probes: Any, run: QuantizationRun, reference: Walk, one: Rung, prefix: str,
+    lm: Engine,
+    probes: Any,
+    run: QuantizationRun,
+    reference: Walk,
+    one: Rung,
+    prefix: str,
     control: Control | None,
-) -> Iterator[Any]:  # fmt: skip
+) -> Iterator[Any]:
     """One format: its copy (or cache), its walk, the comparison; a copy made here is freed after."""
     made = None
     copy = one.weights if isinstance(one.weights, QuantizedWeights) else None
@@ -355,8 +381,20 @@ def _one(
 
         pick = greedy_picker(lm, run.text_ids)
         walk = yield from _driven(
-            quantized_walk(probes, model, factory, run.text_ids, run.reference_ids, run.new_tokens, pick,
-                           lm.eos_token_ids, control, report), run)  # fmt: skip
+            quantized_walk(
+                probes,
+                model,
+                factory,
+                run.text_ids,
+                run.reference_ids,
+                run.new_tokens,
+                pick,
+                lm.eos_token_ids,
+                control,
+                report,
+            ),
+            run,
+        )
         return _result(lm, run, reference, one, walk, copy)
     finally:
         if made is not None:
@@ -399,12 +437,26 @@ def _result(
     )
     walk.sequence = None
     return QuantizationResult(
-        one.key, one.label, one.library, len(run.text_ids), bits, same.kl, same.top1, same.nll,
-        run.reference_nll, run.reference_ids, walk.continuation, walk.divergence,
-        copy.total_bytes if copy is not None else run.reference_weight_bytes, run.reference_weight_bytes,
-        held.total, formula, run.reference_kv_bytes, (run.reference_tok_s, walk.tok_s),
+        one.key,
+        one.label,
+        one.library,
+        len(run.text_ids),
+        bits,
+        same.kl,
+        same.top1,
+        same.nll,
+        run.reference_nll,
+        run.reference_ids,
+        walk.continuation,
+        walk.divergence,
+        copy.total_bytes if copy is not None else run.reference_weight_bytes,
+        run.reference_weight_bytes,
+        held.total,
+        formula,
+        run.reference_kv_bytes,
+        (run.reference_tok_s, walk.tok_s),
         copy.seconds if copy is not None else 0.0,
-    )  # fmt: skip
+    )
 
 
 def _quantized_formula(lm: Engine, fmt: KVFormat, quantized: int, residual: int, dtype: str) -> int:

@@ -107,9 +107,13 @@ def sampling_order(
 
 
 def sample_histogram(
-    lm: Engine, prompt_ids: Sequence[int], settings: SamplingSettings, n: int, seed: int = 0,
+    lm: Engine,
+    prompt_ids: Sequence[int],
+    settings: SamplingSettings,
+    n: int,
+    seed: int = 0,
     control: Control | None = None,
-) -> Histogram:  # fmt: skip
+) -> Histogram:
     """Draw the next token n times (seeded) from the chain's final distribution after prompt_ids."""
     order = sampling_order(lm, prompt_ids, settings, control)
     return run_to_end(draw(order.before, n, seed))
@@ -134,9 +138,13 @@ def draw(probs: torch.Tensor, n: int, seed: int = 0) -> Iterator[Histogram]:
 
 
 def iter_sampling_order(
-    lm: Engine, ids: Sequence[int], settings: SamplingSettings, n: int = 2000, seed: int = 0,
+    lm: Engine,
+    ids: Sequence[int],
+    settings: SamplingSettings,
+    n: int = 2000,
+    seed: int = 0,
     control: Control | None = None,
-) -> Iterator[SamplingOrder | Histogram]:  # fmt: skip
+) -> Iterator[SamplingOrder | Histogram]:
     """The lesson's run: both orders (one forward), then n draws with progress."""
     whole_in_range(n, 1, MAX_DRAWS, "Draws (N)")
     order = sampling_order(lm, ids, settings, control)

@@ -80,9 +80,13 @@ def scale_size(scale_dtype: Any) -> int:
 
 
 def kv_cache_breakdown(
-    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal",
+    config: Any,
+    seq_len: int,
+    batch_size: int = 1,
+    dtype: str = "float16",
+    mode: str = "ideal",
     scale_dtype: Any = "float16",
-) -> KVBreakdown:  # fmt: skip
+) -> KVBreakdown:
     """Per-layer KV-cache bytes after `seq_len` tokens for `batch_size` sequences.
 
     config: a config.json dict (or its JSON text) or a transformers config object.
@@ -94,18 +98,27 @@ def kv_cache_breakdown(
     geometry = kv_geometry(config, mode)
     layers = tuple(
         LayerBytes(
-            layer.index, layer.kind, layer.kv_heads, layer.k_dim, layer.v_dim,
-            geometry.tokens_held(layer, seq), _layer_bytes(geometry, layer, spec, seq, batch, scales),
+            layer.index,
+            layer.kind,
+            layer.kv_heads,
+            layer.k_dim,
+            layer.v_dim,
+            geometry.tokens_held(layer, seq),
+            _layer_bytes(geometry, layer, spec, seq, batch, scales),
         )
         for layer in geometry.layers
-    )  # fmt: skip
+    )
     return KVBreakdown(geometry, seq, batch, spec, layers, sum(layer.bytes for layer in layers), scales)
 
 
 def kv_cache_bytes(
-    config: Any, seq_len: int, batch_size: int = 1, dtype: str = "float16", mode: str = "ideal",
+    config: Any,
+    seq_len: int,
+    batch_size: int = 1,
+    dtype: str = "float16",
+    mode: str = "ideal",
     scale_dtype: Any = "float16",
-) -> int:  # fmt: skip
+) -> int:
     """Exact KV-cache bytes after `seq_len` tokens for `batch_size` sequences (see the module docstring)."""
     seq, batch = check_lengths(seq_len, batch_size)
     return total_bytes(

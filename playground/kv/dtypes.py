@@ -115,10 +115,19 @@ KV_DTYPES: dict[str, KVDtype] = {
     )
 }
 _DTYPE_ALIASES = {
-    "fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
-    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
-    "q8": "q8_0", "q4": "q4_0",
-}  # fmt: skip
+    "fp32": "float32",
+    "float": "float32",
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "float8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "q8": "q8_0",
+    "q4": "q4_0",
+}
 SCALE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # a group format's scales, in the model's dtype
 
 

@@ -14,8 +14,17 @@ from playground.kv.geometry import ConfigReader, KVGeometry, kv_geometry, make_r
 # --- weights and what fits ------------------------------------------------------------------------
 
 _TWO_MATRIX_MLP = {
-    "gpt2", "falcon", "gpt_neox", "gpt_neo", "gptj", "opt", "bloom", "phi", "gpt_bigcode", "starcoder2",
-}  # fmt: skip
+    "gpt2",
+    "falcon",
+    "gpt_neox",
+    "gpt_neo",
+    "gptj",
+    "opt",
+    "bloom",
+    "phi",
+    "gpt_bigcode",
+    "starcoder2",
+}
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 
 

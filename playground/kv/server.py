@@ -15,10 +15,21 @@ from playground.kv.dtypes import KV_DTYPES
 
 # Engine names of cache dtypes -> the calculator's.
 ENGINE_DTYPES = {
-    "f16": "float16", "fp16": "float16", "half": "float16", "float16": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16", "f32": "float32", "float32": "float32",
-    "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8", "q8_0": "q8_0", "q4_0": "q4_0",
-}  # fmt: skip
+    "f16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float16": "float16",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "f32": "float32",
+    "float32": "float32",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8_inc": "fp8",
+    "q8_0": "q8_0",
+    "q4_0": "q4_0",
+}
 
 
 @dataclass(frozen=True)
@@ -58,9 +69,18 @@ def compare_server_kv(figures: Any, config: Any) -> ServerKVComparison:
     per_token = kv_cache_bytes(config, 1, 1, dtype, "ideal")
     predicted = kv_cache_bytes(config, figures.capacity_tokens, 1, dtype, "ideal")
     return ServerKVComparison(
-        figures.capacity_tokens, figures.used_tokens, figures.usage, figures.block_size, figures.num_blocks,
-        dtype, note, per_token, predicted, figures.memory_bytes, figures.source,
-    )  # fmt: skip
+        figures.capacity_tokens,
+        figures.used_tokens,
+        figures.usage,
+        figures.block_size,
+        figures.num_blocks,
+        dtype,
+        note,
+        per_token,
+        predicted,
+        figures.memory_bytes,
+        figures.source,
+    )
 
 
 def _get(config: Any, key: str) -> Any:

@@ -44,9 +44,12 @@ def kv_curve_figure(series: list[CurveSeries], marker_tokens: int | None = None)
         )
     if marker_tokens:
         fig.add_vline(
-            x=marker_tokens, line_dash="dot", line_color="gray",
-            annotation_text="your length", annotation_position="bottom right",
-        )  # fmt: skip
+            x=marker_tokens,
+            line_dash="dot",
+            line_color="gray",
+            annotation_text="your length",
+            annotation_position="bottom right",
+        )
     # No in-figure title (the component's label names the chart); the legend is a column on the right,
     # clear of both axis titles (plotly widens the right margin for it).
     fig.update_layout(

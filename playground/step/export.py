@@ -27,10 +27,15 @@ def session_to_dict(session: StepSession) -> dict[str, Any]:
     """Everything needed to replay the session: prompt, chat flag, tree, current tip, settings."""
     with session.locked():
         nodes = [
-            {"id": n.id, "parent": n.parent, "token_id": n.token.id, "source": n.token.source,
-             "sampled_prob": n.token.sampled_prob}
+            {
+                "id": n.id,
+                "parent": n.parent,
+                "token_id": n.token.id,
+                "source": n.token.source,
+                "sampled_prob": n.token.sampled_prob,
+            }
             for n in session.tree.nodes[1:]
-        ]  # fmt: skip
+        ]
         data = {
             "format": EXPORT_FORMAT,
             "version": EXPORT_VERSION,

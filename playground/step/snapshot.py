@@ -102,10 +102,17 @@ def take_snapshot(session: StepSession, candidates: int = CANDIDATES_KEPT) -> St
         path = [token_piece(engine.tokenizer, i) for i in session.ids[-CONTEXT_TOKENS:]]
         reads = [read_next(path, c.piece) for c in top]  # a character's first bytes may be on the path
         views = [
-            CandidateView(c.rank, c.token_id, r.visible, c.prob, c.logprob,
-                          {s.name: float(s.probs[c.token_id]) for s in stages}, r.describe() and r.candidate)
+            CandidateView(
+                c.rank,
+                c.token_id,
+                r.visible,
+                c.prob,
+                c.logprob,
+                {s.name: float(s.probs[c.token_id]) for s in stages},
+                r.describe() and r.candidate,
+            )
             for c, r in zip(top, reads, strict=True)
-        ]  # fmt: skip
+        ]
         nodes = session.tree.nodes
         return StepSnapshot(
             prompt=session.prompt,

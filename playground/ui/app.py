@@ -123,9 +123,12 @@ def _header(engine: Engine) -> dict[str, Any]:
             t["help"] = gr.Button("Keys (?)", size="sm", min_width=70, elem_id="help-toggle")
             t["copy_link"] = gr.Button("Copy link", size="sm", min_width=80, elem_id="copy-link")
     t["link"] = gr.Textbox(
-        label="Link to this view", buttons=["copy"], visible=False, elem_id="share-link",
+        label="Link to this view",
+        buttons=["copy"],
+        visible=False,
+        elem_id="share-link",
         info="Opens this tab with the same prompt, settings and seed: the same answer.",
-    )  # fmt: skip
+    )
     t["current_tab"] = gr.Textbox(visible=False)
     t["presenter"].click(None, js="() => { window.playgroundTogglePresenter(); }")
     t["help"].click(None, js="() => { window.playgroundToggleHelp(); }")
@@ -167,8 +170,15 @@ def _wire_links(
     ) -> str:
         """The query string of a link to the current tab's state (the KV tab's: its controls)."""
         if current_tab == "kv":
-            values = {"preset": preset, "seq_len": seq_len, "batch": batch, "kv_dtype": kv_dtype,
-                      "mode": mode, "gpu_gb": gpu_gb, "weights_dtype": weights_dtype}  # fmt: skip
+            values = {
+                "preset": preset,
+                "seq_len": seq_len,
+                "batch": batch,
+                "kv_dtype": kv_dtype,
+                "mode": mode,
+                "gpu_gb": gpu_gb,
+                "weights_dtype": weights_dtype,
+            }
         else:
             values = handlers[current_tab].link_values(request) if current_tab in handlers else {}
         return make_query(current_tab, values)
@@ -178,10 +188,20 @@ def _wire_links(
         for name in ("preset", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb", "weights_dtype")
     ]
     toolbar["copy_link"].click(
-        friendly_errors(share_link), [toolbar["current_tab"], *kv_inputs], toolbar["current_tab"],
-        js=CURRENT_TAB_JS, api_name="share_link", concurrency_limit=None, show_progress="hidden",
-    ).then(lambda query: gr.Textbox(value=query, visible=True), toolbar["current_tab"], toolbar["link"],
-           js=SHOW_LINK_JS, api_visibility="private")  # fmt: skip
+        friendly_errors(share_link),
+        [toolbar["current_tab"], *kv_inputs],
+        toolbar["current_tab"],
+        js=CURRENT_TAB_JS,
+        api_name="share_link",
+        concurrency_limit=None,
+        show_progress="hidden",
+    ).then(
+        lambda query: gr.Textbox(value=query, visible=True),
+        toolbar["current_tab"],
+        toolbar["link"],
+        js=SHOW_LINK_JS,
+        api_visibility="private",
+    )
 
 
 def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict) -> None:
@@ -216,9 +236,13 @@ def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: 
         )
     continue_chat = {**chat_w, "continue_chat": step_w["continue_chat"]}
     event = connect_answer(
-        step_w["continue_chat"].click, chat_h.chat_from_step, continue_chat, "chat_from_step",
-        chat_h.chat_ticket, show_progress_on=[step_w["status"], chat_w["status"]],
-    )  # fmt: skip
+        step_w["continue_chat"].click,
+        chat_h.chat_from_step,
+        continue_chat,
+        "chat_from_step",
+        chat_h.chat_ticket,
+        show_progress_on=[step_w["status"], chat_w["status"]],
+    )
     event.then(to_chat, None, tabs, api_visibility="private")
 
 
@@ -235,9 +259,13 @@ def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood: HoodTa
 
     widgets = {**hood_w, "open_lens": step_w["open_lens"], "status": step_w["status"]}
     connect(
-        step_w["open_lens"].click, hood_lens_step, widgets, LENS_FROM_STEP_OUTPUTS,
-        api_name="hood_lens_step", status="status",
-    ).success(to_hood, None, tabs, api_visibility="private")  # fmt: skip
+        step_w["open_lens"].click,
+        hood_lens_step,
+        widgets,
+        LENS_FROM_STEP_OUTPUTS,
+        api_name="hood_lens_step",
+        status="status",
+    ).success(to_hood, None, tabs, api_visibility="private")
 
 
 def launch_options(settings: Settings | None = None) -> dict[str, object]:

@@ -52,9 +52,13 @@ def parse_early_stopping(value: Any) -> bool | str:
 
 
 def plot_value(
-    tree: BeamTree, pruned_per_parent: Any, show_greedy: bool, image_format: str,
-    ws: Workspace | None = None, shown: BeamView | None = None,
-) -> PlotData:  # fmt: skip
+    tree: BeamTree,
+    pruned_per_parent: Any,
+    show_greedy: bool,
+    image_format: str,
+    ws: Workspace | None = None,
+    shown: BeamView | None = None,
+) -> PlotData:
     """The figure as Gradio's plot payload, with a modebar that zooms and downloads PNG or SVG;
     drawn for the tab's view (unfolded nodes, chosen node, zoomed window, plot size) when given."""
     view: dict[str, Any] = {}
@@ -197,10 +201,17 @@ class BeamHandlers:
         with ws.run("beam", ticket) as control:  # Stop cancels it at the next step
             try:
                 tree = beam_search(
-                    self.engine, prompt, beams, steps, as_number(length_penalty, "length penalty"),
-                    parse_early_stopping(early_stopping), chat=bool(chat), include_greedy=True,
-                    progress=report, control=control,
-                )  # fmt: skip
+                    self.engine,
+                    prompt,
+                    beams,
+                    steps,
+                    as_number(length_penalty, "length penalty"),
+                    parse_early_stopping(early_stopping),
+                    chat=bool(chat),
+                    include_greedy=True,
+                    progress=report,
+                    control=control,
+                )
             except Cancelled:
                 return {}  # stopped: beam_stop's status line says so, the shown tree stays
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
@@ -231,9 +242,15 @@ class BeamHandlers:
         if ws.beam is None:
             return {}
         s = ws.beam.settings
-        return {"prompt": ws.beam.prompt, "chat": s.chat, "beams": s.num_beams, "steps": s.max_new_tokens,
-                "length_penalty": s.length_penalty, "early_stopping": early_stopping_word(s.early_stopping),
-                "node": ws.beam_node}  # fmt: skip
+        return {
+            "prompt": ws.beam.prompt,
+            "chat": s.chat,
+            "beams": s.num_beams,
+            "steps": s.max_new_tokens,
+            "length_penalty": s.length_penalty,
+            "early_stopping": early_stopping_word(s.early_stopping),
+            "node": ws.beam_node,
+        }
 
     def beam_ticket(self, request: gr.Request = None) -> dict[str, Any]:
         """The Run button, before its search joins the queue: a ticket that Stop can drop."""
@@ -361,13 +378,21 @@ def _search_settings() -> dict[str, Any]:
         c["beams"] = UncheckedSlider(1, MAX_BEAMS, value=4, step=1, label="Beams", info=info["beams"])
         c["steps"] = UncheckedSlider(1, MAX_NEW_TOKENS, value=12, step=1, label="Steps", info=info["steps"])
         c["length_penalty"] = gr.Slider(
-            -2, 3, value=1.0, step=0.1, label="Length penalty", info=info["length_penalty"],
+            -2,
+            3,
+            value=1.0,
+            step=0.1,
+            label="Length penalty",
+            info=info["length_penalty"],
             elem_classes=["stage-hide"],
-        )  # fmt: skip
+        )
         c["early_stopping"] = gr.Radio(
-            list(EARLY_STOPPING), value="off", label="Early stopping", info=info["early_stopping"],
+            list(EARLY_STOPPING),
+            value="off",
+            label="Early stopping",
+            info=info["early_stopping"],
             elem_classes=["stage-hide"],
-        )  # fmt: skip
+        )
     return c
 
 
@@ -409,9 +434,11 @@ def _results() -> dict[str, Any]:
     c["clicked"] = gr.Textbox(visible="hidden", elem_id="beam-clicked-node", label="clicked node")
     c["view"] = gr.Textbox(visible="hidden", elem_id="beam-view", label="plot view")
     c["table"] = gr.Dataframe(
-        headers=HYPOTHESIS_COLUMNS, label="Returned hypotheses (best first)", interactive=False,
+        headers=HYPOTHESIS_COLUMNS,
+        label="Returned hypotheses (best first)",
+        interactive=False,
         elem_classes=["stage-hide"],
-    )  # fmt: skip
+    )
     with gr.Row():
         c["node"] = gr.Dropdown(
             label="Node",

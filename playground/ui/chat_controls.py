@@ -71,21 +71,35 @@ CONTROLS = [f.name for f in fields(ChatControls) if f.name != "show_template"]
 # API or a link); ChatControls.settings brings them into these ranges and says so.
 SLIDERS: dict[str, tuple[str, float, float, float, str]] = {
     "temperature": (
-        "Temperature", 0, 2, 0.05,
+        "Temperature",
+        0,
+        2,
+        0.05,
         "Divides the logits: <1 sharper, >1 flatter; 0 = greedy (always the top token)",
     ),
     "top_k": ("Top-k", 0, 200, 1, "Keep only the k most likely tokens; 0 = off"),
     "top_p": (
-        "Top-p", 0.01, 1, 0.01, "Keep the most likely tokens until their probabilities sum to p; 1 = off"
+        "Top-p",
+        0.01,
+        1,
+        0.01,
+        "Keep the most likely tokens until their probabilities sum to p; 1 = off",
     ),
     "min_p": (
-        "Min-p", 0, 1, 0.01, "Drop tokens less likely than min-p × the top token's probability; 0 = off"
+        "Min-p",
+        0,
+        1,
+        0.01,
+        "Drop tokens less likely than min-p × the top token's probability; 0 = off",
     ),
     "repetition_penalty": (
-        "Repetition penalty", 0.5, 2, 0.05,
+        "Repetition penalty",
+        0.5,
+        2,
+        0.05,
         "Divides the score of tokens already in the text; >1 discourages repeats",
     ),
-}  # fmt: skip
+}
 
 
 def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
@@ -105,9 +119,14 @@ def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
     with gr.Accordion("Sampling", open=True):
         for name, (label, low, high, step, info) in SLIDERS.items():
             w[name] = UncheckedSlider(
-                low, high, value=getattr(default, name), step=step, label=label, info=info,
+                low,
+                high,
+                value=getattr(default, name),
+                step=step,
+                label=label,
+                info=info,
                 elem_classes=[] if name == "temperature" else ["stage-hide"],
-            )  # fmt: skip
+            )
             _say_when_clamped(w[name], label, low, high)
         limit = settings.max_new_tokens_limit
         w["max_new_tokens"] = UncheckedSlider(
@@ -121,10 +140,12 @@ def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
         )
         _say_when_clamped(w["max_new_tokens"], "Max new tokens", 1, limit)
         w["seed"] = gr.Textbox(
-            default.seed, label="Seed", placeholder="random",
+            default.seed,
+            label="Seed",
+            placeholder="random",
             info="Same seed + same settings = same answer; empty = a new random seed each time",
             elem_classes=["stage-hide"],
-        )  # fmt: skip
+        )
     w["show_template"] = gr.Checkbox(
         default.show_template,
         label="Show templated token stream",

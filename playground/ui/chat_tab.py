@@ -97,9 +97,13 @@ class ChatHandlers:
         yield from self._send(message, history, controls, request)
 
     def _send(
-        self, message: str, history: list, controls: ChatControls, request: gr.Request,
+        self,
+        message: str,
+        history: list,
+        controls: ChatControls,
+        request: gr.Request,
         typed: str | None = None,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+    ) -> Iterator[dict[str, Any]]:
         """Append message and stream its answer. typed: the box's text when the message did not come
         from it (a Retry): the box is left as it is, and if no answer comes the message goes back in
         before that text; None: the message left the box (a Send), which is empty meanwhile."""
@@ -111,9 +115,13 @@ class ChatHandlers:
         yield from self._stream(shown, session, stream, controls.show_template, before, typed is None)
 
     def chat_retry(
-        self, history: list, controls: ChatControls, request: gr.Request = None, ticket: int | None = None,
+        self,
+        history: list,
+        controls: ChatControls,
+        request: gr.Request = None,
+        ticket: int | None = None,
         message: str | None = None,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+    ) -> Iterator[dict[str, Any]]:
         """Answer the last user message again (its previous answer is dropped); message: what the box
         holds, left there."""
         if not self._workspace(request).begin("chat", ticket):
@@ -170,8 +178,12 @@ class ChatHandlers:
         chat, s = session.request, session.request.settings
         sampling = (s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, chat.max_new_tokens)
         values = dict(zip(CONTROLS[1:-1], sampling, strict=True))
-        return {"message": chat.messages[-1]["content"], "system_prompt": chat.system_prompt, **values,
-                "seed": update.seed}  # fmt: skip
+        return {
+            "message": chat.messages[-1]["content"],
+            "system_prompt": chat.system_prompt,
+            **values,
+            "seed": update.seed,
+        }
 
     def chat_trace(self, request: gr.Request = None) -> str:
         """Save the answer on screen as a recorded trace (JSON): every token's numbers, the settings."""
@@ -270,9 +282,12 @@ class ChatHandlers:
         return values
 
     def chat_undo(
-        self, history: list, show_template: bool = False, request: gr.Request = None,
+        self,
+        history: list,
+        show_template: bool = False,
+        request: gr.Request = None,
         message: str | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> dict[str, Any]:
         """Remove the last exchange and put the user's message back in the box (before what was typed
         there since: message); the tab forgets that answer, and the one before it is the last again
         (its tokens, branches and numbers)."""

@@ -20,9 +20,12 @@ def build_quantized_measure(lm: Engine, w: dict[str, Any]) -> None:
     """Its widgets, under the plain measurement (inside the KV tab's "Measured" accordion)."""
     with gr.Row():
         w["measure_kv_dtype"] = gr.Dropdown(
-            list(KV_FORMATS), value="int4", label="Quantized KV dtype", scale=1,
+            list(KV_FORMATS),
+            value="int4",
+            label="Quantized KV dtype",
+            scale=1,
             info="transformers QuantizedCache: fp8 built in, int8 via HQQ, int4/int2 via optimum-quanto",
-        )  # fmt: skip
+        )
         w["measure_quant"] = gr.Button("Build a quantized cache and compare", variant="secondary", scale=1)
     w["measured_quant"] = gr.Markdown()
     w["measure_quant_table"] = gr.Dataframe(
@@ -65,6 +68,10 @@ def wire_quantized_measure(lm: Engine, w: dict[str, Any]) -> None:
         return measure_quantized(lm, measure_kv_dtype, measure_length)
 
     connect(
-        w["measure_quant"].click, kv_measure_quant, w, ["measured_quant", "measure_quant_table"],
-        api_name="kv_measure_quant", status="measured_quant",
-    )  # fmt: skip
+        w["measure_quant"].click,
+        kv_measure_quant,
+        w,
+        ["measured_quant", "measure_quant_table"],
+        api_name="kv_measure_quant",
+        status="measured_quant",
+    )

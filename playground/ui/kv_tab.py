@@ -349,8 +349,18 @@ def _whole(value: float | None, label: str) -> int:
 
 # --- layout ------------------------------------------------------------------------------------------
 
-CALCULATOR_INPUTS = ["preset", "config_text", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb",
-                     "weights_dtype", "params_b", "overhead_pct"]  # fmt: skip
+CALCULATOR_INPUTS = [
+    "preset",
+    "config_text",
+    "seq_len",
+    "batch",
+    "kv_dtype",
+    "mode",
+    "gpu_gb",
+    "weights_dtype",
+    "params_b",
+    "overhead_pct",
+]
 
 
 def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
@@ -374,9 +384,12 @@ def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
             w["bars"] = gr.Plot(first["bars"], label="Weights + KV cache vs GPU memory", elem_id="kv-bars")
             w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula", elem_classes=["stage-hide"])
             w["layers"] = gr.Dataframe(
-                first["layers"], headers=LAYER_HEADERS, label="Per-layer breakdown", interactive=False,
+                first["layers"],
+                headers=LAYER_HEADERS,
+                label="Per-layer breakdown",
+                interactive=False,
                 elem_classes=["stage-hide"],
-            )  # fmt: skip
+            )
     _measure_section(lm, w)
     handlers = KVHandlers(lm)
     _wire(handlers, w)
@@ -410,39 +423,58 @@ def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
 def _size_inputs(w: dict[str, Any]) -> None:
     """Length, batch, dtype and mode inputs."""
     w["seq_len"] = gr.Number(
-        4096, label="Sequence length (tokens)", precision=0, minimum=1,
+        4096,
+        label="Sequence length (tokens)",
+        precision=0,
+        minimum=1,
         info="Prompt + generated tokens: every cached layer holds one K and one V per token.",
-    )  # fmt: skip
+    )
     w["batch"] = gr.Number(
-        1, label="Batch", precision=0, minimum=1,
+        1,
+        label="Batch",
+        precision=0,
+        minimum=1,
         info="Sequences decoded together: each keeps its own cache, so bytes scale linearly.",
-    )  # fmt: skip
+    )
     w["kv_dtype"] = gr.Dropdown(
-        list(kvm.KV_DTYPES), value="float16", label="KV dtype",
+        list(kvm.KV_DTYPES),
+        value="float16",
+        label="KV dtype",
         info="Bytes per cached value; q8_0/q4_0 add a float16 scale per 32 values.",
-    )  # fmt: skip
+    )
     w["mode"] = gr.Radio(
-        list(kvm.MODES), value="ideal", label="Mode",
+        list(kvm.MODES),
+        value="ideal",
+        label="Mode",
         info="ideal: what an efficient engine must hold; transformers: what its DynamicCache keeps.",
-    )  # fmt: skip
+    )
 
 
 def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
     """GPU size, weights dtype (first paint: the loaded model's own), parameters and overhead."""
     w["gpu_gb"] = gr.Dropdown(
-        GPU_CHOICES, value=80, label="GPU memory (GB = 10^9 B)", allow_custom_value=True,
+        GPU_CHOICES,
+        value=80,
+        label="GPU memory (GB = 10^9 B)",
+        allow_custom_value=True,
         info="Memory of one GPU as vendors print it; type any other size in GB.",
-    )  # fmt: skip
+    )
     wdtype, winfo = weights_dtype_default(lm, default_preset(lm))
     w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
     w["params_b"] = gr.Textbox(
-        "", label="Parameters (billions, optional)", placeholder="blank: automatic",
+        "",
+        label="Parameters (billions, optional)",
+        placeholder="blank: automatic",
         info="Blank: the loaded model's count, a preset's published count, or an estimate.",
-    )  # fmt: skip
+    )
     w["overhead_pct"] = gr.Slider(
-        0, 50, value=10, step=1, label="Overhead reserve (% of GPU)",
+        0,
+        50,
+        value=10,
+        step=1,
+        label="Overhead reserve (% of GPU)",
         info="Kept free for activations, CUDA context and fragmentation (vLLM uses ~10 %).",
-    )  # fmt: skip
+    )
 
 
 def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
@@ -488,9 +520,13 @@ def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
         )
         with gr.Row():
             w["measure_length"] = gr.Slider(
-                1, min(2048, lm.context_length), value=128, step=1, label="Prompt length (tokens)",
+                1,
+                min(2048, lm.context_length),
+                value=128,
+                step=1,
+                label="Prompt length (tokens)",
                 info="Tokens in the forward pass; the cache then holds this many per layer.",
-            )  # fmt: skip
+            )
             w["measure"] = gr.Button("Build a real cache and compare", variant="secondary")
         w["measured"] = gr.Markdown()
         w["measure_table"] = gr.Dataframe(

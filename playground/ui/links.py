@@ -26,8 +26,13 @@ from playground.errors import PlaygroundError
 from playground.kv import KV_DTYPES, MODES, memory_gb
 
 TABS = ("chat", "step", "beam", "kv", "hood")
-TAB_TITLES = {"chat": "Chat", "step": "Step by step", "beam": "Beam search", "kv": "KV cache",
-              "hood": "Under the hood"}  # fmt: skip
+TAB_TITLES = {
+    "chat": "Chat",
+    "step": "Step by step",
+    "beam": "Beam search",
+    "kv": "KV cache",
+    "hood": "Under the hood",
+}
 # Query parameters that are not ours and go with any link: Gradio's theme, presenter mode (static/theme.js).
 FOREIGN = ("__theme", "presenter")
 

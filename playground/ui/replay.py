@@ -151,8 +151,11 @@ def _step_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
             w["chart"] = gr.Plot(label="raw vs after sampling (recorded)")
         with gr.Column(scale=2):
             w["candidates"] = gr.Markdown()
-            w["stage"] = gr.Radio([stage_choice(name) for name in ("raw", *DEFAULT_ORDER)], value="raw",
-                                  label="distribution after stage")  # fmt: skip
+            w["stage"] = gr.Radio(
+                [stage_choice(name) for name in ("raw", *DEFAULT_ORDER)],
+                value="raw",
+                label="distribution after stage",
+            )
     w["curve"] = gr.Plot(label="cumulative log-prob (chain rule)")
     w["ledger"] = gr.Dataframe(
         headers=LEDGER_COLUMNS, label="ledger (recorded)", interactive=False, wrap=True

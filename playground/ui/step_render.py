@@ -146,8 +146,20 @@ def ledger_rows(snap: StepSnapshot) -> list[list[Any]]:
     for step, (t, cum) in enumerate(zip(snap.records, snap.cum_logprobs, strict=True), start=1):
         sampled = None if t.sampled_prob is None else round(t.sampled_prob, 6)
         entropy = None if t.entropy is None else round(t.entropy, 3)
-        rows.append([step, labels[step - 1], t.source, round(t.prob, 6), round(t.logprob, 4), t.rank, entropy,
-                     round(cum, 4), round(snap.perplexity(step), 3), sampled])  # fmt: skip
+        rows.append(
+            [
+                step,
+                labels[step - 1],
+                t.source,
+                round(t.prob, 6),
+                round(t.logprob, 4),
+                t.rank,
+                entropy,
+                round(cum, 4),
+                round(snap.perplexity(step), 3),
+                sampled,
+            ]
+        )
     return rows
 
 

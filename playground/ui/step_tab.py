@@ -117,9 +117,15 @@ class StepHandlers:
             raise PlaygroundError(f"Token position {position} is outside the answer (0..{len(records) - 1}).")
         messages = chat.request.messages
         session = StepSession.from_path(
-            self.engine, messages[-1]["content"], True, records[: position + 1], settings=self._settings(ws),
-            conversation=messages, system_prompt=chat.request.system_prompt, cache_from=chat.key,
-        )  # fmt: skip
+            self.engine,
+            messages[-1]["content"],
+            True,
+            records[: position + 1],
+            settings=self._settings(ws),
+            conversation=messages,
+            system_prompt=chat.request.system_prompt,
+            cache_from=chat.key,
+        )
         return self._install(ws, session)
 
     def open_clicked(self, event: gr.EventData, request: gr.Request = None) -> dict[str, Any]:

@@ -96,9 +96,17 @@ def connect(
     n = choose_top_n(top_n or settings.engine_top_n or None, info, _vocab(tok, config, info))
     raw = probe_raw_logprobs(adapter, tok) if name != "llama.cpp" else True
     engine = RemoteEngine(
-        adapter, tok, info, url=adapter.http.base_url, top_n=n, config=config, generation_config=generation,
-        connect_seconds=time.perf_counter() - started, tokenizer_source=source, raw_when_sampling=raw,
-    )  # fmt: skip
+        adapter,
+        tok,
+        info,
+        url=adapter.http.base_url,
+        top_n=n,
+        config=config,
+        generation_config=generation,
+        connect_seconds=time.perf_counter() - started,
+        tokenizer_source=source,
+        raw_when_sampling=raw,
+    )
     report(f"Engine ready: {engine.describe()} (tokenizer from {source})")
     return engine
 

@@ -423,9 +423,14 @@ class RemoteEngine:
             self.last_timings = event
 
     def _remember(
-        self, seq: RemoteSequence, token: StreamToken, processed: torch.Tensor | None, plan: DecodePlan,
-        source: str, since: float,
-    ) -> TokenRecord:  # fmt: skip
+        self,
+        seq: RemoteSequence,
+        token: StreamToken,
+        processed: torch.Tensor | None,
+        plan: DecodePlan,
+        source: str,
+        since: float,
+    ) -> TokenRecord:
         """The token's record; its distribution is kept under the sequence (a later fork reuses it)."""
         row = Row.of(token.position)
         seq.rows[len(seq.ids)] = row

@@ -88,7 +88,13 @@ def describe_streamed(
     p, settings = token.position, plan.settings
     plain_greedy = settings.greedy and settings.repetition_penalty == 1 and p.top_ids[:1] == [token.id]
     return describe_top(
-        tokenizer, p.top_ids, p.top_logprobs, token.id, p.logprob(token.id),
-        sampled_prob=1.0 if plain_greedy else None, top=plan.top, source=source,
+        tokenizer,
+        p.top_ids,
+        p.top_logprobs,
+        token.id,
+        p.logprob(token.id),
+        sampled_prob=1.0 if plain_greedy else None,
+        top=plan.top,
+        source=source,
         rank_limit=None if p.n >= vocab else p.n,
-    )  # fmt: skip
+    )

@@ -13,10 +13,13 @@ def batch_throughput_figure(solo: float, batch: float, size: int) -> go.Figure:
     """Total tokens/s one by one vs in one batch."""
     fig = go.Figure()
     fig.add_bar(
-        x=["one by one", f"one batch of {size}"], y=[solo, batch], marker_color=[RECOMPUTED, CACHED],
-        text=[f"{solo:,.1f} tok/s", f"{batch:,.1f} tok/s"], textposition="auto",
+        x=["one by one", f"one batch of {size}"],
+        y=[solo, batch],
+        marker_color=[RECOMPUTED, CACHED],
+        text=[f"{solo:,.1f} tok/s", f"{batch:,.1f} tok/s"],
+        textposition="auto",
         hovertemplate="%{x}: %{y:,.1f} tok/s<extra></extra>",
-    )  # fmt: skip
+    )
     fig.update_yaxes(title_text="tok/s, all sequences")
     return style(fig, 300, showlegend=False)
 

@@ -44,18 +44,29 @@ def gantt_figure(cells: Sequence[Cell], rows: Sequence[str], done: dict[str, int
         if not mine:
             continue
         fig.add_bar(
-            x=[1] * len(mine), base=[c.iteration for c in mine], y=[c.row for c in mine], orientation="h",
-            name=label, marker_color=color, text=[str(c.tokens) if c.kind == "prefill" else "" for c in mine],
-            textposition="inside", insidetextanchor="middle",
+            x=[1] * len(mine),
+            base=[c.iteration for c in mine],
+            y=[c.row for c in mine],
+            orientation="h",
+            name=label,
+            marker_color=color,
+            text=[str(c.tokens) if c.kind == "prefill" else "" for c in mine],
+            textposition="inside",
+            insidetextanchor="middle",
             customdata=[[c.iteration, c.tokens] for c in mine],
             hovertemplate=f"%{{y}}, iteration %{{customdata[0]}}: {label} (%{{customdata[1]}} tokens)"
             "<extra></extra>",
-        )  # fmt: skip
+        )
     if done:
         fig.add_scatter(
-            x=[i + 1.15 for i in done.values()], y=list(done), mode="text", text=["✓"] * len(done),
-            name="done", textfont={"size": 16, "color": CACHED}, hovertemplate="%{y} done<extra></extra>",
-        )  # fmt: skip
+            x=[i + 1.15 for i in done.values()],
+            y=list(done),
+            mode="text",
+            text=["✓"] * len(done),
+            name="done",
+            textfont={"size": 16, "color": CACHED},
+            hovertemplate="%{y} done<extra></extra>",
+        )
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), title_text="request")
     fig.update_xaxes(

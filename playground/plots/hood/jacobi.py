@@ -33,15 +33,21 @@ def time_figure(round_seconds: Sequence[float], step_seconds: Sequence[float], n
     return bar_figure(
         [
             Series(
-                "plain step (1 token)", list(range(2, len(step_seconds) + 2)),
-                [s * 1000 for s in step_seconds], CACHED, "step %{x}: %{y:.1f} ms",
+                "plain step (1 token)",
+                list(range(2, len(step_seconds) + 2)),
+                [s * 1000 for s in step_seconds],
+                CACHED,
+                "step %{x}: %{y:.1f} ms",
             ),
             Series(
-                f"Jacobi round ({n + 1} tokens)", list(range(1, len(round_seconds) + 1)),
-                [s * 1000 for s in round_seconds], ACCEPTED, "round %{x}: %{y:.1f} ms",
+                f"Jacobi round ({n + 1} tokens)",
+                list(range(1, len(round_seconds) + 1)),
+                [s * 1000 for s in round_seconds],
+                ACCEPTED,
+                "round %{x}: %{y:.1f} ms",
             ),
         ],
         "forward (plain: token number; Jacobi: round)",
         "ms",
         height=280,
-    )  # fmt: skip
+    )

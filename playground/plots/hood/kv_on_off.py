@@ -18,23 +18,36 @@ def step_latency_figure(
 ) -> go.Figure:
     """Left: the prefill (time to first token) of each path; right: every decode step's time (ms)."""
     fig = make_subplots(
-        rows=1, cols=2, column_widths=[0.22, 0.78], horizontal_spacing=0.09,
+        rows=1,
+        cols=2,
+        column_widths=[0.22, 0.78],
+        horizontal_spacing=0.09,
         subplot_titles=("prefill (time to first token)", "each decode step"),
-    )  # fmt: skip
+    )
     fig.add_bar(
-        x=["cache", "no cache"], y=[cached_prefill * 1000, recomputed_prefill * 1000], row=1, col=1,
-        marker_color=[CACHED, RECOMPUTED], showlegend=False,
+        x=["cache", "no cache"],
+        y=[cached_prefill * 1000, recomputed_prefill * 1000],
+        row=1,
+        col=1,
+        marker_color=[CACHED, RECOMPUTED],
+        showlegend=False,
         hovertemplate="%{x}: %{y:,.0f} ms<extra></extra>",
-    )  # fmt: skip
+    )
     steps = list(range(2, len(cached_steps) + 2))
     for name, values, color in (
         ("with the KV cache: one new token per forward", cached_steps, CACHED),
         ("without: the whole prefix every forward", recomputed_steps, RECOMPUTED),
     ):
         fig.add_scatter(
-            x=steps, y=[v * 1000 for v in values], name=name, mode="lines+markers", line_color=color,
-            row=1, col=2, hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>",
-        )  # fmt: skip
+            x=steps,
+            y=[v * 1000 for v in values],
+            name=name,
+            mode="lines+markers",
+            line_color=color,
+            row=1,
+            col=2,
+            hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>",
+        )
     fig.update_yaxes(title_text="ms", rangemode="tozero")
     fig.update_xaxes(title_text="token", row=1, col=2, tickformat="d", dtick=1 if len(steps) <= 16 else None)
     return style(
@@ -60,16 +73,24 @@ def cache_bytes_figure(lengths: Sequence[int], measured: Sequence[int], formula:
     """The real cache's bytes after each forward (markers) on the KV formula (line), in MiB."""
     fig = go.Figure()
     fig.add_scatter(
-        x=list(lengths), y=[b / 2**20 for b in formula], name="the KV tab's formula", mode="lines",
-        line={"color": "rgba(128,128,128,0.9)", "width": 6}, customdata=list(formula),
+        x=list(lengths),
+        y=[b / 2**20 for b in formula],
+        name="the KV tab's formula",
+        mode="lines",
+        line={"color": "rgba(128,128,128,0.9)", "width": 6},
+        customdata=list(formula),
         hovertemplate="%{x} tokens: %{customdata:,} bytes (2 × layers × KV heads × head_dim × tokens × bytes)"
         "<extra></extra>",
-    )  # fmt: skip
+    )
     fig.add_scatter(
-        x=list(lengths), y=[b / 2**20 for b in measured], name="measured in the cache", mode="markers",
-        marker={"color": CACHED, "size": 7}, customdata=list(measured),
+        x=list(lengths),
+        y=[b / 2**20 for b in measured],
+        name="measured in the cache",
+        mode="markers",
+        marker={"color": CACHED, "size": 7},
+        customdata=list(measured),
         hovertemplate="%{x} tokens: %{customdata:,} bytes (measured)<extra></extra>",
-    )  # fmt: skip
+    )
     fig.update_xaxes(title_text="tokens in the cache")
     fig.update_yaxes(title_text="MiB")
     return style(fig, 300)

@@ -46,28 +46,47 @@ def kl_strip_figure(
     exponents = list(range(round(math.log10(KL_FLOOR)), 2, 2 if len(rows) < 4 else 1))  # room: a short bar
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=positions, y=labels, customdata=custom, colorscale="Inferno", zmin=math.log10(KL_FLOOR),
-            zmax=math.log10(KL_CEILING), xgap=0, ygap=2,
-            colorbar={"title": {"text": "KL (nats)"}, "tickvals": exponents,
-                      "ticktext": [f"{10.0**e:g}" for e in exponents], "thickness": 12},
+            z=z,
+            x=positions,
+            y=labels,
+            customdata=custom,
+            colorscale="Inferno",
+            zmin=math.log10(KL_FLOOR),
+            zmax=math.log10(KL_CEILING),
+            xgap=0,
+            ygap=2,
+            colorbar={
+                "title": {"text": "KL (nats)"},
+                "tickvals": exponents,
+                "ticktext": [f"{10.0**e:g}" for e in exponents],
+                "thickness": 12,
+            },
             hovertemplate="%{y} · predicting %{customdata[0]}<br>KL %{customdata[1]} nats · top token "
             "%{customdata[2]}<extra>position %{x}</extra>",
         )
-    )  # fmt: skip
+    )
     flips = [(row.flip + 1, row.label) for row in rows if row.flip is not None]
     if flips:
         fig.add_scatter(
-            x=[f[0] for f in flips], y=[f[1] for f in flips], mode="markers", name="first flip",
+            x=[f[0] for f in flips],
+            y=[f[1] for f in flips],
+            mode="markers",
+            name="first flip",
             marker={"symbol": "x-thin", "size": 11, "line": {"width": 3, "color": "#00d5ff"}},
             hovertemplate="%{y}: first different top token at position %{x}<extra></extra>",
-        )  # fmt: skip
+        )
     _boundary(fig, text_positions, len(positions))
     step = max(1, -(-len(ticks) // TICKS))
     shown = positions[::step]
     fig.update_xaxes(
-        tickvals=shown, ticktext=[ticks[p - 1] for p in shown], tickangle=-60, tickfont={"size": 10},
-        range=[0.5, len(positions) + 0.5], showgrid=False, zeroline=False,
-    )  # fmt: skip
+        tickvals=shown,
+        ticktext=[ticks[p - 1] for p in shown],
+        tickangle=-60,
+        tickfont={"size": 10},
+        range=[0.5, len(positions) + 0.5],
+        showgrid=False,
+        zeroline=False,
+    )
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, tickfont={"size": 12})
     height = 150 + 26 * len(rows)
     return style(
@@ -82,13 +101,25 @@ def _boundary(fig: go.Figure, text_positions: int, total: int) -> None:
     x = text_positions + 0.5
     fig.add_vline(x=x, line={"color": "#00d5ff", "width": 2, "dash": "dot"})
     fig.add_annotation(
-        x=x, y=1.0, yref="paper", yanchor="bottom", xanchor="right", showarrow=False, font={"size": 11},
+        x=x,
+        y=1.0,
+        yref="paper",
+        yanchor="bottom",
+        xanchor="right",
+        showarrow=False,
+        font={"size": 11},
         text="the text: one forward ◂",
-    )  # fmt: skip
+    )
     fig.add_annotation(
-        x=x, y=1.0, yref="paper", yanchor="bottom", xanchor="left", showarrow=False, font={"size": 11},
+        x=x,
+        y=1.0,
+        yref="paper",
+        yanchor="bottom",
+        xanchor="left",
+        showarrow=False,
+        font={"size": 11},
         text="▸ the continuation: one token per forward",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -106,27 +137,43 @@ def bytes_quality_figure(points: Sequence[Point], weights_reference: int, kv_ref
     """Bytes against quality: mean KL (log) for each format, weights on the left (MB), the KV cache on
     the right (KiB); the float reference's bytes as a dashed line (its KL is 0)."""
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.12,
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
         subplot_titles=("weights: bytes vs mean KL", "KV cache: bytes vs mean KL"),
-    )  # fmt: skip
-    for col, kv, scale, unit, reference in ((1, False, 1e6, "MB", weights_reference),
-                                            (2, True, 1024, "KiB", kv_reference)):  # fmt: skip
+    )
+    for col, kv, scale, unit, reference in (
+        (1, False, 1e6, "MB", weights_reference),
+        (2, True, 1024, "KiB", kv_reference),
+    ):
         chosen = [p for p in points if p.kv == kv]
         fig.add_scatter(
-            x=[p.size_bytes / scale for p in chosen], y=[max(p.mean_kl, 1e-6) for p in chosen],
-            text=[p.label for p in chosen], mode="markers+text", textposition="top center",
-            marker={"size": 10, "color": RECOMPUTED if kv else CACHED}, showlegend=False,
-            customdata=[[p.mean_kl, p.top1] for p in chosen], row=1, col=col,
+            x=[p.size_bytes / scale for p in chosen],
+            y=[max(p.mean_kl, 1e-6) for p in chosen],
+            text=[p.label for p in chosen],
+            mode="markers+text",
+            textposition="top center",
+            marker={"size": 10, "color": RECOMPUTED if kv else CACHED},
+            showlegend=False,
+            customdata=[[p.mean_kl, p.top1] for p in chosen],
+            row=1,
+            col=col,
             hovertemplate=f"%{{text}}: %{{x:,.1f}} {unit} · mean KL %{{customdata[0]:.4f}} nats · "
             "top-1 %{customdata[1]:.0%}<extra></extra>",
-        )  # fmt: skip
+        )
         if reference:
             fig.add_vline(x=reference / scale, line={"color": REJECTED, "dash": "dash"}, row=1, col=col)
             axis = "" if col == 1 else "2"
             fig.add_annotation(
-                x=reference / scale, y=1, xref=f"x{axis}", yref=f"y{axis} domain", showarrow=False,
-                text="float reference (KL 0)", xanchor="right", font={"size": 11},
-            )  # fmt: skip
+                x=reference / scale,
+                y=1,
+                xref=f"x{axis}",
+                yref=f"y{axis} domain",
+                showarrow=False,
+                text="float reference (KL 0)",
+                xanchor="right",
+                font={"size": 11},
+            )
         fig.update_xaxes(title_text=unit, rangemode="tozero", row=1, col=col, gridcolor=GRID)
         fig.update_yaxes(type="log", dtick=1, title_text="mean KL (nats)" if col == 1 else "", row=1, col=col)
     return style(fig, 340, showlegend=False, margin={"l": 60, "r": 20, "t": 50, "b": 50})

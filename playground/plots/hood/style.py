@@ -60,16 +60,26 @@ class Series:
 
 
 def line_figure(
-    series: Sequence[Series], x_title: str, y_title: str, height: int = 300, *, log: bool = False,
-    zero: bool = False, **layout: Any,
-) -> go.Figure:  # fmt: skip
+    series: Sequence[Series],
+    x_title: str,
+    y_title: str,
+    height: int = 300,
+    *,
+    log: bool = False,
+    zero: bool = False,
+    **layout: Any,
+) -> go.Figure:
     """Lines over one x axis (log-log when log; the y axis from 0 when zero)."""
     fig = go.Figure()
     for s in series:
         fig.add_scatter(
-            x=list(s.x), y=list(s.y), name=s.name, mode=s.mode, line={"color": s.color, "shape": s.shape},
+            x=list(s.x),
+            y=list(s.y),
+            name=s.name,
+            mode=s.mode,
+            line={"color": s.color, "shape": s.shape},
             hovertemplate=s.hover + "<extra></extra>",
-        )  # fmt: skip
+        )
     axis = {"type": "log"} if log else {}
     fig.update_xaxes(title_text=x_title, **axis)
     fig.update_yaxes(title_text=y_title, **axis, **({"rangemode": "tozero"} if zero else {}))
@@ -77,9 +87,14 @@ def line_figure(
 
 
 def bar_figure(
-    series: Sequence[Series], x_title: str, y_title: str, height: int = 300, *, barmode: str = "group",
+    series: Sequence[Series],
+    x_title: str,
+    y_title: str,
+    height: int = 300,
+    *,
+    barmode: str = "group",
     **layout: Any,
-) -> go.Figure:  # fmt: skip
+) -> go.Figure:
     """Bars over one x axis (grouped, or stacked with barmode="stack")."""
     fig = go.Figure()
     for s in series:

@@ -39,23 +39,38 @@ def forcing_figure(
     ):
         keep = [i for i in x if (ranks[i] == 1) == top]
         fig.add_bar(
-            x=keep, y=[losses[i] for i in keep], name=name, marker_color=colour, row=1, col=2,
+            x=keep,
+            y=[losses[i] for i in keep],
+            name=name,
+            marker_color=colour,
+            row=1,
+            col=2,
             customdata=[[reference[i], ranks[i], free[i] if i < len(free) else "…"] for i in keep],
             hovertemplate="%{customdata[0]}: loss %{y:.2f} nats (rank %{customdata[1]}); free running "
             "wrote %{customdata[2]}<extra></extra>",
-        )  # fmt: skip
+        )
     fig.update_layout(barmode="stack")  # bars never share an x on the right: stacking is per forward
     fig.update_xaxes(
-        tickvals=list(range(n)), ticktext=[html.escape(t) for t in reference], range=[-0.5, n - 0.5],
-        row=1, col=2,
-    )  # fmt: skip
+        tickvals=list(range(n)),
+        ticktext=[html.escape(t) for t in reference],
+        range=[-0.5, n - 0.5],
+        row=1,
+        col=2,
+    )
     _free_axis(fig, free, follows, n)
     if leaves_at is not None:
         fig.add_vline(x=leaves_at - 0.5, line={"color": REJECTED, "dash": "dash", "width": 2}, row=1, col=2)
         fig.add_annotation(
-            x=leaves_at - 0.5, y=1, yref="y2 domain", xref="x2", text=" free running leaves the reference",
-            showarrow=False, xanchor="left", yanchor="top", font={"color": REJECTED},
-        )  # fmt: skip
+            x=leaves_at - 0.5,
+            y=1,
+            yref="y2 domain",
+            xref="x2",
+            text=" free running leaves the reference",
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            font={"color": REJECTED},
+        )
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="loss, nats", rangemode="tozero", row=1, col=2)
     legend = {
@@ -72,15 +87,25 @@ def forcing_figure(
 def _time_bars(fig: go.Figure, n: int, parallel: float, serial: Sequence[float]) -> None:
     """Training's one forward vs generation's forwards so far, stacked one band per forward."""
     fig.add_bar(
-        x=["training"], y=[parallel * 1000], marker_color=CACHED, showlegend=False, row=1, col=1,
+        x=["training"],
+        y=[parallel * 1000],
+        marker_color=CACHED,
+        showlegend=False,
+        row=1,
+        col=1,
         hovertemplate=f"training: 1 forward scores all {n} tokens, %{{y:,.0f}} ms<extra></extra>",
-    )  # fmt: skip
+    )
     fig.add_bar(
-        x=["generation"] * len(serial), y=[s * 1000 for s in serial], marker_color=RECOMPUTED,
-        marker_line={"color": "rgba(255,255,255,0.7)", "width": 0.6}, showlegend=False, row=1, col=1,
+        x=["generation"] * len(serial),
+        y=[s * 1000 for s in serial],
+        marker_color=RECOMPUTED,
+        marker_line={"color": "rgba(255,255,255,0.7)", "width": 0.6},
+        showlegend=False,
+        row=1,
+        col=1,
         customdata=list(range(1, len(serial) + 1)),
         hovertemplate=f"generation: forward %{{customdata}} of {n}, %{{y:,.0f}} ms<extra></extra>",
-    )  # fmt: skip
+    )
     fig.update_xaxes(tickangle=0, row=1, col=1, title_text=f"1 forward vs {n}")
 
 
@@ -93,10 +118,16 @@ def _free_axis(fig: go.Figure, free: Sequence[str], follows: Sequence[bool], n: 
     ]
     fig.update_layout(
         xaxis3={
-            "overlaying": "x2", "side": "top", "range": [-0.5, n - 0.5], "tickvals": list(range(len(free))),
-            "ticktext": labels, "showgrid": False, "zeroline": False, "gridcolor": GRID,
+            "overlaying": "x2",
+            "side": "top",
+            "range": [-0.5, n - 0.5],
+            "tickvals": list(range(len(free))),
+            "ticktext": labels,
+            "showgrid": False,
+            "zeroline": False,
+            "gridcolor": GRID,
         }
-    )  # fmt: skip
+    )
     fig.add_scatter(x=[], y=[], xaxis="x3", yaxis="y2", showlegend=False, hoverinfo="skip")
 
 
@@ -108,18 +139,26 @@ def kl_figure(
     tokens, grey where the same."""
     fig = go.Figure()
     fig.add_bar(
-        x=[at + i for i in range(len(kl))], y=list(kl),
+        x=[at + i for i in range(len(kl))],
+        y=list(kl),
         marker_color=[RECOMPUTED if d else "rgba(128,128,128,0.6)" for d in differs[: len(kl)]],
         customdata=[[html.escape(o), html.escape(p)] for o, p in zip(original, perturbed, strict=False)],
         hovertemplate="position %{x}: KL %{y:.2f} nats · the model's own %{customdata[0]} · with the "
-        "change %{customdata[1]}<extra></extra>", showlegend=False,
-    )  # fmt: skip
+        "change %{customdata[1]}<extra></extra>",
+        showlegend=False,
+    )
     if original and perturbed and original[0] != perturbed[0]:
         fig.add_vline(x=at, line={"color": REJECTED, "dash": "dash", "width": 2})
         fig.add_annotation(
-            x=at, y=1, yref="paper", text=f" {html.escape(original[0])} → {html.escape(perturbed[0])}",
-            showarrow=False, xanchor="left", yanchor="top", font={"color": REJECTED},
-        )  # fmt: skip
+            x=at,
+            y=1,
+            yref="paper",
+            text=f" {html.escape(original[0])} → {html.escape(perturbed[0])}",
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            font={"color": REJECTED},
+        )
     fig.update_xaxes(title_text="answer position (red: the tokens differ there)", tickformat="d")
     fig.update_yaxes(title_text="KL, nats", rangemode="tozero")
     return style(fig, 280)

@@ -59,9 +59,13 @@ def languages_figure(
     ]
     fig = go.Figure()
     fig.add_bar(
-        x=list(languages), y=list(tokens), marker_color=[CACHED, RECOMPUTED][: len(languages)], text=labels,
-        textposition="auto", hovertemplate="%{x}: %{y} tokens<extra></extra>",
-    )  # fmt: skip
+        x=list(languages),
+        y=list(tokens),
+        marker_color=[CACHED, RECOMPUTED][: len(languages)],
+        text=labels,
+        textposition="auto",
+        hovertemplate="%{x}: %{y} tokens<extra></extra>",
+    )
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
     return style(fig, 300, showlegend=False)
 
@@ -86,9 +90,11 @@ def _ticks(fig: go.Figure, labels: Sequence[str]) -> None:
     step = max(1, -(-len(labels) // TICKS))
     positions = list(range(1, len(labels) + 1, step))
     fig.update_xaxes(
-        tickvals=positions, ticktext=[labels[p - 1] for p in positions], tickangle=-45,
+        tickvals=positions,
+        ticktext=[labels[p - 1] for p in positions],
+        tickangle=-45,
         range=[0.5, len(labels) + 0.5],
-    )  # fmt: skip
+    )
 
 
 def _short(text: str, width: int) -> str:

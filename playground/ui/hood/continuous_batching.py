@@ -76,9 +76,12 @@ class ContinuousBatchingView(LessonView):
                 info="Decodes first, then prompt chunks",
             )
         w["cb_requests"] = gr.Textbox(
-            PRESETS[first], lines=3, max_lines=12, label="requests: arrival iteration | new tokens | prompt",
+            PRESETS[first],
+            lines=3,
+            max_lines=12,
+            label="requests: arrival iteration | new tokens | prompt",
             info=f"One per line, at most {MAX_REQUESTS}; greedy decoding",
-        )  # fmt: skip
+        )
         run_row(w, self)
         w["cb_gantt"] = gr.Plot(label="the running batch, iteration by iteration")
         w["cb_latency"] = gr.Plot(label="forwards from arrival until done")
@@ -127,8 +130,14 @@ class ContinuousBatchingView(LessonView):
             return crowd(ctx.engine, as_whole(crowd_n, "users"))
 
         connect(w["cb_preset"].input, cb_preset, w, ["cb_requests"], api_name=None, model=False)
-        connect(w["crowd_run"].click, hood_crowd, w, ["crowd_status", "crowd_gantt"], api_name="hood_crowd",
-                status="crowd_status")  # fmt: skip
+        connect(
+            w["crowd_run"].click,
+            hood_crowd,
+            w,
+            ["crowd_status", "crowd_gantt"],
+            api_name="hood_crowd",
+            status="crowd_status",
+        )
 
 
 def parse_requests(lm: Engine, text: str) -> list[Arrival]:

@@ -52,14 +52,23 @@ class JacobiView(LessonView):
                 TEXT, label="prompt", lines=1, scale=3, info="Plain text, continued"
             )
             w["jacobi_tokens"] = UncheckedSlider(
-                1, MAX_TOKENS, value=8, step=1, label="n (tokens at once)", scale=2,
-                info=f"Positions decoded in parallel (1 to {MAX_TOKENS})", elem_id="hood-jacobi-tokens",
-            )  # fmt: skip
+                1,
+                MAX_TOKENS,
+                value=8,
+                step=1,
+                label="n (tokens at once)",
+                scale=2,
+                info=f"Positions decoded in parallel (1 to {MAX_TOKENS})",
+                elem_id="hood-jacobi-tokens",
+            )
         w["jacobi_submit"] = w["jacobi_text"]  # Enter runs the view
         w["jacobi_guess"] = gr.Radio(
-            [(label, key) for key, label in GUESSES.items()], value="the", label="starting guess",
-            info="Repeated at every position before round 1", elem_id="hood-jacobi-guess",
-        )  # fmt: skip
+            [(label, key) for key, label in GUESSES.items()],
+            value="the",
+            label="starting guess",
+            info="Repeated at every position before round 1",
+            elem_id="hood-jacobi-guess",
+        )
         run_row(w, self)
         w["jacobi_grid"] = gr.HTML(elem_id="hood-jacobi-grid")
         with gr.Row():
@@ -142,9 +151,15 @@ def _numbers(result: JacobiResult) -> str:
 
 
 def _row(
-    lm: Engine, prompt: list[int], name: str, ids: list[int], before: list[int] | None, final: int,
-    note: str, colour: str = GREEN,
-) -> str:  # fmt: skip
+    lm: Engine,
+    prompt: list[int],
+    name: str,
+    ids: list[int],
+    before: list[int] | None,
+    final: int,
+    note: str,
+    colour: str = GREEN,
+) -> str:
     cells = []
     for i, text in enumerate(token_texts(lm.tokenizer, ids, prompt)):
         style = CELL + (f";background:{colour}" if i < final else ";opacity:.8")

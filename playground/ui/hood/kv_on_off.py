@@ -44,9 +44,14 @@ class KVOnOffView(LessonView):
                 elem_id="hood-kv-length",
             )
             w["kv_tokens"] = gr.Slider(
-                2, 64, value=12, step=1, label="new tokens", info="Greedy tokens generated each way",
+                2,
+                64,
+                value=12,
+                step=1,
+                label="new tokens",
+                info="Greedy tokens generated each way",
                 elem_id="hood-kv-tokens",
-            )  # fmt: skip
+            )
         run_row(w, self)
         w["kv_latency"] = gr.Plot(
             label="time per token: prefill apart, then each decode step", elem_id="hood-kv-latency"

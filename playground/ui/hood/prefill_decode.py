@@ -46,13 +46,21 @@ class PrefillDecodeView(LessonView):
         with gr.Row():
             info = "Each length: one prefill, then a few decode steps after it"
             w["pd_lengths"] = gr.CheckboxGroup(
-                LENGTHS, value=[16, 64, 256, 1024, 4096], label="prompt lengths", info=info,
+                LENGTHS,
+                value=[16, 64, 256, 1024, 4096],
+                label="prompt lengths",
+                info=info,
                 elem_id="hood-pd-lengths",
-            )  # fmt: skip
+            )
             w["pd_decode"] = gr.Slider(
-                2, 32, value=6, step=1, label="decode steps per length", info="Timed; the median is shown",
+                2,
+                32,
+                value=6,
+                step=1,
+                label="decode steps per length",
+                info="Timed; the median is shown",
                 elem_id="hood-pd-decode",
-            )  # fmt: skip
+            )
         run_row(w, self)
         with gr.Row():
             w["pd_throughput"] = gr.Plot(label="tokens per second", elem_id="hood-pd-throughput")

@@ -40,8 +40,20 @@ TEXT = LONG_TEXT + (
     "Printers became publishers, booksellers and newsmen, and the shop with its press, its cases of type "
     "and its apprentices became a fixture of every trading town from Venice to London."
 )
-COLUMNS = ["format", "library", "bits", "weights MB", "KV cache KiB", "mean KL", "p99 KL", "top-1 agree",
-           "first flip", "perplexity", "decode tok/s", "vs reference"]  # fmt: skip
+COLUMNS = [
+    "format",
+    "library",
+    "bits",
+    "weights MB",
+    "KV cache KiB",
+    "mean KL",
+    "p99 KL",
+    "top-1 agree",
+    "first flip",
+    "perplexity",
+    "decode tok/s",
+    "vs reference",
+]
 CHOICES = [
     *((f"{f.label} weights", f.name) for f in WEIGHT_FORMATS.values()),
     *((f.label, f"kv-{f.name}") for f in KV_FORMATS.values()),
@@ -72,25 +84,41 @@ class QuantizationView(LessonView):
 
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         w["quant_text"] = gr.Textbox(
-            TEXT, label="text (at most 512 tokens)", lines=3, max_lines=6, elem_id="hood-quant-text",
+            TEXT,
+            label="text (at most 512 tokens)",
+            lines=3,
+            max_lines=6,
+            elem_id="hood-quant-text",
             info="Read by every format in one forward; the continuation after it is read one token at a time",
-        )  # fmt: skip
+        )
         with gr.Row():
             w["quant_formats"] = gr.CheckboxGroup(
-                CHOICES, value=list(LADDER), label="formats", scale=4, elem_id="hood-quant-formats",
+                CHOICES,
+                value=list(LADDER),
+                label="formats",
+                scale=4,
+                elem_id="hood-quant-formats",
                 info="Weights: the decoder's Linear layers; KV: the cache, newest "
                 f"{RESIDUAL_TOKENS} tokens kept unquantized",
-            )  # fmt: skip
+            )
             w["quant_tokens"] = gr.Slider(
-                1, MAX_NEW_TOKENS, value=32, step=1, label="new tokens", scale=1, elem_id="hood-quant-tokens",
+                1,
+                MAX_NEW_TOKENS,
+                value=32,
+                step=1,
+                label="new tokens",
+                scale=1,
+                elem_id="hood-quant-tokens",
                 info="Greedy continuation after the text",
-            )  # fmt: skip
+            )
         run_row(w, self)
-        w["quant_strip"] = gr.Plot(label="KL from the model at every token (one row per format)",
-                                   elem_id="hood-quant-strip")  # fmt: skip
+        w["quant_strip"] = gr.Plot(
+            label="KL from the model at every token (one row per format)", elem_id="hood-quant-strip"
+        )
         w["quant_fork"] = gr.HTML(elem_id="hood-quant-fork")
-        w["quant_table"] = gr.Dataframe(headers=COLUMNS, label="per format", interactive=False, wrap=True,
-                                        elem_id="hood-quant-table")  # fmt: skip
+        w["quant_table"] = gr.Dataframe(
+            headers=COLUMNS, label="per format", interactive=False, wrap=True, elem_id="hood-quant-table"
+        )
         w["quant_bytes"] = gr.Plot(label="bytes against quality", elem_id="hood-quant-bytes")
 
     def run(
@@ -144,19 +172,38 @@ class QuantizationView(LessonView):
 def table_rows(run: QuantizationRun) -> list[list[Any]]:
     """The reference's row, then one row per format measured."""
     reference = [
-        f"{run.dtype} (the loaded model)", "transformers", _bits(run.dtype),
-        round(run.reference_weight_bytes / 1e6, 1), round(run.reference_kv_bytes / 1024, 1), 0.0, 0.0, "100%",
-        "–", round(run.reference_perplexity, 2), _number(run.reference_tok_s), "1.00×",
-    ]  # fmt: skip
+        f"{run.dtype} (the loaded model)",
+        "transformers",
+        _bits(run.dtype),
+        round(run.reference_weight_bytes / 1e6, 1),
+        round(run.reference_kv_bytes / 1024, 1),
+        0.0,
+        0.0,
+        "100%",
+        "–",
+        round(run.reference_perplexity, 2),
+        _number(run.reference_tok_s),
+        "1.00×",
+    ]
     rows = [reference]
     for r in run.results:
         ratio = r.tok_s[1] / r.tok_s[0] if r.tok_s[0] > 0 else math.nan
-        rows.append([
-            r.label, r.library, round(r.bits, 2), round(r.weight_bytes / 1e6, 1), round(r.kv_bytes / 1024, 1),
-            round(r.mean_kl, 4), round(r.p99_kl, 4), f"{r.top1_agreement:.0%}",
-            "–" if r.first_flip is None else r.first_flip + 1, round(r.perplexity, 2), _number(r.tok_s[1]),
-            "–" if math.isnan(ratio) else f"{ratio:.2f}×",
-        ])  # fmt: skip
+        rows.append(
+            [
+                r.label,
+                r.library,
+                round(r.bits, 2),
+                round(r.weight_bytes / 1e6, 1),
+                round(r.kv_bytes / 1024, 1),
+                round(r.mean_kl, 4),
+                round(r.p99_kl, 4),
+                f"{r.top1_agreement:.0%}",
+                "–" if r.first_flip is None else r.first_flip + 1,
+                round(r.perplexity, 2),
+                _number(r.tok_s[1]),
+                "–" if math.isnan(ratio) else f"{ratio:.2f}×",
+            ]
+        )
     return rows
 
 
@@ -180,12 +227,12 @@ def summary(run: QuantizationRun) -> str:
             f"(KL 0 over its {len(run.text_ids) - 1} positions); the continuation reads it back, the newest "
             f"{RESIDUAL_TOKENS} tokens unquantized (transformers' default of 128 would leave a short text "
             "unquantized)."
-        )  # fmt: skip
+        )
         exact = all(r.kv_bytes_match for r in caches)
         lines.append(
             verdict(exact, "Every cache's measured bytes equal the KV tab's formula", "A cache differs")
             + " (packed values, scales and zeros, the unquantized residual)."
-        )  # fmt: skip
+        )
     lines.append(_speed_line(run))
     if run.skipped:
         lines.append("Not run here: " + " ".join(f"{k}: {why}" for k, why in run.skipped.items()))

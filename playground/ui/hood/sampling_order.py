@@ -67,22 +67,32 @@ class SamplingOrderView(LessonView):
             w["order_tv"] = gr.Plot(label="how far the frequencies are from the probabilities")
 
     def run(
-        self, ctx: RunContext, order_text: str, order_from_step: bool, order_temperature: float,
-        order_top_p: float, order_top_k: float, order_n: float, order_seed: Any,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        self,
+        ctx: RunContext,
+        order_text: str,
+        order_from_step: bool,
+        order_temperature: float,
+        order_top_p: float,
+        order_top_k: float,
+        order_n: float,
+        order_seed: Any,
+    ) -> Iterator[dict[str, Any]]:
         """Both orders of temperature and the cuts at one position, then N seeded draws."""
         ids, source = self.prefix(ctx, order_text, bool(order_from_step))
         settings = SamplingSettings(
-            temperature=as_number(order_temperature, "temperature"), top_p=as_number(order_top_p, "top-p"),
+            temperature=as_number(order_temperature, "temperature"),
+            top_p=as_number(order_top_p, "top-p"),
             top_k=as_whole(order_top_k, "top-k"),
-        )  # fmt: skip
+        )
         n, seed = as_whole(order_n, "draws (N)"), parse_seed(order_seed) or 0
         order: SamplingOrder | None = None
         for result in iter_sampling_order(ctx.engine, ids, settings, n, seed, ctx.control):
             if isinstance(result, SamplingOrder):
                 order = result
-                yield {**status(self, f"{source}: both orders computed, drawing {n:,} tokens…", False),
-                       "order_orders": orders_view(ctx.engine, order)}  # fmt: skip
+                yield {
+                    **status(self, f"{source}: both orders computed, drawing {n:,} tokens…", False),
+                    "order_orders": orders_view(ctx.engine, order),
+                }
             elif order is not None:
                 final = result.tv_by_draws[-1][0] == n
                 yield self.views(ctx.engine, order, result, source, final)

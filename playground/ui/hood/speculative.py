@@ -84,10 +84,13 @@ class SpeculativeView(LessonView):
             )
             w["spec_exit"] = UncheckedSlider(
                 # Gradio refuses minimum == maximum (a 2-layer model: 1 is the only choice)
-                1, max(2, env.layers - 1),
-                value=max(1, env.layers * 3 // 4), step=1, label="early exit: k layers",
+                1,
+                max(2, env.layers - 1),
+                value=max(1, env.layers * 3 // 4),
+                step=1,
+                label="early exit: k layers",
                 info="The draft: the first k layers + final norm + head",
-            )  # fmt: skip
+            )
             w["spec_tokens"] = UncheckedSlider(
                 8, MAX_TOKENS, value=64, step=1, label="new tokens", elem_id="hood-spec-tokens"
             )
@@ -109,9 +112,17 @@ class SpeculativeView(LessonView):
         )
 
     def run(
-        self, ctx: RunContext, spec_prompt: str, spec_chat: bool, spec_method: str, spec_k: float,
-        spec_exit: float, spec_tokens: float, spec_temperature: float, spec_seed: Any,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        self,
+        ctx: RunContext,
+        spec_prompt: str,
+        spec_chat: bool,
+        spec_method: str,
+        spec_k: float,
+        spec_exit: float,
+        spec_tokens: float,
+        spec_temperature: float,
+        spec_seed: Any,
+    ) -> Iterator[dict[str, Any]]:
         """Plain decoding, then speculative decoding of the same prompt in the same run."""
         ids = encode_prompt(ctx.engine.tokenizer, spec_prompt or "", bool(spec_chat))
         method = METHODS.get(spec_method, spec_method)

@@ -187,13 +187,23 @@ def _wire_view(tab: HoodTab, view: LessonView, w: dict[str, Any]) -> None:
     run = (_ticket_handler(tab, view), [f"{key}_ticket"], run_handler(tab, view), w, view.all_outputs)
     connect_after_ticket(triggers, *run, api_name=view.api_name, status=f"{key}_status")
     connect(
-        w[f"{key}_stop"].click, _stop_handler(tab, view), w, [f"{key}_status", f"{key}_summary"],
-        api_name=None, model=False, queue=False,
-    )  # fmt: skip
+        w[f"{key}_stop"].click,
+        _stop_handler(tab, view),
+        w,
+        [f"{key}_status", f"{key}_summary"],
+        api_name=None,
+        model=False,
+        queue=False,
+    )
     connect(
-        w[f"{key}_save"].click, _trace_handler(tab, view), w, [f"{key}_trace_file"],
-        api_name=f"hood_{key}_trace", status=f"{key}_status", model=False,
-    )  # fmt: skip
+        w[f"{key}_save"].click,
+        _trace_handler(tab, view),
+        w,
+        [f"{key}_trace_file"],
+        api_name=f"hood_{key}_trace",
+        status=f"{key}_status",
+        model=False,
+    )
     view.wire(w, tab)
 
 

@@ -56,9 +56,12 @@ class TeacherForcingView(LessonView):
                 PROMPT, label="prompt", lines=2, scale=3, info="What both runs start from"
             )
             w["tf_reference"] = gr.Textbox(
-                REFERENCE, label="reference continuation", lines=2, scale=3,
+                REFERENCE,
+                label="reference continuation",
+                lines=2,
+                scale=3,
                 info=f"Scored teacher forced; at most {MAX_TOKENS} tokens with the prompt",
-            )  # fmt: skip
+            )
         run_row(w, self)
         w["tf_forcing"] = gr.Plot(
             label="each reference token's loss, teacher forced (below), and the model's own tokens (above)",
@@ -66,28 +69,51 @@ class TeacherForcingView(LessonView):
         )
         with gr.Row():
             w["tf_tokens"] = gr.Slider(
-                2, MAX_NEW_TOKENS, value=NEW_TOKENS, step=1, label="new tokens",
-                info="Greedy tokens in each continuation", elem_id="hood-tf-tokens",
-            )  # fmt: skip
+                2,
+                MAX_NEW_TOKENS,
+                value=NEW_TOKENS,
+                step=1,
+                label="new tokens",
+                info="Greedy tokens in each continuation",
+                elem_id="hood-tf-tokens",
+            )
             w["tf_at"] = gr.Slider(
-                0, MAX_NEW_TOKENS - 1, value=AT, step=1, label="change position",
-                info="The answer token to replace (0 = the first)", elem_id="hood-tf-at",
-            )  # fmt: skip
+                0,
+                MAX_NEW_TOKENS - 1,
+                value=AT,
+                step=1,
+                label="change position",
+                info="The answer token to replace (0 = the first)",
+                elem_id="hood-tf-at",
+            )
             w["tf_rank"] = gr.Slider(
-                1, TOP, value=RANK, step=1, label="with the model's choice no.",
-                info="1 = its own choice: nothing changes", elem_id="hood-tf-rank",
-            )  # fmt: skip
+                1,
+                TOP,
+                value=RANK,
+                step=1,
+                label="with the model's choice no.",
+                info="1 = its own choice: nothing changes",
+                elem_id="hood-tf-rank",
+            )
             w["tf_token"] = gr.Textbox(
-                "", label="or this token", info="A token id or one token's text (blank: use the rank)",
+                "",
+                label="or this token",
+                info="A token id or one token's text (blank: use the rank)",
                 elem_id="hood-tf-token",
-            )  # fmt: skip
+            )
         w["tf_kl"] = gr.Plot(label="one word changed: KL between the two runs per step", elem_id="hood-tf-kl")
         w["tf_text"] = gr.HTML(elem_id="hood-tf-text")
 
     def run(
-        self, ctx: RunContext, tf_prompt: str, tf_reference: str, tf_tokens: float, tf_at: float,
-        tf_rank: float, tf_token: str,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        self,
+        ctx: RunContext,
+        tf_prompt: str,
+        tf_reference: str,
+        tf_tokens: float,
+        tf_at: float,
+        tf_rank: float,
+        tf_token: str,
+    ) -> Iterator[dict[str, Any]]:
         """Score the reference teacher forced (one forward) and write as many tokens free running (one
         forward each); then continue the prompt twice, once with one token changed."""
         lm = ctx.engine
@@ -113,9 +139,15 @@ class TeacherForcingView(LessonView):
         free = [t.visible for t in token_texts(lm.tokenizer, result.free_ids, prompt)]
         follows = [a == b for a, b in zip(result.free_ids, result.reference_ids, strict=False)]
         figure = plots.forcing_figure(
-            reference, result.losses, result.ranks, free, follows, result.leaves_at,
-            result.parallel_seconds, result.serial_step_seconds,
-        )  # fmt: skip
+            reference,
+            result.losses,
+            result.ranks,
+            free,
+            follows,
+            result.leaves_at,
+            result.parallel_seconds,
+            result.serial_step_seconds,
+        )
         return {**status(self, result.phase, False), "tf_forcing": figure}
 
     def final_views(

@@ -74,13 +74,20 @@ class TokensView(LessonView):
         )
         with gr.Row():
             w["tok_text"] = gr.Textbox(
-                TEXT, label="text", lines=2, scale=3, info=f"At most {MAX_CHARS:,} characters",
+                TEXT,
+                label="text",
+                lines=2,
+                scale=3,
+                info=f"At most {MAX_CHARS:,} characters",
                 elem_id="hood-tok-text",
-            )  # fmt: skip
+            )
             w["tok_word"] = gr.Textbox(
-                "unbelievable", label="word whose BPE merges to replay", scale=1, elem_id="hood-tok-word",
+                "unbelievable",
+                label="word whose BPE merges to replay",
+                scale=1,
+                elem_id="hood-tok-word",
                 info=f"Blank: the text's first word; at most {MAX_WORD_CHARS} characters",
-            )  # fmt: skip
+            )
         with gr.Row():
             info = "The model reads it: its KV cache is measured"
             w["tok_english"] = gr.Textbox(
