@@ -58,6 +58,35 @@ def without_last_answer(history: Sequence[Any] | None) -> list:
     return history
 
 
+def without_last_exchange(history: Sequence[Any] | None) -> tuple[list, str]:
+    """An Undo: the history before its last user message (and the answers after it), and that
+    message's text ("" when there is none)."""
+    history = list(history or [])
+    while history and message_role(history[-1]) != "user":
+        history.pop()
+    last_user = normalize_history(history[-1:])[0]["content"] if history else ""
+    return history[:-1], last_user
+
+
+def without_unanswered(history: Sequence[Any] | None) -> tuple[list, str | None]:
+    """A Stop before the first token: the history without its last message when that is a user
+    message still waiting for its answer, and that message's text (None: the last is no such message)."""
+    history = list(history or [])
+    if not history or message_role(history[-1]) != "user":
+        return history, None
+    typed = normalize_history(history[-1:])[0]["content"]
+    return history[:-1], typed
+
+
+def with_last_footer(history: Sequence[Any], footer: str) -> list:
+    """The history with its last answer's statistics footer set to `footer` (a stopped answer)."""
+    history = list(history)
+    last = normalize_history(history[-1:])
+    if last and last[0]["role"] == "assistant":
+        history[-1] = {"role": "assistant", "content": with_footer(last[0]["content"], footer)}
+    return history
+
+
 def shown_history(messages: Sequence[Message]) -> list[Message]:
     """Plain messages (what the model reads) as the Chatbot shows them: user messages as typed."""
     return [

@@ -13,7 +13,7 @@ from playground import kv as kvm
 from playground.engine.local import LocalEngine
 from playground.errors import PlaygroundError
 from playground.kv.presets import PRESETS
-from playground.ui import kv_tab
+from playground.ui import kv_tab, kv_text
 from tests.conftest import make_tiny_llama
 
 MISTRAL = json.dumps(PRESETS["Mistral-7B-v0.1"].config)
@@ -110,7 +110,7 @@ def test_bad_inputs_raise_clear_errors(embedded_lm):
         "On an 80 GB GPU" in calc(embedded_lm, gpu=80)[0]
         and "On an 11 GB GPU" in calc(embedded_lm, gpu=11)[0]
     )
-    assert [kv_tab.article(n) for n in (8, 18, 24, 80, 110, 11000, 141)] == [
+    assert [kv_text.article(n) for n in (8, 18, 24, 80, 110, 11000, 141)] == [
         "an",
         "an",
         "a",

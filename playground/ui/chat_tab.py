@@ -19,11 +19,13 @@ from playground.chat import ChatSession, ChatUpdate
 from playground.chat_history import (
     as_typed,
     back_in_box,
-    message_role,
     normalize_history,
     shown_history,
     with_footer,
+    with_last_footer,
     without_last_answer,
+    without_last_exchange,
+    without_unanswered,
 )
 from playground.engine.base import Engine
 from playground.engine.tokens import token_piece
@@ -291,11 +293,7 @@ class ChatHandlers:
         """Remove the last exchange and put the user's message back in the box (before what was typed
         there since: message); the tab forgets that answer, and the one before it is the last again
         (its tokens, branches and numbers)."""
-        history = list(history or [])
-        while history and message_role(history[-1]) != "user":
-            history.pop()
-        last_user = normalize_history(history[-1:])[0]["content"] if history else ""
-        history = history[:-1]
+        history, last_user = without_last_exchange(history)
         ws = self._workspace(request)
         ws.stop("chat")  # an answer still waiting in the queue is dropped too
         _stopped(ws.chat, lambda: ws.chat.sync(normalize_history(history)))
@@ -340,10 +338,9 @@ class ChatHandlers:
             return {"status": "Stopped while it waited for the model: nothing changed."}
         history = list(history or [])
         if (status or "").startswith(("Waiting", "Reading")):
-            if not history or message_role(history[-1]) != "user":
+            history, typed = without_unanswered(history)
+            if typed is None:
                 return {"history": history, "status": "Stopped before the first token."}
-            typed = normalize_history(history[-1:])[0]["content"]
-            history.pop()
             session.sync(normalize_history(history))
             status = "Stopped before the first token: your message is back in the box."
             return {"history": history, "message": back_in_box(typed, message), "status": status}
@@ -358,9 +355,7 @@ class ChatHandlers:
             values = {}
         first_line, _, notes = status.partition("\n\n")
         first_line += "" if "stopped:" in first_line else " · stopped: by you"
-        last = normalize_history(history[-1:])
-        if last and last[0]["role"] == "assistant":
-            history[-1] = {"role": "assistant", "content": with_footer(last[0]["content"], first_line)}
+        history = with_last_footer(history, first_line)
         return {**values, "history": history, "status": first_line + (f"\n\n{notes}" if notes else "")}
 
     def show_answer(self, show_template: bool, request: gr.Request = None) -> dict[str, Any]:
