@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, synchronize
 from playground.engine.prompts import encode_prompt
-from playground.hood.batching import PRESET_QUESTIONS, batching
+from playground.hood import batching as batching_lesson
+from playground.hood.batching import PRESET_QUESTIONS
 
 
 def plain_generate(lm, prompts: list[list[int]], n: int) -> tuple[float, list[list[int]]]:
@@ -57,10 +58,10 @@ def main() -> None:
     print(f"model: {lm.describe()}")
     questions = PRESET_QUESTIONS[: args.batch]
     prompts = [encode_prompt(lm.tokenizer, q, chat=lm.has_chat_template) for q in questions]
-    batching(lm, prompts[:2], 2)  # warm-up
+    batching_lesson.run(lm, prompts[:2], 2)  # warm-up
     rates: dict[str, list[float]] = {"ours solo": [], "ours batch": [], "plain solo": [], "plain batch": []}
     for _ in range(args.repeats):  # alternately, so that machine noise hits both paths alike
-        ours = batching(lm, prompts, args.tokens)
+        ours = batching_lesson.run(lm, prompts, args.tokens)
         rates["ours solo"].append(ours.solo_tokens_per_second)
         rates["ours batch"].append(ours.batch_tokens_per_second)
         solo = [plain_generate(lm, [p], args.tokens) for p in prompts]

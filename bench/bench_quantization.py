@@ -3,7 +3,7 @@
     python -m bench.bench_quantization [--device cpu|cuda] [--tokens 32] [--text-tokens 200]
         [--formats hqq8,hqq4,...] [--serve int8,hqq4] [--threads 1] [--repeats 3]
 
-1. One run of playground.hood.quantization.iter_quantization over a text (the reference is the
+1. One run of playground.hood.quantization.iter_run over a text (the reference is the
    loaded model): per format bits, bytes, mean / p99 KL, top-1 agreement, perplexity and the decode
    tok/s of its teacher-forced one-token forwards next to the reference's, and the ladder's wall time.
 2. --quantize: plain `generate` (greedy, --tokens new tokens) on the loaded model and on each serving
@@ -24,8 +24,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, print_json, synchronize
+from playground.hood import quantization as quantization_lesson
 from playground.hood.common import LONG_TEXT
-from playground.hood.quantization import LADDER, iter_quantization, quantized_weights
+from playground.hood.quantization import LADDER, quantized_weights
 
 
 def text_ids(lm, tokens: int) -> list[int]:
@@ -35,7 +36,7 @@ def text_ids(lm, tokens: int) -> list[int]:
 
 def ladder(lm, ids: list[int], formats: list[str], tokens: int) -> tuple[object, float]:
     started, run, phase = time.perf_counter(), None, ""
-    for run in iter_quantization(lm, ids, formats, tokens):
+    for run in quantization_lesson.iter_run(lm, ids, formats, tokens):
         if run.phase.split(":")[0] != phase:
             phase = run.phase.split(":")[0]
             print(f"  {time.perf_counter() - started:6.1f} s  {run.phase}", flush=True)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import add_common_arguments, load_bench_model, synchronize, verdict
 from playground.engine.prompts import encode_prompt
-from playground.hood.speculative import speculative_decode
+from playground.hood import speculative as speculative_lesson
 
 GOAL = 1.5
 PARAGRAPH = (
@@ -68,8 +68,12 @@ def main() -> None:
         "generate, prompt_lookup_num_tokens": lambda: generate(
             lm, ids, args.tokens, prompt_lookup_num_tokens=args.draft
         ),
-        "ours, plain decode loop": lambda: speculative_decode(lm, ids, args.tokens, compare=True).plain_ids,
-        "ours, prompt lookup": lambda: speculative_decode(lm, ids, args.tokens, draft_tokens=args.draft).ids,
+        "ours, plain decode loop": lambda: (
+            speculative_lesson.run(lm, ids, args.tokens, compare=True).plain_ids
+        ),
+        "ours, prompt lookup": lambda: (
+            speculative_lesson.run(lm, ids, args.tokens, draft_tokens=args.draft).ids
+        ),
     }
     for fn in paths.values():
         fn()  # warm-up
@@ -80,7 +84,7 @@ def main() -> None:
     }
     for name in paths:
         print(f"{name:<38} {speeds[name]:8.2f} tok/s   ({len(tokens[name])} tokens)")
-    spec = speculative_decode(lm, ids, args.tokens, draft_tokens=args.draft)
+    spec = speculative_lesson.run(lm, ids, args.tokens, draft_tokens=args.draft)
     print(f"rounds {len(spec.rounds)} for {len(spec.ids)} tokens · acceptance {spec.acceptance_rate:.0%}")
     same = all(t == tokens["plain generate (transformers)"] for t in tokens.values())
     print(f"identical tokens on every path: {same}")

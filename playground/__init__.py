@@ -6,7 +6,7 @@
     session = playground.StepSession(lm, "The capital of France is")
     tree = playground.beam_search(lm, "The best thing about", num_beams=4, max_new_tokens=6)
     playground.kv_cache_bytes(lm.config, seq_len=4096, dtype="float16")
-    playground.hood.kv_on_off(lm, playground.hood.preset_ids(lm.tokenizer, 200), new_tokens=4)
+    playground.hood.kv_on_off.run(lm, playground.hood.preset_ids(lm.tokenizer, 200), new_tokens=4)
 
 The engine (playground.engine) is the only code that runs a model; chat, step, beam, kv and the
 lessons of "Under the hood" (playground.hood) are modules over it.

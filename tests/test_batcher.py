@@ -19,7 +19,8 @@ from playground.engine.kv_store import CacheEntry
 from playground.engine.local import LocalEngine
 from playground.engine.sampling import SamplingSettings
 from playground.errors import Cancelled, PlaygroundError
-from playground.hood.continuous_batching import Arrival, continuous_batching
+from playground.hood import continuous_batching as continuous_batching_lesson
+from playground.hood.continuous_batching import Arrival
 from playground.step import StepSession
 from playground.ui.hood.continuous_batching import crowd
 
@@ -314,7 +315,7 @@ def _messages(job) -> list:
 def test_the_lesson_is_identical_and_counts_its_padding_by_hand(embedded_lm):
     tok = embedded_lm.tokenizer
     prompts = [tok("The history of the printing press begins").input_ids, tok("Hi").input_ids]
-    result = continuous_batching(
+    result = continuous_batching_lesson.run(
         embedded_lm, [Arrival(prompts[0], 5, 0), Arrival(prompts[1], 3, 2)], budget=4
     )
     assert result.identical and [len(t) for t in result.tokens] == [5, 3]

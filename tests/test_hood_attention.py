@@ -10,7 +10,8 @@ import torch
 from hood_helpers import eager_reference
 
 from playground.errors import PlaygroundError
-from playground.hood.attention import MAX_TOKENS, attention_maps, attention_view
+from playground.hood import attention as attention_lesson
+from playground.hood.attention import MAX_TOKENS, attention_maps
 
 TEXT = "The cat sat on the mat because it was warm, and the dog watched it from the door."
 
@@ -57,7 +58,7 @@ def test_tiny_model_maps_equal_eager_and_obey_the_mask(tiny_lm):
 
 
 def test_view_labels_tokens_and_finds_the_sink(embedded_lm):
-    view = attention_view(embedded_lm, embedded_lm.tokenizer(TEXT).input_ids)
+    view = attention_lesson.run(embedded_lm, embedded_lm.tokenizer(TEXT).input_ids)
     assert len(view.tokens) == view.maps.shape[-1] and view.tokens[1] == "␣cat"
     share = view.sink_share()
     assert share.shape == (30, 9)

@@ -8,7 +8,8 @@ from hood_helpers import generate_greedy
 
 from playground.engine.prompts import encode_prompt
 from playground.errors import PlaygroundError
-from playground.hood.batching import MAX_BATCH, batching, iter_batching, memory_needed
+from playground.hood import batching as batching_lesson
+from playground.hood.batching import MAX_BATCH, memory_needed
 
 QUESTIONS = [
     "What is 2+2?",
@@ -21,7 +22,7 @@ QUESTIONS = [
 def test_embedded_batch_tokens_equal_each_solo_run(embedded_lm):
     prompts = [encode_prompt(embedded_lm.tokenizer, q, True) for q in QUESTIONS]
     assert len({len(p) for p in prompts}) > 1  # different lengths: real padding
-    result = batching(embedded_lm, prompts, 8)
+    result = batching_lesson.run(embedded_lm, prompts, 8)
     assert result.identical and result.same == [True] * 4
     assert result.solo_ids == [generate_greedy(embedded_lm, p, 8) for p in prompts]
     assert result.solo_finished == pytest.approx(
@@ -33,10 +34,10 @@ def test_embedded_batch_tokens_equal_each_solo_run(embedded_lm):
 
 def test_tiny_batch_with_uneven_prompts_and_updates(tiny_lm):
     prompts = [[5], list(range(10, 40)), [7, 8, 9], list(range(100, 112))]
-    phases = [r.phase for r in iter_batching(tiny_lm, prompts, 6)]
+    phases = [r.phase for r in batching_lesson.iter_run(tiny_lm, prompts, 6)]
     assert phases[:4] == [f"one by one: sequence {i}/4" for i in range(1, 5)]
     assert phases[-1] == "batch: step 6/6"
-    result = batching(tiny_lm, prompts, 6)
+    result = batching_lesson.run(tiny_lm, prompts, 6)
     assert result.identical and [len(ids) for ids in result.batch_ids] == [6] * 4
 
 
@@ -46,8 +47,8 @@ def test_batch_sizes_that_would_not_fit_are_refused(tiny_lm):
     with pytest.raises(
         PlaygroundError, match=r"A batch of 16 × 72 tokens needs about .* MiB .* is free on cpu"
     ):
-        batching(tiny_lm, [list(range(1, 41))] * 16, 32, memory_bytes=need)
-    assert batching(tiny_lm, [list(range(1, 41))] * 2, 2, memory_bytes=2 * need).identical
+        batching_lesson.run(tiny_lm, [list(range(1, 41))] * 16, 32, memory_bytes=need)
+    assert batching_lesson.run(tiny_lm, [list(range(1, 41))] * 2, 2, memory_bytes=2 * need).identical
     assert memory_needed(tiny_lm, probes, 8, 40, 32) < need
 
 
@@ -55,10 +56,10 @@ def test_bad_batch_input(tiny_lm):
     with pytest.raises(
         PlaygroundError, match=f"number of prompts must be a whole number from 1 to {MAX_BATCH}"
     ):
-        batching(tiny_lm, [[1, 2]] * 17, 4)
+        batching_lesson.run(tiny_lm, [[1, 2]] * 17, 4)
     with pytest.raises(PlaygroundError, match="number of prompts"):
-        batching(tiny_lm, [], 4)
+        batching_lesson.run(tiny_lm, [], 4)
     with pytest.raises(PlaygroundError, match="one of them is empty"):
-        batching(tiny_lm, [[1, 2], []], 4)
+        batching_lesson.run(tiny_lm, [[1, 2], []], 4)
     with pytest.raises(PlaygroundError, match="New tokens must be"):
-        batching(tiny_lm, [[1, 2]], 0)
+        batching_lesson.run(tiny_lm, [[1, 2]], 0)

@@ -9,14 +9,15 @@ from hood_helpers import generate_greedy
 from playground.engine.control import Control
 from playground.engine.probes import ModelShape
 from playground.errors import Cancelled, PlaygroundError
+from playground.hood import kv_on_off as kv_on_off_lesson
+from playground.hood import prefill_decode as prefill_decode_lesson
 from playground.hood.common import preset_ids
-from playground.hood.kv_on_off import iter_kv_on_off, kv_on_off
-from playground.hood.prefill_decode import decode_work, kv_bytes_per_token, prefill_vs_decode, prefill_work
+from playground.hood.prefill_decode import decode_work, kv_bytes_per_token, prefill_work
 
 
 def test_embedded_cached_and_recomputed_give_the_same_greedy_tokens(embedded_lm):
     ids = preset_ids(embedded_lm.tokenizer, 120)
-    result = kv_on_off(embedded_lm, ids, 6)
+    result = kv_on_off_lesson.run(embedded_lm, ids, 6)
     assert result.cached_ids == result.recomputed_ids == generate_greedy(embedded_lm, ids, 6)
     assert result.identical
     assert len(result.cached_step_seconds) == len(result.recomputed_step_seconds) == 5
@@ -34,15 +35,15 @@ def test_embedded_cached_and_recomputed_give_the_same_greedy_tokens(embedded_lm)
 
 def test_tiny_model_streams_one_update_per_token(tiny_lm):
     ids = list(range(20, 60))
-    updates = [(len(r.cached_ids), r.phase) for r in iter_kv_on_off(tiny_lm, ids, 5)]
+    updates = [(len(r.cached_ids), r.phase) for r in kv_on_off_lesson.iter_run(tiny_lm, ids, 5)]
     assert updates == [(n, f"token {n}/5") for n in range(1, 6)]
-    result = kv_on_off(tiny_lm, ids, 5)
+    result = kv_on_off_lesson.run(tiny_lm, ids, 5)
     assert result.identical and result.cached_ids == generate_greedy(tiny_lm, ids, 5)
 
 
 def test_cancel_stops_between_steps(tiny_lm):
     control = Control()
-    steps = iter_kv_on_off(tiny_lm, list(range(20, 60)), 20, control)
+    steps = kv_on_off_lesson.iter_run(tiny_lm, list(range(20, 60)), 20, control)
     next(steps)
     control.cancel()
     with pytest.raises(Cancelled):
@@ -51,11 +52,11 @@ def test_cancel_stops_between_steps(tiny_lm):
 
 def test_kv_bad_input(tiny_lm):
     with pytest.raises(PlaygroundError, match="New tokens must be a whole number from 1 to 256"):
-        kv_on_off(tiny_lm, [1, 2, 3], 0)
+        kv_on_off_lesson.run(tiny_lm, [1, 2, 3], 0)
     with pytest.raises(PlaygroundError, match="more than the context of 512"):
-        kv_on_off(tiny_lm, list(range(500)), 20)
+        kv_on_off_lesson.run(tiny_lm, list(range(500)), 20)
     with pytest.raises(PlaygroundError, match="empty"):
-        kv_on_off(tiny_lm, [], 3)
+        kv_on_off_lesson.run(tiny_lm, [], 3)
 
 
 SHAPE = ModelShape(
@@ -86,7 +87,7 @@ def test_work_estimates_on_hand_numbers():
 
 
 def test_prefill_vs_decode_on_the_tiny_model(tiny_lm):
-    result = prefill_vs_decode(tiny_lm, lengths=(256, 16, 64), decode_tokens=2)
+    result = prefill_decode_lesson.run(tiny_lm, lengths=(256, 16, 64), decode_tokens=2)
     assert [p.length for p in result.points] == [16, 64, 256]
     assert result.chunk == tiny_lm.forwarder.prefill_chunk and result.shape.layers == 2
     for point in result.points:
@@ -98,11 +99,11 @@ def test_prefill_vs_decode_on_the_tiny_model(tiny_lm):
 
 def test_prefill_vs_decode_bad_input(tiny_lm):
     with pytest.raises(PlaygroundError, match="Prompt length must be a whole number from 1 to 510"):
-        prefill_vs_decode(tiny_lm, lengths=(16, 4096), decode_tokens=2)
+        prefill_decode_lesson.run(tiny_lm, lengths=(16, 4096), decode_tokens=2)
     with pytest.raises(PlaygroundError, match="at least one prompt length"):
-        prefill_vs_decode(tiny_lm, lengths=())
+        prefill_decode_lesson.run(tiny_lm, lengths=())
     with pytest.raises(PlaygroundError, match="Decode steps per length"):
-        prefill_vs_decode(tiny_lm, lengths=(16,), decode_tokens=0)
+        prefill_decode_lesson.run(tiny_lm, lengths=(16,), decode_tokens=0)
 
 
 def test_preset_prompts_have_the_asked_length(embedded_lm):

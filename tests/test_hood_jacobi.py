@@ -12,7 +12,7 @@ from hood_tab_helpers import Hood
 
 from playground import hood
 from playground.errors import PlaygroundError
-from playground.hood.jacobi import jacobi_decode
+from playground.hood import jacobi as jacobi_lesson
 from playground.traces import load_traces
 
 FRANCE = "The capital of France is"
@@ -33,7 +33,7 @@ def assert_converged_properly(result, n: int) -> None:
 def test_the_capital_of_france_first_guess_and_eight_rounds(embedded_lm):
     """Measured: the first parallel guess is incoherent; the right prefix grows 1, 2, ... 8."""
     ids = embedded_lm.tokenizer(FRANCE).input_ids
-    result = jacobi_decode(embedded_lm, ids, 8)
+    result = jacobi_lesson.run(embedded_lm, ids, 8)
     tokenizer = embedded_lm.tokenizer
     assert result.guess == tokenizer(" the", add_special_tokens=False).input_ids * 8
     assert tokenizer.decode(result.rounds[0].ids) == " Paris capital capital capital capital the the the"
@@ -55,7 +55,7 @@ def test_the_capital_of_france_first_guess_and_eight_rounds(embedded_lm):
 )
 def test_jacobi_equals_greedy_generate(embedded_lm, text, n, guess):
     ids = embedded_lm.tokenizer(text).input_ids
-    result = jacobi_decode(embedded_lm, ids, n, guess=guess)
+    result = jacobi_lesson.run(embedded_lm, ids, n, guess=guess)
     assert result.ids == generate_greedy(embedded_lm, ids, n) == result.greedy_ids
     assert_converged_properly(result, n)
     assert (
@@ -67,7 +67,7 @@ def test_tiny_model_equals_generate_for_every_guess(tiny_lm):
     ids = [5, 6, 7, 8, 5, 6, 7]
     reference = generate_greedy(tiny_lm, ids, 20)
     for guess in ("the", "last", "first", [9] * 20):
-        result = jacobi_decode(tiny_lm, ids, 20, guess=guess)
+        result = jacobi_lesson.run(tiny_lm, ids, 20, guess=guess)
         assert result.ids == reference[: len(result.ids)] and result.identical
         assert_converged_properly(result, 20)
 
@@ -77,9 +77,9 @@ def test_a_right_guess_settles_in_fewer_rounds(tiny_lm):
     ids = [11, 12, 13]
     reference = generate_greedy(tiny_lm, ids, 12)
     assert len(reference) == 12  # no end token: every position counts
-    exact = jacobi_decode(tiny_lm, ids, 12, guess=reference)
+    exact = jacobi_lesson.run(tiny_lm, ids, 12, guess=reference)
     assert len(exact.rounds) == 1 and exact.rounds[0].changed == 0 and exact.identical
-    half = jacobi_decode(tiny_lm, ids, 12, guess=reference[:6] + [9] * 6)
+    half = jacobi_lesson.run(tiny_lm, ids, 12, guess=reference[:6] + [9] * 6)
     assert len(half.rounds) <= 6 and half.rounds[0].final >= 7 and half.identical
 
 
@@ -95,7 +95,7 @@ def test_one_prefill_then_one_forward_of_n_plus_1_tokens_per_round(tiny_lm):
     prompt, n = [5, 6, 7, 8, 9], 6
     handle = tiny_lm.model.register_forward_pre_hook(see, with_kwargs=True)
     try:
-        result = jacobi_decode(tiny_lm, prompt, n)
+        result = jacobi_lesson.run(tiny_lm, prompt, n)
     finally:
         handle.remove()
     greedy = [(len(prompt), 0)] + [(1, len(prompt) + k) for k in range(n - 1)]
@@ -104,22 +104,22 @@ def test_one_prefill_then_one_forward_of_n_plus_1_tokens_per_round(tiny_lm):
 
 def test_bad_input_is_refused(tiny_lm, embedded_lm):
     with pytest.raises(PlaygroundError, match="The prompt is empty"):
-        jacobi_decode(tiny_lm, [], 8)
+        jacobi_lesson.run(tiny_lm, [], 8)
     for n in (0, 65, -1, True, 2.5):
         with pytest.raises(
             PlaygroundError, match="Tokens decoded in parallel must be a whole number from 1 to 64"
         ):
-            jacobi_decode(tiny_lm, [1, 2, 3], n)
+            jacobi_lesson.run(tiny_lm, [1, 2, 3], n)
     with pytest.raises(PlaygroundError, match="510 \\+ 8 tokens is more than the context of 512"):
-        jacobi_decode(tiny_lm, list(range(3, 513)), 8)
+        jacobi_lesson.run(tiny_lm, list(range(3, 513)), 8)
     with pytest.raises(PlaygroundError, match="8193 \\+ 1 tokens is more than the context of 8192"):
-        jacobi_decode(embedded_lm, [314] * 8193, 1)
+        jacobi_lesson.run(embedded_lm, [314] * 8193, 1)
     with pytest.raises(PlaygroundError, match="one token per position \\(4\\), got 2"):
-        jacobi_decode(tiny_lm, [1, 2, 3], 4, guess=[5, 6])
+        jacobi_lesson.run(tiny_lm, [1, 2, 3], 4, guess=[5, 6])
     with pytest.raises(PlaygroundError, match=r"outside the vocabulary \(0..49151\)"):
-        jacobi_decode(tiny_lm, [1, 2, 3], 2, guess=[5, 10**6])
+        jacobi_lesson.run(tiny_lm, [1, 2, 3], 2, guess=[5, 10**6])
     with pytest.raises(PlaygroundError, match="Unknown starting guess 'random'"):
-        jacobi_decode(tiny_lm, [1, 2, 3], 2, guess="random")
+        jacobi_lesson.run(tiny_lm, [1, 2, 3], 2, guess="random")
 
 
 def test_the_view_runs_and_saves_a_trace(embedded_lm):
@@ -151,4 +151,5 @@ def test_the_view_groups_byte_tokens_and_refuses_bad_input(embedded_lm):
 
 
 def test_the_api_lists_it():
-    assert hood.jacobi_decode is jacobi_decode and "jacobi" in [lesson.name for lesson in hood.LESSONS]
+    assert hood.jacobi is jacobi_lesson and hood.jacobi.run is jacobi_lesson.run
+    assert "jacobi" in [lesson.name for lesson in hood.LESSONS]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from playground.errors import PlaygroundError
-from playground.hood.lens import LensView, Track, lens_view, logit_lens
+from playground.hood import lens as lens_lesson
+from playground.hood.lens import LensView, Track, logit_lens
 
 PREFIX = "The capital of France is"
 
@@ -56,7 +57,7 @@ def test_long_prefix_is_read_in_chunks_with_the_same_answer(tiny_lm):
 def test_view_tracks_chosen_token_and_candidates(embedded_lm):
     ids = embedded_lm.tokenizer(PREFIX).input_ids
     paris = embedded_lm.tokenizer(" Paris", add_special_tokens=False).input_ids[0]
-    view = lens_view(embedded_lm, ids, candidates=[paris, 11])
+    view = lens_lesson.run(embedded_lm, ids, candidates=[paris, 11])
     assert view.chosen.id == int(view.probs[-1].argmax()) and view.chosen.ranks[-1] == 1
     assert [t.id for t in view.candidates] == [paris, 11] or view.chosen.id == paris
     for t in view.candidates:
@@ -81,7 +82,7 @@ def test_bad_input(tiny_lm):
     with pytest.raises(PlaygroundError, match="empty"):
         logit_lens(tiny_lm, [])
     with pytest.raises(PlaygroundError, match="outside the vocabulary"):
-        lens_view(tiny_lm, [5, 6], candidates=[10**9])
+        lens_lesson.run(tiny_lm, [5, 6], candidates=[10**9])
 
 
 def test_early_exit_twin_is_norm_and_head_after_k_layers(embedded_lm):

@@ -19,13 +19,8 @@ from playground.engine.loading import load_model
 from playground.engine.quantize import weight_format
 from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
-from playground.hood.quantization import (
-    MAX_TEXT_TOKENS,
-    Rung,
-    iter_quantization,
-    quantization,
-    quantized_weights,
-)
+from playground.hood import quantization as quantization_lesson
+from playground.hood.quantization import MAX_TEXT_TOKENS, Rung, quantized_weights
 from playground.kv import kv_cache_bytes
 from playground.ui.app import header_markdown
 from playground.ui.kv_measured_quant import measure_quantized
@@ -74,7 +69,7 @@ def measured(embedded_lm, text_ids):
     copies = {name: quantized_weights(embedded_lm, name) for name in WEIGHTS}
     try:
         ladder = [Rung(copy, None) for copy in copies.values()] + [f"kv-{name}" for name in CACHES]
-        run = run_to_end(iter_quantization(embedded_lm, text_ids, ladder, NEW))
+        run = run_to_end(quantization_lesson.iter_run(embedded_lm, text_ids, ladder, NEW))
         results = {r.key: r for r in run.results}
         continuation = run.reference_ids
         reference = forward_cached(embedded_lm, embedded_lm.model, DynamicCache(), text_ids, continuation)
@@ -162,23 +157,23 @@ def test_unavailable_formats_name_the_library_and_the_device():
 def test_a_copy_too_big_for_the_free_memory_is_refused_before_it_is_made(embedded_lm, text_ids, monkeypatch):
     monkeypatch.setattr(embedded_lm.probes, "free_memory_bytes", lambda: 40 * 2**20)
     with pytest.raises(PlaygroundError, match=r"needs about [\d,]+ MiB .* only 40 MiB are free on cpu"):
-        quantization(embedded_lm, text_ids, weights="hqq4", new_tokens=2)
+        quantization_lesson.run(embedded_lm, text_ids, weights="hqq4", new_tokens=2)
 
 
 def test_bad_text_and_engines_get_one_clear_line(embedded_lm, monkeypatch):
     with pytest.raises(PlaygroundError, match="The text is empty"):
-        quantization(embedded_lm, [], weights="hqq4")
+        quantization_lesson.run(embedded_lm, [], weights="hqq4")
     with pytest.raises(PlaygroundError, match=f"at most {MAX_TEXT_TOKENS}"):
-        quantization(embedded_lm, [100] * (MAX_TEXT_TOKENS + 1), weights="hqq4")
+        quantization_lesson.run(embedded_lm, [100] * (MAX_TEXT_TOKENS + 1), weights="hqq4")
     with pytest.raises(PlaygroundError, match="Name a weights format"):
-        quantization(embedded_lm, [100, 200])
+        quantization_lesson.run(embedded_lm, [100, 200])
     capabilities = replace(embedded_lm.capabilities, probes=False, reasons={"probes": "a remote server"})
     remote = SimpleNamespace(**{**vars(embedded_lm), "capabilities": capabilities, "kind": "llama.cpp"})
     with pytest.raises(PlaygroundError, match="a remote server"):
-        quantization(remote, [100, 200], kv="int4")
+        quantization_lesson.run(remote, [100, 200], kv="int4")
     monkeypatch.setattr(embedded_lm, "quantization", "int8", raising=False)
     with pytest.raises(PlaygroundError, match="--quantize int8"):
-        quantization(embedded_lm, [100, 200], kv="int4")
+        quantization_lesson.run(embedded_lm, [100, 200], kv="int4")
 
 
 @pytest.mark.parametrize("name", CACHES)

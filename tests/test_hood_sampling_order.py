@@ -12,7 +12,8 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 
 from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
-from playground.hood.sampling_order import draw, sample_histogram, sampling_order, total_variation
+from playground.hood import sampling_order as sampling_order_lesson
+from playground.hood.sampling_order import draw, sample_histogram, total_variation
 from playground.step import StepSession
 
 HOT = SamplingSettings(temperature=1.6, top_p=0.8, top_k=50)
@@ -34,7 +35,7 @@ def reference(embedded_lm, ids, warpers) -> torch.Tensor:
 
 
 def test_both_orders_equal_transformers_warpers(embedded_lm, prefix):
-    order = sampling_order(embedded_lm, prefix, HOT)
+    order = sampling_order_lesson.run(embedded_lm, prefix, HOT)
     temperature, top_k, top_p = TemperatureLogitsWarper(1.6), TopKLogitsWarper(50), TopPLogitsWarper(0.8)
     first = reference(embedded_lm, prefix, [temperature, top_k, top_p])  # generate's order
     second = reference(embedded_lm, prefix, [top_k, top_p, temperature])
@@ -68,9 +69,9 @@ def test_bad_input_is_refused(embedded_lm, prefix):
     with pytest.raises(PlaygroundError, match="Draws \\(N\\) must be a whole number from 1 to 5000"):
         sample_histogram(embedded_lm, prefix, HOT, n=5001)
     with pytest.raises(PlaygroundError, match="Temperature 0 is greedy"):
-        sampling_order(embedded_lm, prefix, SamplingSettings(temperature=0))
+        sampling_order_lesson.run(embedded_lm, prefix, SamplingSettings(temperature=0))
     with pytest.raises(PlaygroundError, match=re.escape("top-p must be in (0, 1], got 1.5")):
-        sampling_order(embedded_lm, prefix, SamplingSettings(top_p=1.5))
+        sampling_order_lesson.run(embedded_lm, prefix, SamplingSettings(top_p=1.5))
 
 
 def test_the_view_reads_the_step_tabs_step(embedded_lm):

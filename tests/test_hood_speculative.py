@@ -8,12 +8,12 @@ import torch
 from hood_helpers import copy_prompt, generate_greedy, other_tokenizer
 
 from playground.errors import PlaygroundError
+from playground.hood import speculative as speculative_lesson
 from playground.hood.speculative import (
     accept_probability,
     lookup_draft,
     residual,
     same_tokenizer,
-    speculative_decode,
     verify_sampled,
 )
 from tests.conftest import make_tiny_llama
@@ -91,7 +91,7 @@ def tiny_draft(embedded_lm):
 
 def test_prompt_lookup_on_a_copy_task_equals_generate_and_accepts_most(embedded_lm):
     ids = copy_prompt(embedded_lm)
-    result = speculative_decode(embedded_lm, ids, 32, "prompt_lookup", draft_tokens=6, compare=True)
+    result = speculative_lesson.run(embedded_lm, ids, 32, "prompt_lookup", draft_tokens=6, compare=True)
     assert result.ids == generate_greedy(embedded_lm, ids, 32)
     assert result.identical and result.plain_ids == result.ids
     assert result.acceptance_rate > 0.5 and len(result.rounds) < len(result.ids) / 2
@@ -101,7 +101,7 @@ def test_prompt_lookup_on_a_copy_task_equals_generate_and_accepts_most(embedded_
 
 def test_early_exit_equals_generate(embedded_lm):
     ids = embedded_lm.tokenizer("The capital of France is").input_ids
-    result = speculative_decode(embedded_lm, ids, 12, "early_exit", draft_tokens=3, exit_layer=24)
+    result = speculative_lesson.run(embedded_lm, ids, 12, "early_exit", draft_tokens=3, exit_layer=24)
     assert result.ids == generate_greedy(embedded_lm, ids, 12) and result.exit_layer == 24
     assert_rounds_consistent(result, 12, embedded_lm.eos_token_ids)
     assert all(0 <= c.draft_prob <= 1 for r in result.rounds for c in r.checks)
@@ -109,7 +109,7 @@ def test_early_exit_equals_generate(embedded_lm):
 
 def test_draft_model_equals_generate(embedded_lm, tiny_draft):
     ids = embedded_lm.tokenizer("Once upon a time").input_ids
-    result = speculative_decode(embedded_lm, ids, 10, "draft", draft=tiny_draft, draft_tokens=2)
+    result = speculative_lesson.run(embedded_lm, ids, 10, "draft", draft=tiny_draft, draft_tokens=2)
     assert result.ids == generate_greedy(embedded_lm, ids, 10)
     assert_rounds_consistent(result, 10, embedded_lm.eos_token_ids)
 
@@ -122,7 +122,7 @@ def test_draft_model_equals_generate(embedded_lm, tiny_draft):
 def test_tiny_model_every_method_equals_generate(tiny_lm, tiny_draft, method, options, k):
     ids = [5, 6, 7, 8, 5, 6, 7, 9, 5, 6]
     extra = {"draft": tiny_draft} if method == "draft" else {}
-    result = speculative_decode(tiny_lm, ids, 30, method, draft_tokens=k, **options, **extra)
+    result = speculative_lesson.run(tiny_lm, ids, 30, method, draft_tokens=k, **options, **extra)
     assert result.ids == generate_greedy(tiny_lm, ids, 30)
     assert_rounds_consistent(result, 30, tiny_lm.eos_token_ids)
     assert all(len(r.drafted) <= k for r in result.rounds)
@@ -130,7 +130,7 @@ def test_tiny_model_every_method_equals_generate(tiny_lm, tiny_draft, method, op
 
 def test_the_draft_model_can_be_the_target_itself_and_accepts_everything(tiny_lm):
     ids = [11, 12, 13]
-    result = speculative_decode(tiny_lm, ids, 13, "draft", draft=tiny_lm, draft_tokens=4)
+    result = speculative_lesson.run(tiny_lm, ids, 13, "draft", draft=tiny_lm, draft_tokens=4)
     assert result.acceptance_rate == 1.0 and [len(r.emitted) for r in result.rounds] == [5, 5, 3]
 
 
@@ -140,13 +140,13 @@ def test_the_draft_model_can_be_the_target_itself_and_accepts_everything(tiny_lm
 def test_sampled_runs_are_seeded_and_use_the_ratio_test(tiny_lm, tiny_draft):
     ids = [5, 6, 7, 8, 5, 6, 7]
     settings = {"temperature": 0.9, "top_k": 50}
-    first = speculative_decode(tiny_lm, ids, 20, "draft", draft=tiny_draft, settings=settings, seed=3)
-    again = speculative_decode(tiny_lm, ids, 20, "draft", draft=tiny_draft, settings=settings, seed=3)
+    first = speculative_lesson.run(tiny_lm, ids, 20, "draft", draft=tiny_draft, settings=settings, seed=3)
+    again = speculative_lesson.run(tiny_lm, ids, 20, "draft", draft=tiny_draft, settings=settings, seed=3)
     assert first.ids == again.ids and not first.greedy and first.identical is None
     for check in (c for r in first.rounds for c in r.checks):
         assert check.draw is not None and check.accepted == (check.draw < check.threshold)
         assert check.threshold == pytest.approx(min(1.0, check.target_prob / check.draft_prob), abs=1e-6)
-    lookup = speculative_decode(tiny_lm, ids, 12, "prompt_lookup", settings=settings, seed=4)
+    lookup = speculative_lesson.run(tiny_lm, ids, 12, "prompt_lookup", settings=settings, seed=4)
     for check in (c for r in lookup.rounds for c in r.checks):
         assert check.draft_prob == 1.0 and check.threshold == pytest.approx(check.target_prob, abs=1e-6)
 
@@ -159,30 +159,30 @@ def test_exit_layer_outside_the_model_is_refused(tiny_lm, embedded_lm, k):
     with pytest.raises(
         PlaygroundError, match=r"Early exit needs k between 1 and 29 layers \(the model has 30"
     ):
-        speculative_decode(embedded_lm, [1, 2, 3], 4, "early_exit", exit_layer=k)
+        speculative_lesson.run(embedded_lm, [1, 2, 3], 4, "early_exit", exit_layer=k)
 
 
 @pytest.mark.parametrize("k", [0, 17, -3, 1.5])
 def test_draft_length_out_of_range_is_refused(tiny_lm, k):
     with pytest.raises(PlaygroundError, match="Draft length must be a whole number from 1 to 16"):
-        speculative_decode(tiny_lm, [1, 2, 3], 4, "prompt_lookup", draft_tokens=k)
+        speculative_lesson.run(tiny_lm, [1, 2, 3], 4, "prompt_lookup", draft_tokens=k)
 
 
 def test_a_draft_model_with_another_tokenizer_is_refused(tiny_lm):
     stranger = make_tiny_llama(other_tokenizer(), vocab_size=5)
     assert not same_tokenizer(tiny_lm.tokenizer, stranger.tokenizer)
     with pytest.raises(PlaygroundError, match=r"different tokenizer .* must share one tokenizer"):
-        speculative_decode(tiny_lm, [1, 2, 3], 4, "draft", draft=stranger)
+        speculative_lesson.run(tiny_lm, [1, 2, 3], 4, "draft", draft=stranger)
 
 
 def test_other_bad_input(tiny_lm):
     with pytest.raises(PlaygroundError, match="No draft model is loaded: start the app with --draft-model"):
-        speculative_decode(tiny_lm, [1, 2, 3], 4, "draft")
+        speculative_lesson.run(tiny_lm, [1, 2, 3], 4, "draft")
     with pytest.raises(PlaygroundError, match="Unknown draft method 'magic'"):
-        speculative_decode(tiny_lm, [1, 2, 3], 4, "magic")
+        speculative_lesson.run(tiny_lm, [1, 2, 3], 4, "magic")
     with pytest.raises(PlaygroundError, match="New tokens must be a whole number from 1 to 1024"):
-        speculative_decode(tiny_lm, [1, 2, 3], 0)
+        speculative_lesson.run(tiny_lm, [1, 2, 3], 0)
     with pytest.raises(PlaygroundError, match="more than the context of 512"):
-        speculative_decode(tiny_lm, list(range(500)), 20)
+        speculative_lesson.run(tiny_lm, list(range(500)), 20)
     with pytest.raises(PlaygroundError, match="top-p"):
-        speculative_decode(tiny_lm, [1, 2, 3], 4, settings={"temperature": 1.0, "top_p": 0})
+        speculative_lesson.run(tiny_lm, [1, 2, 3], 4, settings={"temperature": 1.0, "top_p": 0})

@@ -33,7 +33,7 @@ def full_logprobs(lm, ids: list[int]) -> torch.Tensor:
 def test_teacher_forcing_scores_every_token_in_one_forward_as_the_model_does(embedded_lm, prompt):
     ids = prompt + encode_continuation(embedded_lm.tokenizer, REFERENCE)
     start, n = len(prompt), len(ids) - len(prompt)
-    result = hood.teacher_forcing(embedded_lm, ids, start)
+    result = hood.teacher_forcing.run(embedded_lm, ids, start)
     reference = full_logprobs(embedded_lm, ids)[start - 1 : -1]  # row t - 1 predicts token t
     expected = reference.gather(1, torch.tensor(ids[start:])[:, None])[:, 0]
     assert len(result.logprobs) == n
@@ -59,7 +59,7 @@ def next_logprobs(lm, ids: list[int]) -> torch.Tensor:
 
 def test_error_accumulation_is_greedy_generate_twice_with_one_token_forced(embedded_lm, prompt):
     lm, new_tokens = embedded_lm, 10
-    result = hood.error_accumulation(lm, prompt, AT, None, new_tokens, rank=RANK)
+    result = hood.teacher_forcing.error_accumulation(lm, prompt, AT, None, new_tokens, rank=RANK)
     original = generate_greedy(lm, prompt, new_tokens)
     assert result.original_ids == original
     top = torch.topk(next_logprobs(lm, prompt + original[:AT]).exp(), TOP)
@@ -79,11 +79,11 @@ def test_error_accumulation_is_greedy_generate_twice_with_one_token_forced(embed
 
 
 def test_forcing_the_models_own_token_changes_nothing_and_a_given_id_is_forced(embedded_lm, prompt):
-    same = hood.error_accumulation(embedded_lm, prompt, 0, None, 3, rank=1)
+    same = hood.teacher_forcing.error_accumulation(embedded_lm, prompt, 0, None, 3, rank=1)
     assert same.perturbed_ids == same.original_ids and same.first_difference is None
     assert same.kl == [0.0, pytest.approx(0.0, abs=1e-6), pytest.approx(0.0, abs=1e-6)]
     sad = encode_continuation(embedded_lm.tokenizer, " sad")[0]
-    given = hood.error_accumulation(embedded_lm, prompt, 1, sad, 3)
+    given = hood.teacher_forcing.error_accumulation(embedded_lm, prompt, 1, sad, 3)
     assert given.perturbed_ids[:2] == [same.original_ids[0], sad] and given.token_id == sad
     probs = next_logprobs(embedded_lm, prompt + same.original_ids[:1]).exp()
     assert given.forced_rank == int((probs > probs[sad]).sum()) + 1
@@ -95,7 +95,7 @@ def test_a_position_past_where_the_model_ends_its_answer_is_refused(embedded_lm)
     answer = generate_greedy(embedded_lm, chat, 30)
     assert answer[-1] in embedded_lm.eos_token_ids and len(answer) < 20  # it ends by itself
     with pytest.raises(PlaygroundError, match=f"past the continuation.*after {len(answer)} tokens"):
-        hood.error_accumulation(embedded_lm, chat, 20, None, 30, rank=2)
+        hood.teacher_forcing.error_accumulation(embedded_lm, chat, 20, None, 30, rank=2)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_a_position_past_where_the_model_ends_its_answer_is_refused(embedded_lm)
 )
 def test_teacher_forcing_refuses_bad_input(embedded_lm, ids, start, message):
     with pytest.raises(PlaygroundError, match=message):
-        hood.teacher_forcing(embedded_lm, ids, start)
+        hood.teacher_forcing.run(embedded_lm, ids, start)
 
 
 @pytest.mark.parametrize(
@@ -126,9 +126,9 @@ def test_teacher_forcing_refuses_bad_input(embedded_lm, ids, start, message):
 )
 def test_error_accumulation_refuses_bad_input(embedded_lm, prompt, at, token_id, new_tokens, rank, message):
     with pytest.raises(PlaygroundError, match=message):
-        hood.error_accumulation(embedded_lm, prompt, at, token_id, new_tokens, rank=rank)
+        hood.teacher_forcing.error_accumulation(embedded_lm, prompt, at, token_id, new_tokens, rank=rank)
     with pytest.raises(PlaygroundError, match="The prompt is empty"):
-        hood.error_accumulation(embedded_lm, [], 0, None, 4, rank=2)
+        hood.teacher_forcing.error_accumulation(embedded_lm, [], 0, None, 4, rank=2)
 
 
 def test_the_views_text_parsing(embedded_lm):

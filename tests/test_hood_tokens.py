@@ -18,7 +18,8 @@ from transformers import PreTrainedTokenizerFast
 from playground import hood
 from playground.engine.tokens import token_bytes, token_piece
 from playground.errors import PlaygroundError
-from playground.hood.tokens import CHINESE, ENGLISH, MAX_CHARS, MAX_WORD_CHARS, iter_tokens, words_of
+from playground.hood import tokens as tokens_lesson
+from playground.hood.tokens import CHINESE, ENGLISH, MAX_CHARS, MAX_WORD_CHARS, words_of
 from playground.kv import kv_cache_bytes
 from tests.conftest import make_tiny_llama
 
@@ -51,7 +52,7 @@ WORDS = [
 @pytest.mark.parametrize("text", TEXTS)
 def test_tokenize_is_the_tokenizers_own_ids_and_offsets(embedded_lm, text):
     tokenizer = embedded_lm.tokenizer
-    tokens = hood.tokenize(embedded_lm, text)
+    tokens = hood.tokens.tokenize(embedded_lm, text)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     assert [t.id for t in tokens] == encoded.input_ids
     assert [t.char_span for t in tokens] == [tuple(o) for o in encoded.offset_mapping]
@@ -80,8 +81,8 @@ def test_tokenize_is_the_tokenizers_own_ids_and_offsets(embedded_lm, text):
 
 
 def test_the_measured_facts_the_lesson_shows(embedded_lm):
-    assert [t.piece for t in hood.tokenize(embedded_lm, "unbelievable")] == ["un", "belie", "vable"]
-    love = hood.tokenize(embedded_lm, "我爱你")
+    assert [t.piece for t in hood.tokens.tokenize(embedded_lm, "unbelievable")] == ["un", "belie", "vable"]
+    love = hood.tokens.tokenize(embedded_lm, "我爱你")
     assert len(love) == 7 and all(t.byte_piece and t.alone == "\ufffd" for t in love)
     assert [t.char for t in love] == list("我我爱爱爱你你")
     assert [t.byte_index for t in love] == [1, 3, 1, 2, 3, 1, 3]
@@ -90,7 +91,7 @@ def test_the_measured_facts_the_lesson_shows(embedded_lm):
 @pytest.mark.parametrize("word", WORDS)
 def test_bpe_merges_end_at_the_tokenizers_split(embedded_lm, word):
     tokenizer = embedded_lm.tokenizer
-    merges = hood.bpe_merges(embedded_lm, word)
+    merges = hood.tokens.bpe_merges(embedded_lm, word)
     assert merges.final == tokenizer.tokenize(word) == merges.tokens
     assert merges.ids == tokenizer(word, add_special_tokens=False).input_ids
     table = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
@@ -122,7 +123,7 @@ def merges_read(lm, symbols: list[str]) -> list[str]:
 
 
 def test_unbelievable_is_built_by_nine_merges(embedded_lm):
-    merges = hood.bpe_merges(embedded_lm, "unbelievable")
+    merges = hood.tokens.bpe_merges(embedded_lm, "unbelievable")
     assert merges.start == list("unbelievable")
     assert merges.steps[-1].pieces == ("un", "belie", "vable") and len(merges.steps) == 9
     assert "believe" not in {p for s in merges.steps for p in s.pieces}
@@ -130,17 +131,17 @@ def test_unbelievable_is_built_by_nine_merges(embedded_lm):
 
 def test_bad_input_gets_a_clear_message(embedded_lm):
     with pytest.raises(PlaygroundError, match="The text is empty"):
-        hood.tokenize(embedded_lm, "")
+        hood.tokens.tokenize(embedded_lm, "")
     with pytest.raises(PlaygroundError, match=f"at most {MAX_CHARS:,}"):
-        hood.tokenize(embedded_lm, "a" * (MAX_CHARS + 1))
+        hood.tokens.tokenize(embedded_lm, "a" * (MAX_CHARS + 1))
     with pytest.raises(PlaygroundError, match="The word is empty"):
-        hood.bpe_merges(embedded_lm, "")
+        hood.tokens.bpe_merges(embedded_lm, "")
     with pytest.raises(PlaygroundError, match=f"at most {MAX_WORD_CHARS} characters"):
-        hood.bpe_merges(embedded_lm, "x" * (MAX_WORD_CHARS + 1))
+        hood.tokens.bpe_merges(embedded_lm, "x" * (MAX_WORD_CHARS + 1))
     with pytest.raises(PlaygroundError, match="added token '<\\|im_start\\|>'"):
-        hood.bpe_merges(embedded_lm, "<|im_start|>")
+        hood.tokens.bpe_merges(embedded_lm, "<|im_start|>")
     with pytest.raises(PlaygroundError, match="Chinese sentence is empty"):
-        list(iter_tokens(embedded_lm, "hi", "hi", ENGLISH, ""))
+        list(tokens_lesson.iter_run(embedded_lm, "hi", "hi", ENGLISH, ""))
 
 
 def wordpiece_tokenizer() -> PreTrainedTokenizerFast:
@@ -155,8 +156,8 @@ def wordpiece_tokenizer() -> PreTrainedTokenizerFast:
 def test_a_tokenizer_that_is_not_bpe_says_so_and_still_shows_its_tokens():
     lm = make_tiny_llama(wordpiece_tokenizer())
     with pytest.raises(PlaygroundError, match="WordPiece, not BPE"):
-        hood.bpe_merges(lm, "unbelievable")
-    assert [t.raw for t in hood.tokenize(lm, "unbelievable words!")] == [
+        hood.tokens.bpe_merges(lm, "unbelievable")
+    assert [t.raw for t in hood.tokens.tokenize(lm, "unbelievable words!")] == [
         "un",
         "##believ",
         "##able",
@@ -174,7 +175,7 @@ def test_the_view_runs_through_the_tab(embedded_lm):
     updates = list(lessons.run("tok", "unbelievable 我爱你", "unbelievable", ENGLISH, CHINESE))
     assert [u["tok_status"].split(":")[0] for u in updates] == ["Running"] * (len(updates) - 1) + ["Done"]
     shown = updates[-1]
-    tokens = hood.tokenize(embedded_lm, "unbelievable 我爱你")
+    tokens = hood.tokens.tokenize(embedded_lm, "unbelievable 我爱你")
     for token in tokens:
         assert f">{token.id}</span>" in shown["tok_view"]
     assert "爱<sub style='font-size:0.65em'>×3</sub>" in shown["tok_view"]  # its 3 byte tokens as one box
@@ -188,7 +189,7 @@ def test_the_view_runs_through_the_tab(embedded_lm):
 
 
 def test_each_sentence_costs_the_kv_formula_and_its_cache_holds_exactly_that(embedded_lm):
-    *_, result = iter_tokens(embedded_lm, "hi", "hi", ENGLISH, CHINESE)
+    *_, result = tokens_lesson.iter_run(embedded_lm, "hi", "hi", ENGLISH, CHINESE)
     for sentence, text in zip(result.sentences, (ENGLISH, CHINESE), strict=True):
         ids = embedded_lm.tokenizer(text, add_special_tokens=False).input_ids
         assert sentence.ids == ids
@@ -204,7 +205,7 @@ def test_an_engine_without_direct_forwards_still_tokenizes_and_says_why_the_cach
     remote = SimpleNamespace(
         tokenizer=lm.tokenizer, config=lm.config, dtype=lm.dtype, capabilities=capabilities, probes=None
     )
-    *_, result = iter_tokens(remote, "我爱你", "", ENGLISH, CHINESE)
+    *_, result = tokens_lesson.iter_run(remote, "我爱你", "", ENGLISH, CHINESE)
     assert len(result.tokens) == 7 and result.word == "我爱你" and result.merges is not None
     assert [s.measured_bytes for s in result.sentences] == [
         None,
@@ -214,7 +215,7 @@ def test_an_engine_without_direct_forwards_still_tokenizes_and_says_why_the_cach
         embedded_lm.config, len(result.sentences[0].ids), 1, "float32", mode="transformers"
     )
     unknown = SimpleNamespace(**{**vars(remote), "config": None, "dtype": None})
-    *_, result = iter_tokens(unknown, "hi", "hi", ENGLISH, CHINESE)
+    *_, result = tokens_lesson.iter_run(unknown, "hi", "hi", ENGLISH, CHINESE)
     assert [s.formula_bytes for s in result.sentences] == [None, None] and "KV formula" in result.kv_note
 
 

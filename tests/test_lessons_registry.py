@@ -35,6 +35,15 @@ def test_every_lesson_has_exactly_one_view_and_the_other_way_round():
         assert module.LESSON is lesson and inspect.isgeneratorfunction(lesson.run)
 
 
+def test_every_lesson_follows_the_one_naming_rule():
+    """playground.hood.<name> is the lesson's module (no function shadows it), with run and iter_run."""
+    for lesson in hood.LESSONS:
+        module = importlib.import_module(f"playground.hood.{lesson.name}")
+        assert getattr(hood, lesson.name) is module, lesson.name
+        assert lesson.run is module.iter_run and inspect.isgeneratorfunction(module.iter_run)
+        assert callable(module.run) and not inspect.isgeneratorfunction(module.run)
+
+
 @pytest.mark.parametrize("view", VIEWS, ids=lambda view: view.key)
 def test_each_view_is_complete(built, view):
     widgets, _ = built

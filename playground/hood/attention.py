@@ -95,7 +95,7 @@ class AttentionView:
         return pooled.masked_fill(future, float("nan"))
 
 
-def attention_view(
+def run(
     lm: Engine, ids: Sequence[int], *, max_tokens: int = MAX_TOKENS, control: Control | None = None
 ) -> AttentionView:
     """attention_maps plus the token pieces the figures label."""
@@ -104,12 +104,12 @@ def attention_view(
     return AttentionView(list(ids), tokens, maps)
 
 
-def iter_attention(
+def iter_run(
     lm: Engine, ids: Sequence[int], *, max_tokens: int = MAX_TOKENS, control: Control | None = None
 ) -> Iterator[AttentionView]:
-    """attention_view as a lesson run: one eager forward, then its view."""
-    yield (view := attention_view(lm, ids, max_tokens=max_tokens, control=control))
+    """run as a lesson run: one eager forward, then its view."""
+    yield (view := run(lm, ids, max_tokens=max_tokens, control=control))
     return view
 
 
-LESSON = Lesson("attention", "Attention and the causal mask", ("attentions",), iter_attention)
+LESSON = Lesson("attention", "Attention and the causal mask", ("attentions",), iter_run)

@@ -1,6 +1,6 @@
 """Batching: N prompts decoded one by one vs together in one padded batch, on the loaded model.
 
-    result = batching(engine, [ids_a, ids_b, ...], new_tokens=32)
+    result = run(engine, [ids_a, ids_b, ...], new_tokens=32)
     result.throughput_ratio        # batch tok/s ÷ one-by-one tok/s
     result.solo_finished           # when each sequence was done, one by one (it waited its turn)
     result.batch_finished          # when each was done in the batch
@@ -113,7 +113,7 @@ def check_fits(
         )
 
 
-def batching(
+def run(
     lm: Engine,
     prompts: Sequence[Sequence[int]],
     new_tokens: int,
@@ -123,10 +123,10 @@ def batching(
 ) -> BatchingResult:
     """Greedy-decode new_tokens after each prompt, one by one and then in one padded batch.
     memory_bytes: the free memory to plan with (None: what the model's device has free now)."""
-    return run_to_end(iter_batching(lm, prompts, new_tokens, memory_bytes=memory_bytes, control=control))
+    return run_to_end(iter_run(lm, prompts, new_tokens, memory_bytes=memory_bytes, control=control))
 
 
-def iter_batching(
+def iter_run(
     lm: Engine,
     prompts: Sequence[Sequence[int]],
     new_tokens: int,
@@ -195,4 +195,4 @@ def _batch_run(
         rows, _ = batch.step([pad if done[i] else ids[-1] for i, ids in enumerate(result.batch_ids)])
 
 
-LESSON = Lesson("batching", "Batching", ("batched",), iter_batching)
+LESSON = Lesson("batching", "Batching", ("batched",), iter_run)

@@ -1,10 +1,10 @@
 """The lesson contract of "Under the hood", and the helpers every lesson shares.
 
-A lesson is one module in playground/hood/ with:
-- a plain function named after it (`kv_on_off(lm, ...)`) that returns its result, and an `iter_`
-  twin (`iter_kv_on_off(lm, ..., control=)`) that yields that result as it fills (for live plots
-  and progress) and returns it; Stop is a `Control` passed in and cancelled;
-- `LESSON = Lesson(...)`: its name, title, what it needs from the engine, and its run.
+A lesson named <name> is the module `playground.hood.<name>` with (one rule for all of them):
+- `run(lm, ...)`, which returns its result, and `iter_run(lm, ..., control=)`, which yields that
+  result as it fills (for live plots and progress) and returns it; Stop is a `Control` passed in
+  and cancelled. Helpers a lesson also offers keep their own names (`attention.attention_maps`);
+- `LESSON = Lesson("<name>", ...)`: its name, title, what it needs from the engine, and `iter_run`.
 
 The result is a dataclass of plain numbers and ids: what the lesson measured. The UI (ui/hood/)
 draws it and records what it drew as the trace (ui/hood/record.py); nothing here imports gradio.
@@ -30,7 +30,7 @@ from playground.errors import PlaygroundError
 class Lesson:
     """One lesson: what it is called, what it needs from the engine, how to run it."""
 
-    name: str  # its module and function in playground.hood ("kv_on_off"); its API is /hood_<name>
+    name: str  # its module playground.hood.<name> ("kv_on_off"); its API is /hood_<name>
     title: str  # one short label ("KV cache on vs off")
     # engine capabilities it needs (Capabilities fields: "probes" = timed direct forwards in this
     # process, "attentions", "hidden_states", "cache_bytes", "batched")

@@ -1,7 +1,7 @@
 """Continuous batching, measured live: requests arriving at different times, served by the engine's
 own scheduler (engine/batcher.py) iteration by iteration, against one static padded batch.
 
-    result = continuous_batching(engine, [Arrival(ids_a, 12, 0), Arrival(ids_b, 4, 3)], budget=16)
+    result = run(engine, [Arrival(ids_a, 12, 0), Arrival(ids_b, 4, 3)], budget=16)
     result.schedule[3]            # iteration 3: who read how many prompt tokens, who decoded
     result.finished               # per request: the iteration (and second) it was done
     result.padding_tokens         # what the static batch computed for nothing
@@ -85,14 +85,14 @@ class ContinuousBatching:
         return bool(self.solo_tokens) and self.tokens == self.solo_tokens == self.static_tokens
 
 
-def continuous_batching(
+def run(
     lm: Engine, requests: Sequence[Arrival], budget: int = 16, control: Control | None = None
 ) -> ContinuousBatching:
     """Run the requests through the engine's scheduler, then as one static padded batch, then alone."""
-    return run_to_end(iter_continuous_batching(lm, requests, budget, control))
+    return run_to_end(iter_run(lm, requests, budget, control))
 
 
-def iter_continuous_batching(
+def iter_run(
     lm: Engine, requests: Sequence[Arrival], budget: int = 16, control: Control | None = None
 ) -> Iterator[ContinuousBatching]:
     """continuous_batching, yielding after every iteration of the running batch and each later part."""
@@ -222,4 +222,4 @@ def _alone(lm: Engine, probes: Probes, request: Arrival, pick: Picker, control: 
     return ids
 
 
-LESSON = Lesson("continuous_batching", "Continuous batching", ("batched",), iter_continuous_batching)
+LESSON = Lesson("continuous_batching", "Continuous batching", ("batched",), iter_run)

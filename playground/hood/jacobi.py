@@ -1,6 +1,6 @@
 """Why not all at once: Jacobi (parallel) decoding against plain autoregressive decoding.
 
-    result = jacobi_decode(engine, prompt_ids, 8)
+    result = run(engine, prompt_ids, 8)
     result.rounds[0].ids     # the first parallel guess: every position from a wrong context
     [r.final for r in result.rounds]   # leading positions equal to greedy: 1, 2, ... (never less)
     result.ids == result.greedy_ids    # True: the fixed point IS the greedy answer
@@ -26,7 +26,7 @@ from playground.engine.tokens import check_token_id, common_prefix
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, fits_context, require, whole_in_range
 
-__all__ = ["GUESSES", "LESSON", "MAX_TOKENS", "JacobiResult", "JacobiRound", "iter_jacobi", "jacobi_decode"]
+__all__ = ["GUESSES", "LESSON", "MAX_TOKENS", "JacobiResult", "JacobiRound", "iter_run", "run"]
 
 MAX_TOKENS = 64  # positions decoded in parallel
 # the starting canvas: every position gets the same token
@@ -96,7 +96,7 @@ class JacobiResult:
         return sum(self.step_seconds)
 
 
-def jacobi_decode(
+def run(
     lm: Engine,
     prompt_ids: Sequence[int],
     n: int,
@@ -105,17 +105,17 @@ def jacobi_decode(
 ) -> JacobiResult:
     """Decode n tokens after prompt_ids by Jacobi iteration, and by plain greedy decoding to
     compare (see the module docstring and JacobiResult). guess: a GUESSES key or n token ids."""
-    return run_to_end(iter_jacobi(lm, prompt_ids, n, guess, control))
+    return run_to_end(iter_run(lm, prompt_ids, n, guess, control))
 
 
-def iter_jacobi(
+def iter_run(
     lm: Engine,
     prompt_ids: Sequence[int],
     n: int,
     guess: str | Sequence[int] = "the",
     control: Control | None = None,
 ) -> Iterator[JacobiResult]:
-    """jacobi_decode, yielding the result after every greedy step and every Jacobi round."""
+    """run, yielding the result after every greedy step and every Jacobi round."""
     probes = require(lm)
     prompt = list(prompt_ids)
     if not prompt:
@@ -202,4 +202,4 @@ def _cut_at_eos(ids: list[int], eos: Sequence[int]) -> list[int]:
     return list(ids)
 
 
-LESSON = Lesson("jacobi", "Why not all at once", (), iter_jacobi)
+LESSON = Lesson("jacobi", "Why not all at once", (), iter_run)

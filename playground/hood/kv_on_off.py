@@ -1,7 +1,7 @@
 """KV cache on vs off, measured live: the same greedy continuation with the cache (one token per
 forward) and recomputing the whole prefix at every step.
 
-    result = kv_on_off(engine, prompt_ids, new_tokens=16)
+    result = run(engine, prompt_ids, new_tokens=16)
     result.cached_step_seconds      # flat: each step forwards one token against the cache
     result.recomputed_step_seconds  # growing: each step forwards the whole prefix again
     result.identical                # the same tokens either way
@@ -21,7 +21,7 @@ from playground.engine.probes import greedy_picker
 from playground.hood.common import Lesson, fits_context, preset_ids, require, whole_in_range
 from playground.kv import kv_cache_bytes
 
-__all__ = ["LESSON", "KVOnOff", "iter_kv_on_off", "kv_on_off", "preset_ids"]
+__all__ = ["LESSON", "KVOnOff", "iter_run", "preset_ids", "run"]
 
 MAX_NEW_TOKENS = 256  # recomputing the prefix makes every step slower; keep it short
 
@@ -73,15 +73,13 @@ class KVOnOff:
         return out
 
 
-def kv_on_off(
-    lm: Engine, prompt_ids: Sequence[int], new_tokens: int, control: Control | None = None
-) -> KVOnOff:
+def run(lm: Engine, prompt_ids: Sequence[int], new_tokens: int, control: Control | None = None) -> KVOnOff:
     """Greedy-decode new_tokens after prompt_ids twice, step by step side by side: with a KV cache
     (one token per forward) and without (the whole prefix every forward). See KVOnOff."""
-    return run_to_end(iter_kv_on_off(lm, prompt_ids, new_tokens, control))
+    return run_to_end(iter_run(lm, prompt_ids, new_tokens, control))
 
 
-def iter_kv_on_off(
+def iter_run(
     lm: Engine, prompt_ids: Sequence[int], new_tokens: int, control: Control | None = None
 ) -> Iterator[KVOnOff]:
     """kv_on_off, yielding the result after every pair of forwards (stops after an EOS token)."""
@@ -120,4 +118,4 @@ def _record_bytes(lm: Engine, result: KVOnOff, ids: list[int], measured: int) ->
 
 
 LESSON_NEEDS = ("cache_bytes",)
-LESSON = Lesson("kv_on_off", "KV cache on vs off", LESSON_NEEDS, iter_kv_on_off)
+LESSON = Lesson("kv_on_off", "KV cache on vs off", LESSON_NEEDS, iter_run)

@@ -69,7 +69,7 @@ def track(lm: Engine, probs: torch.Tensor, token_id: int) -> Track:
     return Track(token_id, _candidate(lm, token_id), column[:, 0].tolist(), ranks)
 
 
-def lens_view(
+def run(
     lm: Engine, ids: Sequence[int], candidates: Sequence[int] = (), control: Control | None = None
 ) -> LensView:
     """logit_lens with the chosen token's track, each layer's top tokens and the candidates' tracks."""
@@ -84,15 +84,15 @@ def lens_view(
     return LensView(list(ids), probs, chosen, top, tracks)
 
 
-def iter_lens(
+def iter_run(
     lm: Engine, ids: Sequence[int], candidates: Sequence[int] = (), control: Control | None = None
 ) -> Iterator[LensView]:
-    """lens_view as a lesson run: the prefix read in cached chunks, then the lens."""
-    yield (view := lens_view(lm, ids, candidates, control))
+    """run as a lesson run: the prefix read in cached chunks, then the lens."""
+    yield (view := run(lm, ids, candidates, control))
     return view
 
 
-LESSON = Lesson("lens", "Logit lens", ("hidden_states",), iter_lens)
+LESSON = Lesson("lens", "Logit lens", ("hidden_states",), iter_run)
 
 
 def _candidate(lm: Engine, token_id: int) -> str:

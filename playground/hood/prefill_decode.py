@@ -1,7 +1,7 @@
 """Prefill vs decode, measured live: tokens/s of reading a prompt and of generating after it at
 each prompt length, with the estimated arithmetic intensity (FLOPs per byte moved) of each.
 
-    curve = prefill_vs_decode(engine)   # tok/s of prefill and decode from 16 to 4096 tokens
+    curve = run(engine)   # tok/s of prefill and decode from 16 to 4096 tokens
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class PrefillDecode:
     phase: str = ""
 
 
-def prefill_vs_decode(
+def run(
     lm: Engine,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     decode_tokens: int = DECODE_TOKENS,
@@ -96,16 +96,16 @@ def prefill_vs_decode(
 ) -> PrefillDecode:
     """Tokens/s of reading a prompt (prefill) and of generating after it (decode) at each prompt
     length, with the estimated arithmetic intensity of each (see Work)."""
-    return run_to_end(iter_prefill_vs_decode(lm, lengths, decode_tokens, control))
+    return run_to_end(iter_run(lm, lengths, decode_tokens, control))
 
 
-def iter_prefill_vs_decode(
+def iter_run(
     lm: Engine,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     decode_tokens: int = DECODE_TOKENS,
     control: Control | None = None,
 ) -> Iterator[PrefillDecode]:
-    """prefill_vs_decode, yielding the result after each length (and before, with its phase)."""
+    """run, yielding the result after each length (and before, with its phase)."""
     probes = require(lm)
     whole_in_range(decode_tokens, 1, 64, "Decode steps per length")
     lengths = _check_lengths(lm, lengths, decode_tokens)
@@ -151,4 +151,4 @@ def _check_lengths(lm: Engine, lengths: Sequence[int], decode_tokens: int) -> li
     return sorted(set(lengths))
 
 
-LESSON = Lesson("prefill_decode", "Prefill vs decode", (), iter_prefill_vs_decode)
+LESSON = Lesson("prefill_decode", "Prefill vs decode", (), iter_run)

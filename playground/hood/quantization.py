@@ -1,7 +1,7 @@
 """Quantization, measured token by token: the loaded model against copies of it with quantized
 weights (8, 4, 3, 2 bits) or a quantized KV cache (fp8, int8, int4, int2), made with real libraries.
 
-    r = quantization(lm, ids, weights="hqq4", new_tokens=32)   # or kv="int4", or both
+    r = run(lm, ids, weights="hqq4", new_tokens=32)   # or kv="int4", or both
     r.kl                 # KL(reference ‖ quantized) in nats at every position (see quant_runs.py)
     r.top1_agreement     # share of positions where both put the same token first
     r.first_divergence   # where the two greedy continuations part (None: they never do)
@@ -9,7 +9,7 @@ weights (8, 4, 3, 2 bits) or a quantized KV cache (fp8, int8, int4, int2), made 
     r.weight_bytes, r.kv_bytes    # measured on the tensors (scales included)
     r.tok_s              # decode tokens/s: (reference, quantized)
 
-`iter_quantization(lm, ids, formats, new_tokens)` runs a whole ladder of formats against one
+`iter_run(lm, ids, formats, new_tokens)` runs a whole ladder of formats against one
 reference run (the view's run). A copy is made when its turn comes (its memory estimated first),
 and freed at once after. The text is read in one forward as a prompt is, so a quantized KV cache
 changes nothing there (attention reads the new keys before they are stored): its error appears
@@ -48,7 +48,7 @@ from playground.hood.common import Lesson, fits_context, require, whole_in_range
 from playground.hood.quant_runs import Walk, compare, nll, quantized_walk, reference_walk
 from playground.kv import kv_cache_bytes, quantized_prediction
 
-__all__ = ["LADDER", "LESSON", "QuantizationResult", "QuantizationRun", "iter_quantization", "quantization"]
+__all__ = ["LADDER", "LESSON", "QuantizationResult", "QuantizationRun", "iter_run", "run"]
 
 MAX_TEXT_TOKENS = 512
 MAX_NEW_TOKENS = 64
@@ -156,7 +156,7 @@ class QuantizationResult:
 
 @dataclass
 class QuantizationRun:
-    """A ladder against one reference run: what `iter_quantization` yields as it fills."""
+    """A ladder against one reference run: what `iter_run` yields as it fills."""
 
     text_ids: list[int]
     new_tokens: int
@@ -214,7 +214,7 @@ def reference_note(lm: Engine) -> str:
 # --- the lesson -----------------------------------------------------------------------------------
 
 
-def quantization(
+def run(
     lm: Engine,
     ids: Sequence[int],
     weights: Any = None,
@@ -229,7 +229,7 @@ def quantization(
     if isinstance(weights, str):
         weights = weight_format(weights)
     one = Rung(weights, kv_format(str(kv).removeprefix("kv-")) if kv else None)
-    run = run_to_end(iter_quantization(lm, ids, [one], new_tokens, control))
+    run = run_to_end(iter_run(lm, ids, [one], new_tokens, control))
     if not run.results:
         raise PlaygroundError(next(iter(run.skipped.values())))
     return run.results[0]
@@ -270,7 +270,7 @@ def check_text(lm: Engine, ids: Sequence[int], new_tokens: int) -> list[int]:
     return text
 
 
-def iter_quantization(
+def iter_run(
     lm: Engine,
     ids: Sequence[int],
     formats: Sequence[Any] = LADDER,
@@ -475,4 +475,4 @@ def _kv_bits(lm: Engine, fmt: KVFormat | None, quantized: int, dtype: str) -> fl
     return 32 * sum(quantized_prediction(lm.config, fmt.name, tokens, 0, dtype)) / plain
 
 
-LESSON = Lesson("quantization", "Quantization, token by token", (), iter_quantization)
+LESSON = Lesson("quantization", "Quantization, token by token", (), iter_run)

@@ -1,6 +1,6 @@
 """Sampling order, measured on the loaded model: temperature before the top-p cut, or after it.
 
-    order = sampling_order(engine, ids, SamplingSettings(temperature=1.5, top_p=0.9))
+    order = run(engine, ids, SamplingSettings(temperature=1.5, top_p=0.9))
     order.kept_before, order.kept_after     # the token ids each order keeps
     order.difference                        # total-variation distance between the two results
     hist = sample_histogram(engine, ids, settings, n=2000, seed=0)
@@ -92,7 +92,7 @@ def orders(settings: SamplingSettings) -> tuple[SamplingSettings, SamplingSettin
     return before, after
 
 
-def sampling_order(
+def run(
     lm: Engine, ids: Sequence[int], settings: SamplingSettings, control: Control | None = None
 ) -> SamplingOrder:
     """The next-token distribution after ids, through the chain with temperature before the cuts and
@@ -115,7 +115,7 @@ def sample_histogram(
     control: Control | None = None,
 ) -> Histogram:
     """Draw the next token n times (seeded) from the chain's final distribution after prompt_ids."""
-    order = sampling_order(lm, prompt_ids, settings, control)
+    order = run(lm, prompt_ids, settings, control)
     return run_to_end(draw(order.before, n, seed))
 
 
@@ -137,7 +137,7 @@ def draw(probs: torch.Tensor, n: int, seed: int = 0) -> Iterator[Histogram]:
     return histogram
 
 
-def iter_sampling_order(
+def iter_run(
     lm: Engine,
     ids: Sequence[int],
     settings: SamplingSettings,
@@ -147,7 +147,7 @@ def iter_sampling_order(
 ) -> Iterator[SamplingOrder | Histogram]:
     """The lesson's run: both orders (one forward), then n draws with progress."""
     whole_in_range(n, 1, MAX_DRAWS, "Draws (N)")
-    order = sampling_order(lm, ids, settings, control)
+    order = run(lm, ids, settings, control)
     yield order
     histogram = None
     for histogram in draw(order.before, n, seed):
@@ -164,4 +164,4 @@ def _checked(settings: SamplingSettings) -> SamplingSettings:
     return settings
 
 
-LESSON = Lesson("sampling_order", "Sampling order", (), iter_sampling_order)
+LESSON = Lesson("sampling_order", "Sampling order", (), iter_run)

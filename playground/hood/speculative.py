@@ -1,6 +1,6 @@
 """Speculative decoding: draft a few tokens cheaply, then verify them all in one forward.
 
-    result = speculative_decode(engine, prompt_ids, 64, method="prompt_lookup", draft_tokens=4)
+    result = run(engine, prompt_ids, 64, method="prompt_lookup", draft_tokens=4)
     result.ids                      # the new tokens (greedy: exactly plain greedy decoding's)
     result.rounds[0].drafted        # the ids drafted in the first round
     result.rounds[0].accepted       # how many of them the model accepted
@@ -219,7 +219,7 @@ def same_tokenizer(a: Any, b: Any) -> bool:
 # --- decoding -------------------------------------------------------------------------------------
 
 
-def speculative_decode(
+def run(
     lm: Engine,
     prompt_ids: Sequence[int],
     max_new_tokens: int,
@@ -241,7 +241,7 @@ def speculative_decode(
     else sampled with those settings (a private RNG seeded with seed). compare: also run plain
     decoding in the same run (plain_ids, plain_seconds, speedup)."""
     return run_to_end(
-        iter_speculative(
+        iter_run(
             lm,
             prompt_ids,
             max_new_tokens,
@@ -275,14 +275,14 @@ class _Run:
     exit_layer: int | None = None  # early exit: the draft's depth k
 
 
-def iter_speculative(
+def iter_run(
     lm: Engine,
     prompt_ids: Sequence[int],
     max_new_tokens: int,
     method: str = "prompt_lookup",
     **options: Any,
 ) -> Iterator[SpeculativeResult]:
-    """speculative_decode, yielding the result after each round (and during plain decoding)."""
+    """run, yielding the result after each round (and during plain decoding)."""
     run, compare = _setup(lm, list(prompt_ids), max_new_tokens, method, **options)
     result = SpeculativeResult(method, run.k, run.settings is None, exit_layer=run.exit_layer)
     if compare:
@@ -436,4 +436,4 @@ def _cut_at_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
     return tokens
 
 
-LESSON = Lesson("speculative", "Speculative decoding", (), iter_speculative)
+LESSON = Lesson("speculative", "Speculative decoding", (), iter_run)

@@ -1,6 +1,6 @@
 """Training reads in parallel, generation writes in series: teacher forcing and error accumulation.
 
-    tf = teacher_forcing(engine, ids, start)   # ONE forward scores every token of ids[start:]
+    tf = run(engine, ids, start)   # ONE forward scores every token of ids[start:]
     sum(tf.logprobs)                           # what training's loss sums (negated)
     tf.parallel_seconds, tf.serial_seconds     # that forward vs one forward per token
     tf.free_ids, tf.leaves_at                  # the model's own tokens, and where they leave ids
@@ -35,8 +35,8 @@ __all__ = [
     "check_continuation",
     "error_accumulation",
     "iter_error_accumulation",
-    "iter_teacher_forcing",
-    "teacher_forcing",
+    "iter_run",
+    "run",
 ]
 
 MAX_TOKENS = 256  # prompt + reference: one forward on CPU (its prefill chunk), and n serial forwards
@@ -86,15 +86,13 @@ class TeacherForcing:
         return next((i for i, t in enumerate(self.free_ids) if t != reference[i]), None)
 
 
-def teacher_forcing(
-    lm: Engine, ids: Sequence[int], start: int, control: Control | None = None
-) -> TeacherForcing:
+def run(lm: Engine, ids: Sequence[int], start: int, control: Control | None = None) -> TeacherForcing:
     """Score ids[start:] in ONE forward over ids (each position sees the true text before it), then
     generate as many tokens from ids[:start] one forward each, timing both. See TeacherForcing."""
-    return run_to_end(iter_teacher_forcing(lm, ids, start, control))
+    return run_to_end(iter_run(lm, ids, start, control))
 
 
-def iter_teacher_forcing(
+def iter_run(
     lm: Engine, ids: Sequence[int], start: int, control: Control | None = None
 ) -> Iterator[TeacherForcing]:
     """teacher_forcing, yielding after the parallel forward and after every serial one."""
@@ -299,6 +297,4 @@ def check_continuation(
     return prompt
 
 
-LESSON = Lesson(
-    "teacher_forcing", "Training reads in parallel, generation writes in series", (), iter_teacher_forcing
-)
+LESSON = Lesson("teacher_forcing", "Training reads in parallel, generation writes in series", (), iter_run)

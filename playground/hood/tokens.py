@@ -24,6 +24,7 @@ from itertools import pairwise
 from typing import Any
 
 from playground.engine.base import Engine
+from playground.engine.control import run_to_end
 from playground.engine.control import Control
 from playground.engine.tokens import TokenText, byte_groups, group_text, token_bytes, token_piece, token_texts
 from playground.errors import PlaygroundError
@@ -37,7 +38,7 @@ __all__ = [
     "Token",
     "TokensResult",
     "bpe_merges",
-    "iter_tokens",
+    "iter_run",
     "tokenize",
 ]
 
@@ -395,7 +396,19 @@ def first_word(text: str) -> str:
     return match.group() if match else ""
 
 
-def iter_tokens(
+def run(
+    lm: Engine,
+    text: str,
+    word: str = "",
+    english: str = ENGLISH,
+    chinese: str = CHINESE,
+    control: Control | None = None,
+) -> TokensResult:
+    """The whole lesson at once (see iter_run)."""
+    return run_to_end(iter_run(lm, text, word, english, chinese, control))
+
+
+def iter_run(
     lm: Engine,
     text: str,
     word: str = "",
@@ -450,4 +463,4 @@ def _cost(
     return SentenceCost(language, text, ids, formula, sequence.cache_bytes)
 
 
-LESSON = Lesson("tokens", "Tokens are not words", (), iter_tokens)
+LESSON = Lesson("tokens", "Tokens are not words", (), iter_run)

@@ -12,7 +12,8 @@ import gradio as gr
 
 from playground.engine.prompts import encode_text
 from playground.errors import PlaygroundError
-from playground.hood.attention import LESSON, MAX_TOKENS, attention_view
+from playground.hood import attention as attention_lesson
+from playground.hood.attention import LESSON, MAX_TOKENS
 from playground.hood.attention import AttentionView as AttentionMaps
 from playground.plots.hood import attention as plots
 from playground.ui.common import Widgets, as_whole, connect
@@ -90,7 +91,7 @@ class AttentionView(LessonView):
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
-        view = attention_view(ctx.engine, ids, control=ctx.control)
+        view = attention_lesson.run(ctx.engine, ids, control=ctx.control)
         with self._lock:
             self._kept[key] = view
             while len(self._kept) > KEPT:

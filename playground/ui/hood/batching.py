@@ -11,7 +11,8 @@ from playground.engine.base import Engine
 from playground.engine.prompts import encode_prompt
 from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
-from playground.hood.batching import LESSON, MAX_BATCH, PRESET_QUESTIONS, BatchingResult, iter_batching
+from playground.hood import batching as batching_lesson
+from playground.hood.batching import LESSON, MAX_BATCH, PRESET_QUESTIONS, BatchingResult
 from playground.plots.hood import batching as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status, verdict
@@ -68,7 +69,7 @@ class BatchingView(LessonView):
             raise PlaygroundError(f"{n} prompts asked for but only {len(lines)} given: one prompt per line.")
         prompts = [encode_prompt(ctx.engine.tokenizer, line, bool(batch_chat)) for line in lines[:n]]
         tokens, result = as_whole(batch_tokens, "new tokens"), None
-        for result in iter_batching(ctx.engine, prompts, tokens, control=ctx.control):
+        for result in batching_lesson.iter_run(ctx.engine, prompts, tokens, control=ctx.control):
             yield status(self, result.phase, final=False)
         if result is not None:
             yield self.views(ctx.engine, result, lines[:n])

@@ -14,13 +14,8 @@ from playground.engine.batcher import Iteration
 from playground.engine.control import Control
 from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
-from playground.hood.continuous_batching import (
-    LESSON,
-    MAX_REQUESTS,
-    Arrival,
-    ContinuousBatching,
-    iter_continuous_batching,
-)
+from playground.hood import continuous_batching as continuous_batching_lesson
+from playground.hood.continuous_batching import LESSON, MAX_REQUESTS, Arrival, ContinuousBatching
 from playground.plots.hood import continuous_batching as plots
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status, verdict
@@ -99,7 +94,7 @@ class ContinuousBatchingView(LessonView):
         """The requests through the engine's scheduler, then as one static padded batch, then alone."""
         requests = parse_requests(ctx.engine, cb_requests)
         result = None
-        for result in iter_continuous_batching(
+        for result in continuous_batching_lesson.iter_run(
             ctx.engine, requests, as_whole(cb_budget, "tokens per iteration"), ctx.control
         ):
             yield self.views(result, final=False)

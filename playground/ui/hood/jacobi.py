@@ -13,7 +13,8 @@ from playground.engine.base import Engine
 from playground.engine.prompts import encode_prompt
 from playground.engine.tokens import cut_off_shown, decode_ids, token_texts
 from playground.errors import PlaygroundError
-from playground.hood.jacobi import GUESSES, LESSON, MAX_TOKENS, JacobiResult, iter_jacobi
+from playground.hood import jacobi as jacobi_lesson
+from playground.hood.jacobi import GUESSES, LESSON, MAX_TOKENS, JacobiResult
 from playground.plots.hood import jacobi as plots
 from playground.ui.common import UncheckedSlider, as_whole
 from playground.ui.hood.base import BLUE, GREEN, HoodEnv, LessonView, RunContext, run_row, status, verdict
@@ -86,7 +87,7 @@ class JacobiView(LessonView):
             raise PlaygroundError("The prompt is empty: type some text to continue.")
         prompt = encode_prompt(ctx.engine.tokenizer, jacobi_text, False)
         n, result = as_whole(jacobi_tokens, "n (tokens at once)"), None
-        for result in iter_jacobi(ctx.engine, prompt, n, jacobi_guess or "the", ctx.control):
+        for result in jacobi_lesson.iter_run(ctx.engine, prompt, n, jacobi_guess or "the", ctx.control):
             yield self.views(ctx.engine, prompt, result, final=False)
         if result is not None:
             yield self.views(ctx.engine, prompt, result, final=True)

@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 import gradio as gr
 
 from playground.engine.base import Engine
+from playground.hood import kv_on_off as kv_on_off_lesson
 from playground.hood.common import preset_ids, whole_in_range
-from playground.hood.kv_on_off import LESSON, KVOnOff, iter_kv_on_off
+from playground.hood.kv_on_off import LESSON, KVOnOff
 from playground.plots.hood import kv_on_off as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import BLUE, HoodEnv, LessonView, RunContext, run_row, spans, status, verdict
@@ -66,7 +67,9 @@ class KVOnOffView(LessonView):
         length = whole_in_range(as_whole(kv_length, "prompt length"), 16, 4000, "Prompt length")
         ids = preset_ids(ctx.engine.tokenizer, length)
         result = None
-        for result in iter_kv_on_off(ctx.engine, ids, as_whole(kv_tokens, "new tokens"), ctx.control):
+        for result in kv_on_off_lesson.iter_run(
+            ctx.engine, ids, as_whole(kv_tokens, "new tokens"), ctx.control
+        ):
             yield self.views(ctx.engine, result, final=False)
         if result is not None:
             yield self.views(ctx.engine, result, final=True)

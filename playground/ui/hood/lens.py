@@ -12,7 +12,8 @@ from playground.engine.base import Engine
 from playground.engine.prompts import encode_prompt
 from playground.engine.tokens import decode_ids
 from playground.errors import PlaygroundError
-from playground.hood.lens import LESSON, lens_view
+from playground.hood import lens as lens_lesson
+from playground.hood.lens import LESSON
 from playground.hood.lens import LensView as Lens
 from playground.plots.hood import lens as plots
 from playground.ui.common import Widgets, as_whole, connect
@@ -70,7 +71,7 @@ class LensView(LessonView):
     ) -> Iterator[dict[str, Any]]:
         """The logit lens for the token after the text (chat: wrapped as a user turn, answer next)."""
         ids = encode_prompt(ctx.engine.tokenizer, lens_text or "", bool(lens_chat))
-        view = lens_view(ctx.engine, ids, token_ids(lens_candidates), ctx.control)
+        view = lens_lesson.run(ctx.engine, ids, token_ids(lens_candidates), ctx.control)
         yield views(ctx.engine, view)
 
     def candidates(
@@ -80,7 +81,7 @@ class LensView(LessonView):
         if not ids:
             raise PlaygroundError("Run the lens first: there is no prefix yet.")
         ctx = tab.context(request, self.key)
-        view = lens_view(ctx.engine, ids, token_ids(candidates), ctx.control)
+        view = lens_lesson.run(ctx.engine, ids, token_ids(candidates), ctx.control)
         return tab.remember(request, self.key, views(ctx.engine, view))
 
     def pick(
@@ -121,7 +122,7 @@ class LensView(LessonView):
             raise PlaygroundError("No step-by-step session yet: start one in the Step by step tab.")
         with session.locked():
             ids = list(session.ids)
-        shown = views(ctx.engine, lens_view(ctx.engine, ids, control=ctx.control))
+        shown = views(ctx.engine, lens_lesson.run(ctx.engine, ids, control=ctx.control))
         shown["lens_status"] = f"From the Step tab: {shown['lens_status']}"
         tab.remember(request, self.key, shown, fresh=True)
         text = decode_ids(ctx.engine.tokenizer, ids)

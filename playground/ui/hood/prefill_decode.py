@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 import gradio as gr
 
-from playground.hood.prefill_decode import LESSON, CostPoint, PrefillDecode, iter_prefill_vs_decode
+from playground.hood import prefill_decode as prefill_decode_lesson
+from playground.hood.prefill_decode import LESSON, CostPoint, PrefillDecode
 from playground.plots.hood import prefill_decode as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status
@@ -71,7 +72,7 @@ class PrefillDecodeView(LessonView):
         """Prefill vs decode tokens/s at each chosen prompt length, with the estimated intensity."""
         lengths = [as_whole(n, "prompt length") for n in pd_lengths or []]
         decode, result = as_whole(pd_decode, "decode steps"), None
-        for result in iter_prefill_vs_decode(ctx.engine, lengths, decode, ctx.control):
+        for result in prefill_decode_lesson.iter_run(ctx.engine, lengths, decode, ctx.control):
             yield self.views(result, final=False)
         if result is not None:
             yield self.views(result, final=True)

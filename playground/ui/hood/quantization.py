@@ -14,14 +14,9 @@ from playground.engine.kv_quant import KV_FORMATS, RESIDUAL_TOKENS
 from playground.engine.quantize import WEIGHT_FORMATS
 from playground.engine.tokens import token_texts
 from playground.errors import PlaygroundError
+from playground.hood import quantization as quantization_lesson
 from playground.hood.common import LONG_TEXT
-from playground.hood.quantization import (
-    LADDER,
-    LESSON,
-    MAX_NEW_TOKENS,
-    QuantizationRun,
-    iter_quantization,
-)
+from playground.hood.quantization import LADDER, LESSON, MAX_NEW_TOKENS, QuantizationRun
 from playground.plots.hood import quantization as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import (
@@ -132,7 +127,7 @@ class QuantizationView(LessonView):
         lm = ctx.engine
         ids = list(lm.tokenizer(quant_text, add_special_tokens=True).input_ids)
         tokens, run, drawn = as_whole(quant_tokens, "new tokens"), None, -1
-        for run in iter_quantization(lm, ids, quant_formats, tokens, ctx.control):
+        for run in quantization_lesson.iter_run(lm, ids, quant_formats, tokens, ctx.control):
             if len(run.results) != drawn:
                 drawn = len(run.results)
                 yield {**status(self, run.phase, final=False), **self.figures(lm, run)}

@@ -12,13 +12,8 @@ from playground.engine.prompts import encode_prompt
 from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import token_texts
 from playground.errors import PlaygroundError
-from playground.hood.sampling_order import (
-    LESSON,
-    MAX_DRAWS,
-    Histogram,
-    SamplingOrder,
-    iter_sampling_order,
-)
+from playground.hood import sampling_order as sampling_order_lesson
+from playground.hood.sampling_order import LESSON, MAX_DRAWS, Histogram, SamplingOrder
 from playground.plots.hood import sampling_order as plots
 from playground.ui.common import UncheckedSlider, as_number, as_whole, parse_seed
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status
@@ -86,7 +81,7 @@ class SamplingOrderView(LessonView):
         )
         n, seed = as_whole(order_n, "draws (N)"), parse_seed(order_seed) or 0
         order: SamplingOrder | None = None
-        for result in iter_sampling_order(ctx.engine, ids, settings, n, seed, ctx.control):
+        for result in sampling_order_lesson.iter_run(ctx.engine, ids, settings, n, seed, ctx.control):
             if isinstance(result, SamplingOrder):
                 order = result
                 yield {

@@ -11,7 +11,8 @@ from playground.engine.base import Engine
 from playground.engine.prompts import encode_prompt
 from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import token_texts
-from playground.hood.speculative import LESSON, MAX_DRAFT, SpeculativeResult, iter_speculative
+from playground.hood import speculative as speculative_lesson
+from playground.hood.speculative import LESSON, MAX_DRAFT, SpeculativeResult
 from playground.plots.hood import speculative as plots
 from playground.ui.common import UncheckedSlider, Widgets, as_number, as_whole, connect, parse_seed
 from playground.ui.hood.base import BLUE, GREEN, RED, HoodEnv, LessonView, RunContext, run_row, spans, status
@@ -135,7 +136,7 @@ class SpeculativeView(LessonView):
             "seed": 0 if seed is None else seed,
         }
         tokens, result = as_whole(spec_tokens, "new tokens"), None
-        steps = iter_speculative(
+        steps = speculative_lesson.iter_run(
             ctx.engine, ids, tokens, method, compare=True, control=ctx.control, **options
         )
         for result in steps:

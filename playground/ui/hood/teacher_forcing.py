@@ -14,6 +14,7 @@ from playground.engine.base import Engine
 from playground.engine.prompts import encode_continuation, encode_text
 from playground.engine.tokens import token_texts
 from playground.errors import PlaygroundError
+from playground.hood import teacher_forcing as teacher_forcing_lesson
 from playground.hood.teacher_forcing import (
     LESSON,
     MAX_NEW_TOKENS,
@@ -23,7 +24,6 @@ from playground.hood.teacher_forcing import (
     TeacherForcing,
     check_continuation,
     iter_error_accumulation,
-    iter_teacher_forcing,
 )
 from playground.plots.hood import teacher_forcing as plots
 from playground.ui.common import as_whole
@@ -123,7 +123,7 @@ class TeacherForcingView(LessonView):
         rank = None if token_id is not None else as_whole(tf_rank, "rank")
         check_continuation(lm, prompt, at, token_id, new_tokens, rank)  # before any forward
         forcing = None
-        for forcing in iter_teacher_forcing(lm, ids, len(prompt), ctx.control):
+        for forcing in teacher_forcing_lesson.iter_run(lm, ids, len(prompt), ctx.control):
             yield self.forcing_views(lm, forcing)
         accumulation = None
         for accumulation in iter_error_accumulation(

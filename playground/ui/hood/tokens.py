@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import gradio as gr
 
 from playground.engine.tokens import visible_text
+from playground.hood import tokens as tokens_lesson
 from playground.hood.tokens import (
     CHINESE,
     ENGLISH,
@@ -19,7 +20,6 @@ from playground.hood.tokens import (
     SentenceCost,
     Token,
     TokensResult,
-    iter_tokens,
 )
 from playground.plots.hood import tokens as plots
 from playground.ui.common import Widgets, connect
@@ -113,7 +113,9 @@ class TokensView(LessonView):
         """Tokenize the text; replay one word's BPE merges; tokens and KV bytes of one sentence in
         English and in Chinese."""
         result = None
-        for result in iter_tokens(ctx.engine, tok_text, tok_word, tok_english, tok_chinese, ctx.control):
+        for result in tokens_lesson.iter_run(
+            ctx.engine, tok_text, tok_word, tok_english, tok_chinese, ctx.control
+        ):
             yield self.views(result, final=False)
         if result is not None:
             yield self.views(result, final=True)
