@@ -45,10 +45,11 @@ def iteration(attend: Callable[..., torch.Tensor], sequences: int, cached: int) 
     query = torch.randn(1, HEADS, sequences, HEAD_DIM, generator=g)
     key, value = (torch.randn(1, KV_HEADS, sequences, HEAD_DIM, generator=g) for _ in range(2))
     starts, counts, lengths = list(range(sequences)), [1] * sequences, [cached] * sequences
+    rows = [1] * sequences
 
     def run() -> None:
         for _ in range(LAYERS):
-            attend(query, key, value, keys, values, starts, counts, lengths, None)
+            attend(query, key, value, keys, values, starts, counts, rows, lengths, None)
 
     return run
 

@@ -94,7 +94,7 @@ def load_bench_model(
         model = AutoModelForCausalLM.from_config(architecture, dtype=torch_dtype).eval()
     name = f"random-weights {config.stem if config else 'SmolLM2-135M'} shape"
     settings = load_settings()
-    static = StaticConfig(capacity=settings.static_tokens, slots=settings.slot_count())
+    static = StaticConfig(capacity=settings.static_tokens)
     engine = LocalEngine(
         model,
         _bench_tokenizer(),

@@ -83,17 +83,10 @@ class Settings:
     # Decode path when compile is on: auto (static on CUDA, eager elsewhere), static (everywhere,
     # CPU included: PLAYGROUND_DECODE=static runs the test suite on it) or eager.
     decode: str = "auto"
-    # Tokens per static KV slot (a sequence longer than this continues on the eager path).
+    # Tokens in the static KV slot that serves a lone request (a longer sequence stays batched). It is
+    # allocated on the GPU at load, full size: static_tokens x the KV bytes per token (SmolLM2-135M in
+    # bf16: 22.5 KiB/token, 180 MiB for 8192 tokens; Llama-3.1-8B: 1 GiB).
     static_tokens: int = 8192
-    # Sequences held in static KV slots at once; 0 = model_concurrency + 1 (the requests that run at once,
-    # plus one, keep their slots). More are parked in plain memory (counted in kv_store_mib), copied back
-    # on use. Each slot is allocated on the GPU at load, full size: static_tokens x the KV bytes per token
-    # (SmolLM2-135M in bf16: 22.5 KiB/token, 180 MiB per 8192-token slot; Llama-3.1-8B: 1 GiB).
-    static_slots: int = 0
-
-    def slot_count(self) -> int:
-        """Static KV slots to allocate: static_slots, or model_concurrency + 1 when it is 0."""
-        return self.static_slots or self.model_concurrency + 1
 
 
 def _parse(name: str, value: str, kind: type | str) -> object:

@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-import playground.engine.batcher as batcher_module
+import playground.engine.decode_step as decode_step_module
+import playground.engine.schedule as schedule_module
 from playground.chat import ChatRequest, run_chat
 from playground.engine import Control, DecodePlan, TokenRecord
 from playground.engine.batcher import BatchConfig, Batcher
@@ -144,10 +145,10 @@ def test_a_read_that_a_decode_follows_goes_first_and_a_passed_over_read_goes_nex
     stream(ids, "first")
     b.step()  # nothing takes one token yet: the whole prompt in one iteration
     assert last() == [("first", "prefill", len(ids))]
-    read = batcher_module.Job("read", CacheEntry(new_cache(lm.config)), list(range(1000, 1200)), 1, None)
+    read = schedule_module.Job("read", CacheEntry(new_cache(lm.config)), list(range(1000, 1200)), 1, None)
     b._submit(read)
     second = stream(list(range(2000, 2100)), "second")
-    for _ in range(batcher_module.PASSED_OVER):
+    for _ in range(schedule_module.PASSED_OVER):
         b.step()
         assert last() == [("first", "decode", 1), ("second", "prefill", 15)]
     b.step()
@@ -175,9 +176,10 @@ def test_a_beam_search_rides_in_the_batch_beside_its_greedy_overlay(embedded_lm,
     every row in it) and the greedy overlay decodes in the same iterations; the tree equals the
     unbatched one, which tests/test_beam.py holds equal to generate."""
     from playground.beam import beam_search
-    from playground.engine.batched_beams import BatchedBeams
+    from playground.engine.beams import BeamRows
 
-    assert isinstance(embedded_lm.beam_start([1, 2, 3], 3)[0], BatchedBeams)
+    rows = embedded_lm.beam_start([1, 2, 3], 3)[0]
+    assert isinstance(rows, BeamRows) and rows.rows == 3 and rows.entry.cache.layers[0].keys.shape[0] == 3
     before = embedded_lm.batcher.iterations
     tree = beam_search(embedded_lm, "The capital of France is", 3, 8, include_greedy=True)
     reference = beam_search(unbatched, "The capital of France is", 3, 8, include_greedy=True)
@@ -185,8 +187,8 @@ def test_a_beam_search_rides_in_the_batch_beside_its_greedy_overlay(embedded_lm,
     assert tree.scores == pytest.approx(reference.scores, abs=1e-4)
     assert [g.token.id for g in tree.greedy] == [g.token.id for g in reference.greedy]
     log = [it for it in embedded_lm.batcher.log if it.index >= before]
-    beam_steps = [it for it in log if sum(j.name.startswith("beam ") for j in it.jobs) == 3]
-    assert len(beam_steps) >= 7  # every step's three rows in one iteration
+    beam_steps = [it for it in log if any(j.name == "beam step" and j.tokens == 3 for j in it.jobs)]
+    assert len(beam_steps) >= 7  # every step's three rows in one iteration, as one job of three rows
     assert any(any(j.kind == "decode" for j in it.jobs) for it in beam_steps), "the overlay waited"
 
 
@@ -207,7 +209,7 @@ def test_stop_ends_a_batched_beam_search_and_its_overlay(embedded_lm):
     assert not batcher.running and not batcher.waiting, "a stopped search left work in the batch"
     log = [it for it in batcher.log if it.index >= before]
     overlay_tokens = sum(j.kind == "decode" for it in log for j in it.jobs)
-    beam_steps = sum(any(j.name.startswith("beam ") for j in it.jobs) for it in log)
+    beam_steps = sum(any(j.name == "beam step" for j in it.jobs) for it in log)
     assert 0 < beam_steps < 40 and overlay_tokens < 39, (beam_steps, overlay_tokens)
 
 
@@ -277,15 +279,15 @@ def test_an_unexpected_error_in_the_loop_reaches_the_caller_and_the_loop_goes_on
     lm = embedded_lm
     b = Batcher(lm.batcher.model, lm.forwarder, lm.tokenizer, budget=64, max_jobs=4, threaded=True)
     ids = lm.tokenizer("Hi").input_ids
-    real = batcher_module.final_scores
-    monkeypatch.setattr(batcher_module, "final_scores", lambda *a: 1 / 0)
+    real = decode_step_module.final_scores
+    monkeypatch.setattr(decode_step_module, "final_scores", lambda *a: 1 / 0)
 
     def stream():
         plan = DecodePlan(GREEDY, 2, seed=0)
         return b.stream_job(CacheEntry(new_cache(lm.config)), ids, plan, (), 8192, "x")
 
     assert isinstance(stream().out.get(timeout=60), ZeroDivisionError)
-    monkeypatch.setattr(batcher_module, "final_scores", real)
+    monkeypatch.setattr(decode_step_module, "final_scores", real)
     assert isinstance(stream().out.get(timeout=60), TokenRecord)
 
 

@@ -1,14 +1,17 @@
-"""One forward primitive: every model call of every tab and lesson, warm-up and the static path's
-preparation included, runs inside engine/forward.py's Forwarder (locked, cancellable, guarded,
-timed). A global forward hook sees every module call of every model (twins and drafts too)."""
+"""One model call: every model forward of every tab and lesson, warm-up, a batched crowd and the static
+path's preparation included, comes from engine/model_call.py's run_model, inside engine/forward.py's
+Forwarder turn (locked, cancellable, guarded, timed). A global forward hook sees every module call of
+every model (twins and drafts too)."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import gradio as gr
+import pytest
 import torch
 from hood_tab_helpers import request
 from transformers import PreTrainedModel
@@ -16,7 +19,8 @@ from transformers import PreTrainedModel
 from playground import kv
 from playground.beam import beam_search
 from playground.chat import ChatRequest, run_chat
-from playground.engine import forward
+from playground.engine import model_call
+from playground.engine.batcher import BatchConfig
 from playground.engine.sampling import SamplingSettings
 from playground.engine.static import StaticConfig
 from playground.step import StepSession
@@ -41,7 +45,7 @@ class Forwards:
     def see(self, module: torch.nn.Module, _args: object) -> None:
         if isinstance(module, PreTrainedModel):
             self.by_feature[self.feature] += 1
-            if not forward.inside():
+            if not (model_call.calling() and model_call.in_turn()):
                 self.outside.append(f"{self.feature}: {type(module).__name__}")
 
     @contextmanager
@@ -61,6 +65,20 @@ def watched() -> Iterator[Forwards]:
         yield forwards
     finally:
         handle.remove()
+
+
+def run_crowd(lm, users: int) -> None:
+    """users chat answers at once, in the engine's running batch (their iterations hold them all)."""
+    before = lm.batcher.iterations
+    threads = [
+        threading.Thread(target=run_chat, args=(lm, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=4)))
+        for _ in range(users)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert max(len(it.jobs) for it in lm.batcher.log if it.index >= before) > 1
 
 
 def run_every_lesson(lm, forwards: Forwards) -> None:
@@ -95,6 +113,8 @@ def test_every_forward_of_every_tab_and_lesson_goes_through_the_forwarder(embedd
             kv.measure_quantized_vs_predicted(embedded_lm, "int4", 8)
         with forwards.running("warm-up"):
             embedded_lm.warm_up()
+        with forwards.running("batched crowd"):
+            run_crowd(embedded_lm, 3)
         run_every_lesson(embedded_lm, forwards)
     assert forwards.outside == []
     features = [
@@ -104,6 +124,7 @@ def test_every_forward_of_every_tab_and_lesson_goes_through_the_forwarder(embedd
         "kv measure",
         "kv measure quantized",
         "warm-up",
+        "batched crowd",
         *(f"lesson {v.key}" for v in VIEWS),
     ]
     assert [f for f in features if forwards.by_feature[f] == 0] == []  # each really ran the model
@@ -119,14 +140,25 @@ def test_the_static_path_prepares_and_decodes_inside_the_forwarder(tiny_lm):
         static.dtype,
         "tiny-static",
         decode="static",
-        static_config=StaticConfig(capacity=64, slots=1, beam_rows=2, beam_capacity=32, min_bucket=16),
+        static_config=StaticConfig(capacity=64, min_bucket=16),
+        batching=BatchConfig("continuous"),
     )
     with watched() as forwards:
         with forwards.running("prepare"):
             assert engine.prepare_decode() is not None and engine.decode_path == "static"
+        steps = engine._static.steps
         with forwards.running("chat"):
             run_chat(engine, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=3))
     assert forwards.outside == [] and forwards.by_feature["prepare"] > 0 and forwards.by_feature["chat"] > 0
+    assert engine._static.steps > steps  # the lone answer's tokens took the static path
+
+
+def test_run_model_refuses_to_run_outside_a_forwarder_turn(tiny_lm):
+    inputs = model_call.sequence_inputs(tiny_lm.model, None, [5, 6, 7], 1)
+    with pytest.raises(RuntimeError, match="outside a Forwarder turn"):
+        model_call.run_model(tiny_lm.model, inputs)
+    rows = tiny_lm.forwarder.run(lambda: model_call.run_model(tiny_lm.model, inputs).logits)[0]
+    assert rows.shape == (1, 1, tiny_lm.vocab_size)
 
 
 def test_a_model_call_outside_the_forwarder_is_seen(tiny_lm):

@@ -39,7 +39,7 @@ def test_app_model_keeps_its_fast_attention_and_shares_weights(embedded_lm):
     attention_maps(embedded_lm, ids)
     assert embedded_lm.model.config._attn_implementation == "sdpa"
     assert torch.equal(embedded_lm.prefill(ids), before)
-    twin = embedded_lm.probes.eager_twin()
+    twin = embedded_lm.twins.eager()
     assert twin.config._attn_implementation == "eager"
     assert twin.lm_head.weight.data_ptr() == embedded_lm.model.lm_head.weight.data_ptr()
     assert twin.model.layers[3].mlp.up_proj.weight is embedded_lm.model.model.layers[3].mlp.up_proj.weight

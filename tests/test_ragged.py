@@ -44,7 +44,7 @@ def test_one_scripted_call_equals_one_attention_per_sequence():
     attend = _attend()
     assert isinstance(attend, torch.jit.ScriptFunction)  # the fast path, not the Python fallback
     keys, values = [layer.buffers[0] for layer in layers], [layer.buffers[1] for layer in layers]
-    out = attend(query, key, value, keys, values, starts, counts, cached, None)
+    out = attend(query, key, value, keys, values, starts, counts, [1, 1, 1], cached, None)
     for layer, n in zip(layers, counts, strict=True):
         layer.length += n
     assert out.shape == (1, total, HEADS, DIM)
@@ -61,6 +61,36 @@ def test_one_scripted_call_equals_one_attention_per_sequence():
         torch.testing.assert_close(out[:, new], expected.transpose(1, 2), rtol=1e-5, atol=1e-6)
 
 
+def test_a_segment_of_beam_rows_attends_each_row_over_its_own_keys():
+    """A beam search's cache of 3 rows (6 tokens each) takes one token per row beside a plain decode:
+    row r's token is written at position 6 of row r and attends over row r only."""
+    g = torch.Generator().manual_seed(3)
+    beams = _layer(6, g)
+    beams.batch_repeat_interleave(3)
+    beams._key_buffer = beams._key_buffer + torch.randn(beams._key_buffer.shape, generator=g)  # rows differ
+    plain = _layer(4, g)
+    before = [(layer.keys.clone(), layer.values.clone()) for layer in (beams, plain)]
+    for layer in (beams, plain):
+        layer.reserve(1)
+    query = torch.randn(1, HEADS, 4, DIM, generator=g)
+    key, value = (torch.randn(1, KV_HEADS, 4, DIM, generator=g) for _ in range(2))
+    keys, values = [beams.buffers[0], plain.buffers[0]], [beams.buffers[1], plain.buffers[1]]
+    out = _attend()(query, key, value, keys, values, [0, 3], [3, 1], [3, 1], [6, 4], None)
+    beams.length, plain.length = 7, 5
+    for row in range(3):
+        row_keys = torch.cat([before[0][0][row : row + 1], key[:, :, row : row + 1]], dim=2)
+        row_values = torch.cat([before[0][1][row : row + 1], value[:, :, row : row + 1]], dim=2)
+        assert torch.equal(beams.keys[row : row + 1], row_keys)
+        expected = F.scaled_dot_product_attention(
+            query[:, :, row : row + 1], row_keys, row_values, enable_gqa=True
+        )
+        torch.testing.assert_close(out[:, row : row + 1], expected.transpose(1, 2), rtol=1e-5, atol=1e-6)
+    plain_keys = torch.cat([before[1][0], key[:, :, 3:]], dim=2)
+    plain_values = torch.cat([before[1][1], value[:, :, 3:]], dim=2)
+    expected = F.scaled_dot_product_attention(query[:, :, 3:], plain_keys, plain_values, enable_gqa=True)
+    torch.testing.assert_close(out[:, 3:], expected.transpose(1, 2), rtol=1e-5, atol=1e-6)
+
+
 def test_the_python_function_gives_the_same_numbers_as_the_scripted_one():
     g = torch.Generator().manual_seed(1)
     args = []
@@ -72,7 +102,7 @@ def test_the_python_function_gives_the_same_numbers_as_the_scripted_one():
         q = torch.randn(1, HEADS, 4, DIM, generator=g)
         k, v = (torch.randn(1, KV_HEADS, 4, DIM, generator=g) for _ in range(2))
         bufs = [layer.buffers for layer in layers]
-        args.append((q, k, v, [b[0] for b in bufs], [b[1] for b in bufs], [0, 2], [2, 2], [3, 0], 0.5))
+        args.append((q, k, v, [b[0] for b in bufs], [b[1] for b in bufs], [0, 2], [2, 2], [1, 1], [3, 0], 0.5))
     torch.testing.assert_close(_attend()(*args[0]), attend_segments(*args[1]), rtol=0, atol=0)
 
 

@@ -1,15 +1,18 @@
 """The static decode path (engine/static.py, engine/slots.py) against the eager path.
 
-On CPU the static path runs the same steps a GPU records as CUDA graphs, eagerly: these tests
-check that it gives the same tokens as the eager (dynamic cache) path and probabilities within
-1e-5 in float32, for chat, step (pick, undo, branch) and beam, on a tiny random model and on
-the real embedded model. The graph-capture tests run only where CUDA exists.
+The static path is the running batch's solo path: a lone job's one token runs on the slot (a CUDA
+graph on a GPU), two or more jobs are batched. On CPU the slot runs the same steps a GPU records as
+CUDA graphs, eagerly: these tests check that it gives the same tokens as the eager path (batching
+off, dynamic cache) and probabilities within 1e-5 in float32, for chat, step (pick, undo, branch,
+fork) and beam, on a tiny random model and on the real embedded model, that a lone stream takes the
+slot and two streams are batched, and that the tokens made on the slot reach the sequence's own
+cache. The graph-capture tests run only where CUDA exists.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
+import threading
 
 import pytest
 import torch
@@ -17,29 +20,32 @@ from conftest import make_tiny_llama
 
 from playground.beam import beam_search
 from playground.engine import DecodePlan, LocalEngine, SamplingSettings, TokenRecord
-from playground.engine.slots import KVShape, Slot, bucket_lengths, graph_row_counts
-from playground.engine.static import (
-    DecodeStatus,
-    StaticConfig,
-    StaticDecoder,
-    StaticSequence,
-    static_wanted,
-    zero_gpu,
-)
+from playground.engine.batcher import BatchConfig
+from playground.engine.slots import Slot, bucket_lengths, graph_row_counts
+from playground.engine.static import DecodeStatus, StaticConfig, static_wanted, zero_gpu
 from playground.errors import PlaygroundError
 from playground.settings import load_settings
 from playground.step import StepSession
 
 TOLERANCE = 1e-5  # probabilities, float32
 LOG_TOLERANCE = 1e-4  # log-probabilities: also tight where every probability is small
-TINY = StaticConfig(capacity=64, slots=2, beam_rows=4, beam_capacity=40, min_bucket=16)
-EMBEDDED = StaticConfig(capacity=512, slots=2, beam_rows=4, beam_capacity=96, min_bucket=16)
+TINY = StaticConfig(capacity=64, min_bucket=16)
+EMBEDDED = StaticConfig(capacity=512, min_bucket=16)
+BATCHED = BatchConfig("continuous")
 NO_CUDA = "no CUDA device here: the CUDA graph capture tests need a GPU"
 
 
 def static_twin(engine: LocalEngine, config: StaticConfig) -> LocalEngine:
-    """The same model and tokenizer behind a static-path engine, prepared."""
-    twin = LocalEngine(
+    """The same model and tokenizer behind a static-path engine (batching on: the path serves its lone
+    requests), prepared."""
+    twin = static_engine(engine, config)
+    status = twin.prepare_decode()
+    assert status.path == "static", status.note  # else the parity tests would compare eager with eager
+    return twin
+
+
+def static_engine(engine: LocalEngine, config: StaticConfig = TINY, **kwargs) -> LocalEngine:
+    return LocalEngine(
         engine.model,
         engine.tokenizer,
         engine.device,
@@ -47,10 +53,9 @@ def static_twin(engine: LocalEngine, config: StaticConfig) -> LocalEngine:
         engine.name,
         decode="static",
         static_config=config,
+        batching=BATCHED,
+        **kwargs,
     )
-    status = twin.prepare_decode()
-    assert status.path == "static", status.note  # else the parity tests would compare eager with eager
-    return twin
 
 
 @pytest.fixture(scope="module")
@@ -145,11 +150,17 @@ def test_a_sliding_window_model_stays_eager_and_says_why(tiny_lm: LocalEngine) -
     sliding = make_tiny_llama(
         tiny_lm.tokenizer, layer_types=["sliding_attention", "full_attention"], sliding_window=8
     )
-    engine = LocalEngine(
-        sliding.model, sliding.tokenizer, sliding.device, sliding.dtype, "sliding", decode="static"
-    )
+    engine = static_engine(sliding)
     assert engine.decode_path == "eager"
     assert "static path unavailable: layers of type sliding_attention" in engine.describe_decode()
+
+
+def test_with_batching_off_the_static_path_is_off_and_says_why(sharp_tiny: LocalEngine) -> None:
+    engine = LocalEngine(
+        sharp_tiny.model, sharp_tiny.tokenizer, sharp_tiny.device, sharp_tiny.dtype, "t", decode="static"
+    )
+    assert engine.decode_path == "eager" and engine.batcher is None
+    assert "static path off: it serves a lone request of the running batch" in engine.describe_decode()
 
 
 def test_zero_gpu_needs_the_flag_and_the_spaces_package(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,10 +176,10 @@ def test_zero_gpu_needs_the_flag_and_the_spaces_package(monkeypatch: pytest.Monk
 
 
 def test_status_line_names_path_warm_up_and_memory() -> None:
-    status = DecodeStatus("static", "cuda", 27, (256, 8192), 4.25, 900 * 2**20, 600 * 2**20)
+    status = DecodeStatus("static", "cuda", 6, (256, 8192), 4.25, 900 * 2**20, 600 * 2**20)
     assert status.line() == (
-        "Decode: static KV cache + CUDA graphs (27 graphs, 256–8192 tokens) · warm-up 4.2 s · "
-        "GPU memory held 900 MiB, static caches and graphs 600 MiB"
+        "Decode: static KV cache + CUDA graphs (6 graphs, 256–8192 tokens) for a lone request · "
+        "warm-up 4.2 s · GPU memory held 900 MiB, static cache and graphs 600 MiB"
     )
     eager = DecodeStatus("eager", "cuda", note="static path off (--no-compile)")
     assert eager.line() == "Decode: eager (dynamic KV cache) · static path off (--no-compile)"
@@ -180,7 +191,10 @@ def test_static_path_is_ready_on_cpu_without_graphs(tiny_pair: tuple[LocalEngine
     assert eager.describe_decode() == f"Decode: eager (dynamic KV cache) · {eager.batching_line}"
     assert static.decode_path == "static"
     line = static.describe_decode()
-    assert line.startswith("Decode: static KV cache, eager steps (16–64 tokens) · warm-up ")
+    assert line.startswith(
+        "Decode: static KV cache, eager steps (16–64 tokens) for a lone request · warm-up "
+    )
+    assert line.endswith("a lone request on the static path)")
 
 
 # --- chat -------------------------------------------------------------------------------------
@@ -206,6 +220,7 @@ def test_chat_decode_matches_eager_across_buckets_and_past_the_capacity(
     assert len(tokens(got)) == plan.max_new_tokens
     positions = [call[2] for call in steps]
     assert positions == list(range(len(prompt), 64))  # one slot step per token until the slot is full
+    assert static.batcher.log[-1].path == "packed"  # past the slot: the batched path goes on
 
 
 def test_chat_answer_prefix_and_a_kept_conversation_match_eager(
@@ -221,6 +236,36 @@ def test_chat_answer_prefix_and_a_kept_conversation_match_eager(
     longer = [*prompt, 11, 12, *tokens(first[0])[2:], 13]
     second = [list(e.stream(longer, plan, key="chat")) for e in (eager, static)]
     assert_same_records(second[1], second[0])
+
+
+def test_a_lone_stream_takes_the_slot_and_two_streams_are_batched(
+    tiny_pair: tuple[LocalEngine, LocalEngine],
+) -> None:
+    """The switch: alone, every decode iteration is a slot step; two live streams share packed
+    iterations; each stream's tokens equal its tokens alone."""
+    eager, static = tiny_pair
+    plans = [DecodePlan(SamplingSettings(temperature=0), 12, seed=0) for _ in range(2)]
+    prompts = [[5, 6, 7, 8], [9, 10, 11, 12, 13, 14]]
+    alone = [tokens(eager.stream(p, plan)) for p, plan in zip(prompts, plans, strict=True)]
+    before = static.batcher.iterations
+    assert tokens(static.stream(prompts[0], plans[0])) == alone[0]
+    lone = [it for it in static.batcher.log if it.index >= before]
+    assert {it.path for it in lone if it.jobs[0].kind == "decode"} == {"static"}
+    before, got = static.batcher.iterations, [[], []]
+    started = threading.Barrier(2)
+
+    def answer(i: int) -> None:
+        started.wait()
+        got[i] = tokens(static.stream(prompts[i], plans[i]))
+
+    threads = [threading.Thread(target=answer, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert got == alone
+    both = [it for it in static.batcher.log if it.index >= before and len(it.jobs) == 2]
+    assert both and all(it.path == "packed" for it in both)
 
 
 # --- step by step -------------------------------------------------------------------------------
@@ -258,129 +303,41 @@ def test_step_pick_undo_branch_match_eager(tiny_pair: tuple[LocalEngine, LocalEn
         assert_same_rows(got, want)
 
 
-def test_a_pick_is_one_slot_step_and_undo_copies_nothing(
+def test_a_pick_is_one_slot_step_and_its_token_reaches_the_sequences_own_cache(
     tiny_pair: tuple[LocalEngine, LocalEngine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, static = tiny_pair
+    eager, static = tiny_pair
     ids = static.tokenizer("A short prompt for the step tab", add_special_tokens=False).input_ids
     static.sync("s", ids)
-    sequence = static.kv_store.peek("s").cache
-    assert isinstance(sequence, StaticSequence) and sequence.resident
-    slot, address = sequence.slot, sequence.slot.keys.data_ptr()
-    steps, chunks = count_calls(monkeypatch, Slot, "step"), count_calls(monkeypatch, Slot, "chunk")
-    static.sync("s", [*ids, 42], last=2)  # a pick: the row before it is remembered
-    assert len(steps) == 1 and not chunks
-    static.sync("s", ids)  # undo: the remembered row, the cache cropped in place
-    assert len(steps) == 1 and not chunks
-    assert sequence.length == len(ids) and sequence.slot is slot and slot.keys.data_ptr() == address
-    static.release("s")
+    eager.sync("s", ids)
+    steps = count_calls(monkeypatch, Slot, "step")
+    assert_same_rows(static.sync("s", [*ids, 42], last=2), eager.sync("s", [*ids, 42], last=2))
+    assert len(steps) == 1  # a pick: one slot step (the row before it is remembered)
+    cache = static.kv_store.peek("s").cache
+    assert cache.get_seq_length() == len(ids) + 1  # copied back when the pick left the batch
+    reference = eager.kv_store.peek("s").cache
+    for mine, theirs in zip(cache.layers, reference.layers, strict=True):
+        assert torch.allclose(mine.keys, theirs.keys, atol=1e-5) and torch.allclose(
+            mine.values, theirs.values, atol=1e-5
+        )
+    static.sync("s", ids)  # undo: the remembered row, the cache cropped, no step
+    assert len(steps) == 1
+    for engine in (eager, static):
+        engine.release("s")
 
 
-def test_a_fork_copies_the_prefix_rows_and_both_continue_like_eager(
-    tiny_pair: tuple[LocalEngine, LocalEngine],
-) -> None:
+def test_a_fork_after_slot_steps_continues_like_eager(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:
     eager, static = tiny_pair
     ids = eager.tokenizer("Two roads diverged in a wood", add_special_tokens=False).input_ids
     for engine in (eager, static):
         engine.sync("a", ids)
+        engine.sync("a", [*ids, 5])  # a slot step on the static engine
         engine.fork("a", "b")
-    source, twin = static.kv_store.peek("a").cache, static.kv_store.peek("b").cache
-    assert twin.parked is not None and twin.parked[0].data_ptr() != source.slot.keys.data_ptr()
-    assert torch.equal(twin.parked[0], source.slot.rows_of(0, 1, len(ids))[0])
-    for key, extra in (("a", [5, 6]), ("b", [7]), ("a", [5, 6, 8])):
+    for key, extra in (("a", [5, 6]), ("b", [5, 7]), ("a", [5, 6, 8])):
         assert_same_rows(static.sync(key, ids + extra), eager.sync(key, ids + extra))
     for engine in (eager, static):
         engine.release("a")
         engine.release("b")
-
-
-def test_more_sequences_than_slots_are_parked_and_restored(
-    tiny_pair: tuple[LocalEngine, LocalEngine],
-) -> None:
-    eager, static = tiny_pair
-    keys = ["p", "q", "r"]  # three sequences, two slots
-    prompts = {
-        k: eager.tokenizer(f"Sequence {k} begins here", add_special_tokens=False).input_ids for k in keys
-    }
-    for round_ in range(3):
-        for key in keys:
-            prompts[key] = [*prompts[key], 20 + round_]
-            assert_same_rows(static.sync(key, prompts[key]), eager.sync(key, prompts[key]))
-    parked = [static.kv_store.peek(k).cache for k in keys]
-    assert sum(not seq.resident for seq in parked) == 1
-    assert all(seq.storage_bytes() > 0 for seq in parked if not seq.resident)
-    assert all(seq.storage_bytes() == 0 for seq in parked if seq.resident)
-    for key in keys:
-        eager.release(key)
-        static.release(key)
-
-
-def test_parked_copies_count_in_the_kv_store_and_are_evicted_over_its_bound(
-    sharp_tiny: LocalEngine,
-) -> None:
-    """Five sequences, two slots: every parked copy is in the store's total, which stays under the
-    bound by evicting (each parked copy is freed with its sequence)."""
-    engine = LocalEngine(
-        sharp_tiny.model,
-        sharp_tiny.tokenizer,
-        sharp_tiny.device,
-        sharp_tiny.dtype,
-        "t",
-        decode="static",
-        static_config=TINY,
-        kv_store_bytes=1,  # set below, from the sizes
-    )
-    assert engine.prepare_decode().path == "static"
-    store, prompt = engine.kv_store, list(range(3, 43))
-    row_bytes = engine.vocab_size * 4  # each entry remembers one float32 next-token row
-    copy_bytes = KVShape.of(engine.model, engine.device).bytes_per_token() * (len(prompt) + 1)
-    store.max_bytes = 5 * row_bytes + 2 * copy_bytes  # room for five rows and two parked copies
-    sequences = {}  # weak references: an evicted sequence must be freed, parked copy and slot
-    for n in range(5):
-        engine.sync(f"s{n}", [n + 3, *prompt])
-        sequences[f"s{n}"] = weakref.ref(engine.kv_store.peek(f"s{n}").cache)
-    kept = set(store.keys())
-    parked = [k for k in kept if not sequences[k]().resident]
-    assert len(parked) == 2 and all(sequences[k]().storage_bytes() == copy_bytes for k in parked)
-    assert store.total_bytes == sum(store.peek(k).nbytes() for k in kept) == 4 * row_bytes + 2 * copy_bytes
-    assert store.evictions == 1 and kept == {"s1", "s2", "s3", "s4"}
-    assert sequences["s0"]() is None  # s0 was parked first, so evicted first: its copy is gone
-    for key in kept:
-        engine.release(key)
-
-
-def test_a_one_off_prefill_or_score_does_not_park_a_live_sequence(
-    tiny_pair: tuple[LocalEngine, LocalEngine], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    eager, static = tiny_pair
-    ids = eager.tokenizer("A live chat and a live step session", add_special_tokens=False).input_ids
-    for key in ("chat", "step"):  # both slots taken by live sequences
-        static.sync(key, ids)
-    live = [static.kv_store.peek(key).cache for key in ("chat", "step")]
-    assert all(seq.resident for seq in live)
-    parks = count_calls(monkeypatch, StaticDecoder, "_resident")
-    assert_same_rows(static.prefill([*ids, 7], last=3), eager.prefill([*ids, 7], last=3))
-    assert_same_rows(static.score([*ids, 7, 9], 2), eager.score([*ids, 7, 9], 2))
-    assert not parks and all(seq.resident and seq.parked is None for seq in live)
-    for key in ("chat", "step"):
-        static.release(key)
-
-
-def test_default_slots_are_one_more_than_the_model_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert load_settings().slot_count() == 3 == StaticConfig().slots
-    monkeypatch.setenv("PLAYGROUND_MODEL_CONCURRENCY", "4")
-    assert load_settings().slot_count() == 5
-    monkeypatch.setenv("PLAYGROUND_STATIC_SLOTS", "2")
-    assert load_settings().slot_count() == 2
-
-
-def test_a_released_sequence_frees_its_slot(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:
-    _, static = tiny_pair
-    static.sync("gone", [1, 2, 3])
-    slot = static.kv_store.peek("gone").cache.slot
-    assert slot.holder() is not None
-    static.release("gone")
-    assert slot.holder() is None
 
 
 # --- beams ------------------------------------------------------------------------------------------
@@ -399,32 +356,12 @@ def assert_same_tree(got, want) -> None:
 
 
 @pytest.mark.parametrize("beams", [3, 4])
-def test_beam_search_matches_eager_with_rows_reordered_in_place(
-    tiny_pair: tuple[LocalEngine, LocalEngine], beams: int, monkeypatch: pytest.MonkeyPatch
+def test_beam_search_rides_in_the_batch_and_matches_eager(
+    tiny_pair: tuple[LocalEngine, LocalEngine], beams: int
 ) -> None:
     eager, static = tiny_pair
-    steps = count_calls(monkeypatch, Slot, "step")
     got = beam_search(static, "The history of the printing press", beams, 12)
-    assert len(steps) == 11 and all(call[3] == beams for call in steps)  # padded to 4 rows inside
     assert_same_tree(got, beam_search(eager, "The history of the printing press", beams, 12))
-    assert static._static.beam_slot.holder() is None  # the search is over: the slot is free
-
-
-def test_a_beam_search_longer_than_the_beam_slot_continues_eagerly(
-    tiny_pair: tuple[LocalEngine, LocalEngine],
-) -> None:
-    eager, static = tiny_pair
-    prompt = "A prompt of some length that nearly fills the beam slot of forty tokens"
-    got = beam_search(static, prompt, 2, 30)  # prompt + 30 > 40: the batch moves to a DynamicCache
-    assert_same_tree(got, beam_search(eager, prompt, 2, 30))
-
-
-def test_a_second_concurrent_search_uses_the_eager_path(tiny_pair: tuple[LocalEngine, LocalEngine]) -> None:
-    _, static = tiny_pair
-    first, _ = static.beam_start([1, 2, 3], 2)
-    second, _ = static.beam_start([1, 2, 3], 2)
-    assert type(first.cache).__name__ == "StaticBeams" and type(second.cache).__name__ == "DynamicCache"
-    del first, second
 
 
 # --- failures -----------------------------------------------------------------------------------------
@@ -433,15 +370,11 @@ def test_a_second_concurrent_search_uses_the_eager_path(tiny_pair: tuple[LocalEn
 def test_a_failed_capture_falls_back_to_eager_with_a_note(
     sharp_tiny: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tiny_lm = sharp_tiny
-
     def broken(self, *args, **kwargs):
         raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(Slot, "capture", broken)
-    engine = LocalEngine(
-        tiny_lm.model, tiny_lm.tokenizer, tiny_lm.device, tiny_lm.dtype, "t", decode="static"
-    )
+    engine = static_engine(sharp_tiny)
     engine._static.graphs_wanted = True  # as on CUDA
     status = engine.prepare_decode()
     assert status.path == "eager" and engine.decode_path == "eager"
@@ -450,23 +383,20 @@ def test_a_failed_capture_falls_back_to_eager_with_a_note(
         in status.line()
     )
     plan = DecodePlan(SamplingSettings(temperature=0), 5, seed=0)
-    assert tokens(engine.stream([1, 2, 3], plan)) == tokens(tiny_lm.stream([1, 2, 3], plan))
-    assert type(engine.beam_start([1, 2], 2)[0].cache).__name__ == "DynamicCache"
+    assert tokens(engine.stream([1, 2, 3], plan)) == tokens(sharp_tiny.stream([1, 2, 3], plan))
+    assert {it.path for it in engine.batcher.log} == {"packed"}
 
 
 def test_a_static_path_that_disagrees_with_eager_is_turned_off(
     sharp_tiny: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tiny_lm = sharp_tiny
     real = Slot.step
 
     def off_by_one(self, call, tokens, position, rows):
         return real(self, call, tokens, position + 1, rows)  # a wrong position: a wrong answer
 
     monkeypatch.setattr(Slot, "step", off_by_one)
-    engine = LocalEngine(
-        tiny_lm.model, tiny_lm.tokenizer, tiny_lm.device, tiny_lm.dtype, "t", decode="static"
-    )
+    engine = static_engine(sharp_tiny)
     assert engine.prepare_decode().path == "eager"
     assert "checking the static path against eager failed (RuntimeError: the static path disagrees" in (
         engine.describe_decode()
@@ -489,7 +419,7 @@ def test_out_of_memory_frees_that_request_and_the_engine_keeps_serving(
     plan = DecodePlan(SamplingSettings(temperature=0), 4, seed=0)
     with pytest.raises(PlaygroundError, match="Out of memory on cpu: this request's cache was freed"):
         list(static.stream([1, 2, 3, 4], plan, key="oom"))
-    assert failed[0].holder() is None and static.kv_store.peek("oom") is None  # its cache was freed
+    assert static.kv_store.peek("oom") is None  # its cache was freed
     assert tokens(static.stream([1, 2, 3, 4], plan, key="oom")) == tokens(eager.stream([1, 2, 3, 4], plan))
     static.release("oom")
 
@@ -534,7 +464,14 @@ def cuda_pair(tiny_lm: LocalEngine) -> tuple[LocalEngine, LocalEngine]:
     device = torch.device("cuda")
     eager = LocalEngine(model, tiny_lm.tokenizer, device, torch.float32, "tiny-cuda")
     graphs = LocalEngine(
-        model, tiny_lm.tokenizer, device, torch.float32, "tiny-cuda", decode="auto", static_config=TINY
+        model,
+        tiny_lm.tokenizer,
+        device,
+        torch.float32,
+        "tiny-cuda",
+        decode="auto",
+        static_config=TINY,
+        batching=BATCHED,
     )
     graphs.prepare_decode()
     return eager, graphs
@@ -545,10 +482,9 @@ def test_cuda_graphs_are_captured_at_load(cuda_pair: tuple[LocalEngine, LocalEng
     _, graphs = cuda_pair
     status = graphs.decode_status
     assert status.path == "static", status.note
-    # 2 slots x 3 lengths, and the beam slot: rows 1, 2, 4 x lengths 16, 32, 40
-    assert status.graphs == 2 * 3 + 3 * 3
+    assert status.graphs == 3  # one slot, one row, lengths 16, 32, 64
     assert status.warmup_seconds is not None and status.held_bytes and status.static_bytes
-    assert "CUDA graphs (15 graphs, 16–64 tokens)" in graphs.describe_decode()
+    assert "CUDA graphs (3 graphs, 16–64 tokens) for a lone request" in graphs.describe_decode()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)

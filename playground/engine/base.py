@@ -13,19 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from playground.engine.control import Control
+from playground.engine.plans import DecodePlan, Progress
+from playground.engine.protocols import Probes, ScheduleLog, ServerKV
 from playground.engine.records import TokenRecord
-from playground.engine.sampling import SamplingSettings
+from playground.kv.geometry import ModelDims
 
-if TYPE_CHECKING:
-    from playground.engine.batcher import Batcher
-    from playground.engine.probes import Probes
-    from playground.engine.remote.adapter import ServerKV
-    from playground.kv.geometry import ModelDims
+__all__ = ["Capabilities", "DecodePlan", "Engine", "Progress"]
 
 
 @dataclass(frozen=True)
@@ -53,25 +51,6 @@ class Capabilities:
         return self.reasons.get(capability, f"this engine does not support {capability.replace('_', ' ')}")
 
 
-@dataclass
-class Progress:
-    """Yielded by `stream` while the prompt is read: ("prefill", 1536, 4468)."""
-
-    phase: str
-    done: int
-    total: int
-
-
-@dataclass(frozen=True)
-class DecodePlan:
-    """How `stream` chooses tokens."""
-
-    settings: SamplingSettings
-    max_new_tokens: int
-    seed: int  # a private RNG per request: the same seed draws the same tokens
-    top: int = 5  # alternatives recorded per token
-
-
 @runtime_checkable
 class Engine(Protocol):
     """One model behind every feature (see the module docstring). Everything the features and the
@@ -88,9 +67,11 @@ class Engine(Protocol):
     dtype: torch.dtype | None  # the weights' dtype (None: a server's own format, not known here)
     num_parameters: int | None  # counted on the loaded weights (None: not known here)
     dims: ModelDims | None  # layers, heads, sizes (kv/geometry.py; None without a config)
-    probes: Probes | None  # the lessons' direct forwards (None: not in this process)
+    probes: Probes | None  # the lessons' direct forwards (engine/protocols.py; None: not in this process)
     tested_live: bool  # the adapter was tested against a live engine (always True in process)
-    batcher: Batcher | None  # the running batch (continuous batching; its schedule log), or None
+    schedule: ScheduleLog | None  # the running batch's schedule (continuous batching), or None
+    quantization: str | None  # the weights format served (--quantize), None: as loaded (or a server's own)
+    quantization_line: str  # its header line ("" when none)
 
     @property
     def concurrency(self) -> int | None:

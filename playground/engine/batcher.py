@@ -1,57 +1,62 @@
 """Continuous batching: every running request of the engine in one batch, scheduled per iteration.
 
-A request is a `Job`: ids to read (a prompt, a step's new tokens) and, for a chat stream, a
-decode that follows. Each iteration is ONE forward (engine/ragged.py) over:
-1. one token for every decoding job (first come, first served);
-2. then prompt chunks until the iteration's token budget is spent: first the reads that lead to
-   many more iterations (a stream's prompt, a beam search's) and the reads passed over in
-   PASSED_OVER iterations already, then the others, oldest first.
-While any job takes one token, the budget is `decoding_budget` (the engine's on a CPU: 48 tokens,
-at least the batch size + 16): every iteration stays short, so everyone's next token comes quickly;
-when none does, it is `budget` (the prefill chunk), so a prompt read alone goes at full speed. In a
-crowd (bench/bench_crowd.py, 32 users on 2 cores) the tail is the streams, which need an iteration
-per token: with a 256-token budget while decoding the p95 latency was 13.2 s, with 48 it was
-10.2-11.1 s. So a long prompt is read a chunk at a time and never stalls anyone's next token, and a
-job that finishes leaves at once: the next iteration has a place for a waiting one (at most
-`max_jobs` run together). Every job keeps its own cache (its KV store entry), settings and seeded
-RNG: its tokens and records are those it would get alone. Stop (or a closed tab) takes a job out at
-the next iteration; out of memory refuses the newest job, never the others.
+The batcher is the engine's serving loop on every device. A request is a `Job` (engine/schedule.py):
+ids to read (a prompt, a step's new tokens, a beam search's next token per row) and, for a chat
+stream, a decode that follows. Each iteration is ONE forward over every scheduled job's tokens
+(engine/ragged.py packs them into one row, each attending over its own cache), scheduled as
+engine/schedule.py says: decodes and one-token reads first, then prompt chunks up to the budget.
+
+While any job takes one token, the budget is `decoding_budget` (the engine's on a CPU: 48 tokens, at
+least the batch size + 16): every iteration stays short, so everyone's next token comes quickly; when
+none does, it is `budget` (the prefill chunk), so a prompt read alone goes at full speed. In a crowd
+(bench/bench_crowd.py, 32 users on 2 cores) the tail is the streams, which need an iteration per
+token: with a 256-token budget while decoding the p95 latency was 13.2 s, with 48 it was 10.2-11.1 s.
+A long prompt is read a chunk at a time and never stalls anyone's next token, and a job that
+finishes leaves at once: the next iteration has a place for a waiting one (at most `max_jobs` run
+together). Every job keeps its own cache (its KV store entry), settings and seeded RNG: its tokens
+and records are those it would get alone. Stop (or a closed tab) takes a job out at the next
+iteration; out of memory refuses the newest job, never the others.
+
+A job alone taking one token may run on a `SoloPath` instead (the static KV slot replayed as a CUDA
+graph, engine/static.py): on a GPU a lone stream gets graph steps, two or more are batched.
 
 Callers block on their job's queue: `forward` (yields Progress, returns rows and seconds),
-`forward_rows` (several sequences' next tokens together: a beam search's rows) and `decode`
-(yields a TokenRecord per token). `Batcher(threaded=False)` runs `step()` by hand (the
-"Continuous batching" lesson replays arrivals at set iterations). `log` keeps the schedule.
+`forward_rows` (a beam search's rows, one token each) and `decode` (yields a TokenRecord per token).
+`Batcher(threaded=False)` runs `step()` by hand (the "Continuous batching" lesson replays arrivals
+at set iterations). `log` keeps the schedule.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
-from playground.engine.base import DecodePlan, Progress
 from playground.engine.control import Control, check
-from playground.engine.forward import Advance, Forwarder, drop_cache, keep_rows
+from playground.engine.decode_step import Decoding, check_room, decode_step, finished
+from playground.engine.forward import Advance, Forwarder, drop_cache
 from playground.engine.kv_store import CacheEntry
-from playground.engine.probes import Probes
-from playground.engine.ragged import NO_MASK, RaggedCache, RaggedPlan, Segment, unsupported, warm_attention
-from playground.engine.records import TokenRecord, describe_rows
-from playground.engine.sampling import choose, final_scores, seeded_generator
+from playground.engine.model_call import run_model
+from playground.engine.plans import DecodePlan, Progress
+from playground.engine.ragged import packed_inputs, unsupported, warm_attention
+from playground.engine.records import TokenRecord
+from playground.engine.schedule import Iteration, Job, Scheduled, kept, packed_part, schedule, took
 from playground.errors import Cancelled, PlaygroundError
 
+logger = logging.getLogger(__name__)
 LOG_ITERATIONS = 4096  # iterations the schedule log keeps
 MODES = ("continuous", "off")
 _DONE = object()  # a job's last message
 STOP_POLL_S = 0.2  # how often a caller waiting for its next token checks its Stop
 DECODING_TOKENS = 48  # the engine's tokens per iteration while any job decodes, on a CPU (docstring)
 PREFILL_ROOM = 16  # the engine's decoding budget leaves this many tokens beside a full batch's decodes
-PASSED_OVER = 4  # iterations a plain read may get no tokens before it goes with the reads ahead
 
 
 @dataclass(frozen=True)
@@ -72,90 +77,53 @@ class BatchConfig:
             )
 
 
+class SoloPath(Protocol):
+    """Another way to run the one token of a job that is alone in the batch (engine/static.py)."""
+
+    def takes(self, entry: CacheEntry) -> bool:
+        """This entry's next token can run here."""
+        ...
+
+    def step(self, entry: CacheEntry, token_id: int) -> torch.Tensor:
+        """Append one token to the entry's sequence; float32 scores (1, vocab). Runs in a forwarder
+        turn. The entry's own cache may lag behind until `release`."""
+        ...
+
+    def release(self, entry: CacheEntry) -> None:
+        """The entry's cache holds every token again (before anything else reads it)."""
+        ...
+
+
 def make_batcher(
-    probes: Probes, tokenizer: Any, config: BatchConfig, static: bool
+    model: Any,
+    twin: Callable[[], Any],
+    forwarder: Forwarder,
+    tokenizer: Any,
+    config: BatchConfig,
+    solo: SoloPath | None = None,
 ) -> tuple[Batcher | None, str]:
-    """The engine's batcher when asked for and possible, and the header's line on batching."""
+    """The engine's batcher when asked for and possible (twin: the model with the batched attention),
+    and the header's line on batching."""
     if config.mode == "off":
         return None, "Batching: off (each request its own forwards)"
-    reason = "not with the static decode path (CUDA graphs) yet" if static else unsupported(probes.model)
+    reason = unsupported(model)
     if reason:
         return None, f"Batching: off ({reason})"
-    cpu = probes.forwarder.device.type == "cpu"
-    wanted = config.tokens or (DECODING_TOKENS if cpu else probes.forwarder.prefill_chunk)
+    cpu = forwarder.device.type == "cpu"
+    wanted = config.tokens or (DECODING_TOKENS if cpu else forwarder.prefill_chunk)
     batcher = Batcher(
-        probes.ragged_twin(),
-        probes.forwarder,
+        twin(),
+        forwarder,
         tokenizer,
         budget=0,
         max_jobs=config.size,
         decoding_budget=max(wanted, config.size + PREFILL_ROOM),  # a full batch's decodes never wait
+        solo=solo,
     )
     warm_attention()  # compiled now, not in the first user's turn
     budgets = f"{batcher.decoding_budget} tokens per iteration while any decodes, {batcher.budget} alone"
-    return batcher, f"Batching: continuous (up to {config.size} requests, {budgets})"
-
-
-@dataclass
-class Decoding:
-    """A stream's decode after its prompt: settings, private RNG, where it stops."""
-
-    plan: DecodePlan
-    eos: tuple[int, ...]
-    context: int  # the model's context length
-    generator: torch.Generator
-    made: int = 0
-    source: str = "sample"
-
-
-@dataclass
-class Job:
-    """One request in the batch (see the module docstring)."""
-
-    name: str  # shown in the schedule
-    entry: CacheEntry  # its cache and the ids it covers
-    pending: list[int]  # ids to forward, in order
-    keep: int  # rows wanted after the last `keep` of pending (a stream: prefix + 1)
-    control: Control | None
-    decoding: Decoding | None = None
-    out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
-    rows: list[torch.Tensor] = field(default_factory=list)
-    seconds: float = 0.0  # wall time of the iterations it was in since its last token (not a share)
-    read: int = 0  # of pending, forwarded so far
-    submitted: float = field(default_factory=time.perf_counter)
-    gone: threading.Event = field(default_factory=threading.Event)  # left the batch
-    withdrawn: bool = False
-    ahead: bool = False  # a read that many more iterations follow: its chunks go before the others'
-    passed_over: int = 0  # iterations it was reading and got no tokens
-    # "read": ids to forward (a prompt, a step's tokens); "choose": a row to pick the next token
-    # from; "decode": one token (the one it picked) to forward per iteration
-    phase: str = "read"
-
-    @property
-    def reading(self) -> bool:
-        return self.read < len(self.pending)
-
-    @property
-    def cancelled(self) -> bool:
-        return self.withdrawn or (self.control is not None and self.control.cancelled)
-
-
-@dataclass(frozen=True)
-class Scheduled:
-    """What one job did in one iteration (the schedule log and the lesson's Gantt chart)."""
-
-    name: str
-    kind: str  # "prefill" (reading ids) or "decode" (one token it chose)
-    tokens: int
-    emitted: bool  # a row came out for it (a prompt read to its end, or a decode step)
-
-
-@dataclass(frozen=True)
-class Iteration:
-    index: int
-    started: float  # perf_counter
-    seconds: float  # model time of its one forward
-    jobs: tuple[Scheduled, ...]
+    lone = ", a lone request on the static path" if solo is not None else ""
+    return batcher, f"Batching: continuous (up to {config.size} requests, {budgets}{lone})"
 
 
 class Batcher:
@@ -171,6 +139,7 @@ class Batcher:
         max_jobs: int,
         decoding_budget: int | None = None,
         threaded: bool = True,
+        solo: SoloPath | None = None,
     ) -> None:
         if budget < 0 or max_jobs < 1 or (decoding_budget is not None and decoding_budget < 1):
             raise PlaygroundError(
@@ -180,6 +149,7 @@ class Batcher:
         self.model, self.forwarder, self.tokenizer = model, forwarder, tokenizer  # model: a ragged twin
         self._budget, self.max_jobs, self.threaded = int(budget), int(max_jobs), threaded
         self._decoding_budget = decoding_budget
+        self.solo = solo
         self.waiting: deque[Job] = deque()
         self.running: list[Job] = []
         self.log: deque[Iteration] = deque(maxlen=LOG_ITERATIONS)
@@ -221,27 +191,23 @@ class Batcher:
                 if isinstance(message, Progress):
                     yield message
                 elif message is _DONE:
-                    return torch.stack(job.rows), job.seconds
+                    return torch.stack(job.got), job.seconds
         finally:
             self._withdraw(job)
 
     def forward_rows(
-        self, entries: list[CacheEntry], new_ids: list[list[int]], control: Control | None, name: str
+        self, entry: CacheEntry, tokens: list[int], position: int, control: Control | None, name: str
     ) -> torch.Tensor:
-        """Several sequences already read each take their next ids (a beam search's rows, one token
-        each), together and at the front of the queue, so they share an iteration when the batch has
-        the places; the last row of each (N, vocab)."""
-        pairs = zip(entries, new_ids, strict=True)
-        jobs = [Job(f"{name} {i + 1}", entry, list(ids), 1, control) for i, (entry, ids) in enumerate(pairs)]
-        self._submit(*jobs, front=True)
+        """One token for each row of a cache of len(tokens) rows (a beam search's), all at `position`,
+        at the front of the queue with the decodes; scores (rows, vocab)."""
+        job = Job(name, entry, list(tokens), len(tokens), control, rows=len(tokens), start=position)
+        self._submit(job, front=True)
         try:
-            for job in jobs:
-                while self._next(job) is not _DONE:
-                    pass  # progress of a long read: the caller shows none
-            return torch.stack([job.rows[-1] for job in jobs])
+            while self._next(job) is not _DONE:
+                pass
+            return torch.stack(job.got)
         finally:
-            for job in jobs:
-                self._withdraw(job)
+            self._withdraw(job)
 
     def decode(
         self,
@@ -254,11 +220,10 @@ class Batcher:
         control: Control | None,
         name: str,
     ) -> Iterator[TokenRecord]:
-        """Choose, record and feed back one token per iteration from the row `first` on, as
-        LocalEngine's decode loop does alone: the same tokens and records."""
-        source = "greedy" if plan.settings.greedy else "sample"
-        decoding = Decoding(plan, eos, context, seeded_generator(plan.seed, first.device), source=source)
-        job = Job(name, entry, [], 1, control, decoding, rows=[first], seconds=spent, phase="choose")
+        """Choose, record and feed back one token per iteration from the row `first` on (the one decode
+        step, engine/decode_step.py): the tokens and records the request gets alone."""
+        decoding = Decoding.start(plan, eos, context, first.device)
+        job = Job(name, entry, [], 1, control, decoding, got=[first], seconds=spent, phase="choose")
         self._submit(job, front=True)  # its prompt was read in the batch: it goes on before newcomers
         try:
             while (message := self._next(job)) is not _DONE:
@@ -277,10 +242,7 @@ class Batcher:
     ) -> Job:
         """Submit a whole stream (read the prompt, then decode) and return its job: its records come
         on job.out (the lesson steps an unthreaded batcher and reads them afterwards)."""
-        source = "greedy" if plan.settings.greedy else "sample"
-        decoding = Decoding(
-            plan, eos, context, seeded_generator(plan.seed, self.forwarder.device), source=source
-        )
+        decoding = Decoding.start(plan, eos, context, self.forwarder.device)
         job = Job(name, entry, list(prompt), 1, None, decoding, ahead=True)
         self._submit(job)
         return job
@@ -338,30 +300,30 @@ class Batcher:
             jobs = [*self.running, *self.waiting]
             self.waiting.clear()
         for job in jobs:
-            _rewind(job)
+            rewind(job)
             self._finish(job, error)
 
     def step(self) -> bool:
         """One iteration: admit, schedule, one forward, hand out rows and tokens. False: nothing to do."""
         self._admit()
-        plan = self._schedule()
+        plan = schedule(self.running, self.budget, self.decoding_budget)
         if not plan:
             return False
         newest = max((job for job, _ in plan), key=lambda job: job.submitted)
         try:
-            logits, seconds = self._forward(plan, on_oom=lambda: _drop(newest))
+            logits, seconds, path = self._forward(plan, on_oom=lambda: drop_cache(newest.entry))
         except PlaygroundError as exc:  # out of memory: the newest job is refused, the others retry
             for job, _ in plan:
-                if job is not newest and not _rewind(job):
+                if job is not newest and not rewind(job):
                     self._finish(job, exc)
             self._finish(newest, exc)
             return True
         except Exception as exc:  # never leave a caller waiting: the iteration's jobs get the error
             for job, _ in plan:
-                _rewind(job)
+                rewind(job)
                 self._finish(job, exc)
             return True
-        self._hand_out(plan, logits, seconds)
+        self._hand_out(plan, logits, seconds, path)
         return True
 
     def _admit(self) -> None:
@@ -379,76 +341,52 @@ class Batcher:
         for job in [j for j in self.running if j.phase == "choose"]:
             self._choose(job)  # a decode's first token: from the row it came with
 
-    def _schedule(self) -> list[tuple[Job, int]]:
-        """(job, tokens this iteration): decodes (and one-token reads) first, then prompt chunks up to
-        the budget (the decoding budget when any job takes one token), reads marked `ahead` first."""
-        ones = [job for job in self.running if _one_more_token(job)]
-        budget = self.decoding_budget if ones else self.budget
-        plan = [(job, 1) for job in ones[:budget]]
-        budget -= len(plan)
-        reads = [job for job in self.running if _reads_a_chunk(job)]
-        for job in sorted(reads, key=lambda job: not (job.ahead or job.passed_over >= PASSED_OVER)):
-            n = min(len(job.pending) - job.read, budget)  # the sort is stable: oldest first
-            if n:
-                plan.append((job, n))
-                budget -= n
-            else:
-                job.passed_over += 1
-        return plan
+    def _forward(
+        self, plan: list[tuple[Job, int]], on_oom: Callable[[], None]
+    ) -> tuple[torch.Tensor, float, str]:
+        """The iteration's one forward: rows (kept, vocab) float32 in plan order, its seconds, and its
+        path ("static": a lone job's one token on the solo path; "packed": one forward of all)."""
+        lone = self._lone(plan)
+        if lone is not None:
+            token = lone.pending[lone.read]
+            rows, seconds = self.forwarder.run(lambda: self.solo.step(lone.entry, token), on_oom=on_oom)
+            return rows, seconds, "static"
+        if self.solo is not None:
+            for job, _ in plan:
+                self.solo.release(job.entry)  # a lone job's cache catches up before it is batched
+        inputs = packed_inputs([packed_part(job, n) for job, n in plan], self.forwarder.device)
+        wanted = sum(len(kept(job, n)) for job, n in plan)  # none wanted: the forward still keeps one row
+        rows, seconds = self.forwarder.run(lambda: run_model(self.model, inputs).logits[0], on_oom=on_oom)
+        return rows[:wanted].float(), seconds, "packed"
 
-    def _forward(self, plan: list[tuple[Job, int]], on_oom: Callable[[], None]) -> tuple[torch.Tensor, float]:
-        """The iteration's one forward: rows (kept, vocab) float32, in plan order."""
-        ids, positions, segments, keep = [], [], [], []
-        for job, n in plan:
-            start, part = len(job.entry.ids), job.pending[job.read : job.read + n]
-            segments.append(Segment(len(ids), len(ids) + n, job.entry.cache))
-            keep.extend(len(ids) + i for i in self._kept(job, n))
-            ids.extend(part)
-            positions.extend(range(start, start + n))
-        ragged = RaggedPlan(tuple(segments))
-        device = self.forwarder.device
+    def _lone(self, plan: list[tuple[Job, int]]) -> Job | None:
+        """The job of a one-job, one-token iteration, when the solo path takes it."""
+        if self.solo is None or len(plan) != 1 or len(self.running) != 1:
+            return None
+        job, n = plan[0]
+        if n != 1 or job.rows != 1 or not job.entry.ids or not self.solo.takes(job.entry):
+            return None
+        return job
 
-        def call() -> torch.Tensor:
-            out = self.model(
-                input_ids=torch.tensor([ids], device=device),
-                position_ids=torch.tensor([positions], device=device),
-                past_key_values=RaggedCache(ragged),
-                attention_mask=NO_MASK.to(device),
-                ragged=ragged,
-                use_cache=True,
-                **keep_rows(self.model, torch.tensor(keep or [0], device=device)),
-            )
-            return out.logits[0].float()
-
-        rows, seconds = self.forwarder.run(call, on_oom=on_oom)
-        return rows[: len(keep)], seconds
-
-    @staticmethod
-    def _kept(job: Job, n: int) -> range:
-        """Offsets in this chunk whose rows the job wants (its last `keep` pending ids)."""
-        if job.phase == "decode":
-            return range(n - 1, n)
-        first_wanted = len(job.pending) - job.keep
-        return range(max(0, first_wanted - job.read), n) if job.read + n > first_wanted else range(0)
-
-    def _hand_out(self, plan: list[tuple[Job, int]], logits: torch.Tensor, seconds: float) -> None:
+    def _hand_out(self, plan: list[tuple[Job, int]], logits: torch.Tensor, seconds: float, path: str) -> None:
         row, done = 0, []
         for job, n in plan:
-            kept = len(self._kept(job, n))
-            job.entry.ids.extend(job.pending[job.read : job.read + n])
-            job.read += n
+            wanted = len(kept(job, n))
+            took(job, n)
             job.seconds += seconds
-            job.rows.extend(logits[row : row + kept])
-            row += kept
-            done.append(Scheduled(job.name, "decode" if job.phase == "decode" else "prefill", n, bool(kept)))
+            job.got.extend(logits[row : row + wanted])
+            row += wanted
+            kind = "decode" if job.phase == "decode" else "prefill"
+            done.append(Scheduled(job.name, kind, n, bool(wanted)))
             self._after(job)
-        self.log.append(Iteration(self.iterations, time.perf_counter() - seconds, seconds, tuple(done)))
+        started = time.perf_counter() - seconds
+        self.log.append(Iteration(self.iterations, started, seconds, tuple(done), path))
         self.iterations += 1
 
     def _after(self, job: Job) -> None:
         """A job after its part of an iteration: progress, its rows, its next token."""
         if job.phase == "decode" or (job.decoding is not None and not job.reading):
-            job.entry.remember(len(job.entry.ids), job.rows[-1])
+            job.entry.remember(len(job.entry.ids), job.got[-1])
             self._choose(job)  # a decode step done, or a stream's prompt read to its end
             return
         if len(job.pending) > self.forwarder.prefill_chunk:  # a long read says how far it is
@@ -458,30 +396,21 @@ class Batcher:
             self._leave(job)
 
     def _choose(self, job: Job) -> None:
-        """Pick the decoding job's next token from its last row (its own settings and RNG)."""
-        d = job.decoding
-        assert d is not None
-        started, logits = time.perf_counter(), job.rows[-1].unsqueeze(0)
-        settings = d.plan.settings
-        history = torch.tensor(job.entry.ids, dtype=torch.long, device=logits.device)
-        scores = final_scores(logits[0], history, settings)
-        token = choose(scores, settings, d.generator)
-        record = describe_rows(
-            self.tokenizer, logits, token, processed=scores, top=d.plan.top, source=d.source
-        )[0]
-        record.seconds = job.seconds + time.perf_counter() - started
+        """The decoding job's next token from its last row (the one decode step)."""
+        decoding = job.decoding
+        assert decoding is not None
+        record = decode_step(self.tokenizer, decoding, job.got[-1], job.entry.ids, job.seconds)
         job.out.put(record)
-        d.made, job.seconds, job.rows = d.made + 1, 0.0, []
-        if record.id in d.eos or d.made >= d.plan.max_new_tokens:
+        job.seconds, job.got = 0.0, []
+        if finished(decoding, record):
             self._finish(job, None)
-        elif len(job.entry.ids) + 1 > d.context:
-            total = len(job.entry.ids) + 1
-            self._finish(
-                job,
-                PlaygroundError(f"{total} tokens is more than the model's context of {d.context} tokens."),
-            )
-        else:
-            job.pending, job.read, job.phase = [record.id], 0, "decode"
+            return
+        try:
+            check_room(len(job.entry.ids) + 1, decoding.context)
+        except PlaygroundError as exc:
+            self._finish(job, exc)
+            return
+        job.pending, job.read, job.phase = [record.id], 0, "decode"
 
     def _finish(self, job: Job, error: BaseException | None) -> None:
         job.out.put(error if error is not None else _DONE)
@@ -490,31 +419,21 @@ class Batcher:
     def _leave(self, job: Job) -> None:
         if job in self.running:
             self.running.remove(job)
-        job.gone.set()
+        try:
+            if self.solo is not None:  # its cache holds every token before the caller has it
+                self.solo.release(job.entry)
+        except Exception:  # a cache that could not catch up is recomputed from its ids, never half-used
+            logger.exception("The static path could not copy a sequence back: its cache is dropped.")
+            drop_cache(job.entry)
+        finally:
+            job.gone.set()
 
 
-def _one_more_token(job: Job) -> bool:
-    """A decode, or one token read onto a sequence already read (a step's pick, a beam row): these
-    go before prompt chunks, so a long prompt never stalls them."""
-    if job.phase == "decode":
-        return True
-    return job.phase == "read" and job.read == 0 and len(job.pending) == 1 and bool(job.entry.ids)
-
-
-def _reads_a_chunk(job: Job) -> bool:
-    """A read of more than one token, or the first read of a sequence: a prompt chunk."""
-    return job.phase == "read" and job.reading and not _one_more_token(job)
-
-
-def _drop(job: Job) -> None:
-    drop_cache(job.entry)
-
-
-def _rewind(job: Job) -> bool:
+def rewind(job: Job) -> bool:
     """After a forward that failed part way: some of the job's layers already hold this iteration's
-    keys and values, its ids don't. Cut each layer back to its ids (else later tokens would attend
+    keys and values, its ids don't. Cut each layer back to its length (else later tokens would attend
     to them twice). False: the cache could not be cut (then it is dropped)."""
-    cache, length = job.entry.cache, len(job.entry.ids)
+    cache, length = job.entry.cache, job.position
     if cache is None:
         return False
     try:

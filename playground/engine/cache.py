@@ -11,6 +11,7 @@ Layers of other kinds (sliding windows, linear attention) keep transformers' own
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -159,7 +160,7 @@ def new_cache(config: Any) -> DynamicCache:
 
 def copy_cache(cache: Any) -> Any:
     """An independent copy of a cache (fork a sequence: the prefix is copied, nothing shared). A
-    cache with its own `fork()` (the static path's sequences) copies itself."""
+    cache with its own `fork()` (a quantized one, engine/kv_quant.py) copies itself."""
     fork = getattr(cache, "fork", None)
     if callable(fork):
         return fork()
@@ -172,8 +173,6 @@ def copy_cache(cache: Any) -> Any:
 
 
 def _copied(layer: Any) -> Any:
-    import copy
-
     return copy.deepcopy(layer)
 
 
@@ -181,9 +180,6 @@ def storage_bytes(cache: Any) -> int:
     """Bytes a cache holds in memory, spare room included (0 for None)."""
     if cache is None:
         return 0
-    measure = getattr(cache, "storage_bytes", None)  # the static path's sequences measure themselves
-    if callable(measure):
-        return int(measure())
     total = 0
     for layer in getattr(cache, "layers", []):
         if isinstance(layer, GrowableLayer):

@@ -1,6 +1,7 @@
-"""The one forward primitive of the in-process engine: every model call goes through `Forwarder`.
+"""The guard around every forward of the in-process engine: `Forwarder`.
 
-A forward of the shared model is always:
+A forward of the shared model (engine/model_call.py `run_model`, the one call site) always runs in a
+Forwarder turn, which makes it:
 - cancellable: the request's Control is checked before it starts (Stop acts within one chunk);
 - locked: it holds the engine's model lock for that one forward, so requests interleave;
 - memory-guarded: out of memory frees what the request held and says so plainly;
@@ -9,13 +10,12 @@ A forward of the shared model is always:
 `Forwarder.chunks` reads a long input in prefill chunks (progress between them) and keeps only
 the rows asked for; `Forwarder.advance` makes a cached sequence (a `CacheEntry`) cover a target
 token list: reused rows, a crop to the common prefix, then the chunked forward of the rest. Chat,
-step, beam, the static decode path and every "Under the hood" lesson use these, and nothing
-else calls a model (tests/test_engine.py checks it with a global forward hook and `inside()`).
+step, beam, the static decode path and every "Under the hood" lesson use these (the forward-hook
+test, tests/test_forward_primitive.py, sees every model forward inside a turn and in run_model).
 """
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -25,9 +25,10 @@ from typing import Any, TypeVar
 
 import torch
 
-from playground.engine.base import Progress
 from playground.engine.control import Control, check, holding
 from playground.engine.kv_store import CacheEntry
+from playground.engine.model_call import turn_open
+from playground.engine.plans import Progress
 from playground.engine.tokens import common_prefix
 from playground.errors import PlaygroundError
 
@@ -39,13 +40,6 @@ PieceFn = Callable[[Any, Sequence[int], int], torch.Tensor]
 # (entry, ids to read, rows wanted, control) -> Advance: another way to read ids (the running batch)
 ReadFn = Callable[[CacheEntry, list[int], int, "Control | None"], Advance]
 OOM_ADVICE = "Try a shorter prompt or text, fewer tokens, fewer beams or a smaller batch"
-
-_state = threading.local()  # depth of Forwarder.run frames on this thread
-
-
-def inside() -> bool:
-    """True while this thread runs a forward through a Forwarder (the forward-hook test asks)."""
-    return getattr(_state, "depth", 0) > 0
 
 
 @dataclass
@@ -72,13 +66,10 @@ class Forwarder:
         timing = Timing()
         with holding(self.lock, control), self.memory_guard(on_oom):
             started = time.perf_counter()
-            _state.depth = getattr(_state, "depth", 0) + 1
-            try:
+            with turn_open():
                 yield timing
                 if wait:
                     self.synchronize()
-            finally:
-                _state.depth -= 1
             timing.seconds = time.perf_counter() - started
 
     def run(
@@ -190,35 +181,8 @@ class Forwarder:
         return None
 
 
-def eager_logits(model: Any, cache: Any, ids: Sequence[int], keep: int) -> torch.Tensor:
-    """One forward of ids (seq,) with the cache (None: none kept); float32 scores (keep, vocab).
-    Runs inside a Forwarder turn (the caller's)."""
-    device = model.get_input_embeddings().weight.device
-    input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)  # (1, seq)
-    kwargs: dict[str, Any] = {"past_key_values": cache, "use_cache": cache is not None}
-    out = model(input_ids=input_ids, **kwargs, **keep_rows(model, keep))
-    return out.logits[0, -keep:].float()
-
-
-def keep_rows(model: Any, rows: int) -> dict[str, Any]:
-    """logits_to_keep=rows where the model's forward takes it (only those rows reach the head)."""
-    return {"logits_to_keep": rows} if _takes_logits_to_keep(type(model)) else {}
-
-
-_takes: dict[type, bool] = {}
-
-
-def _takes_logits_to_keep(cls: type) -> bool:
-    if cls not in _takes:
-        _takes[cls] = "logits_to_keep" in inspect.signature(cls.forward).parameters
-    return _takes[cls]
-
-
 def drop_cache(entry: CacheEntry) -> None:
-    """Free an entry's cache now (out of memory): a static slot goes back to the pool at once."""
-    release = getattr(entry.cache, "release", None)
-    if callable(release):
-        release()
+    """Free an entry's cache now (out of memory): it is recomputed from its ids when used again."""
     entry.cache, entry.ids = None, []
     entry.logits.clear()
 

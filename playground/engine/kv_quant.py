@@ -27,6 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ import torch
 
 from playground.engine.quant_bytes import filled_bytes
 from playground.errors import PlaygroundError
+from playground.settings import load_settings
 
 RESIDUAL_TOKENS = 16  # newest tokens kept unquantized (transformers' default: 128)
 GROUP = 64  # values per scale group (transformers' default)
@@ -141,10 +143,6 @@ _build_lock = threading.Lock()
 
 def quanto_build_dir(cache_dir: str | None = None) -> Path:
     """Where quanto's compiled kernel lives: the cache folder, keyed by the versions it depends on."""
-    from importlib.metadata import version
-
-    from playground.settings import load_settings
-
     root = Path(cache_dir or load_settings().cache_dir)
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
     key = f"quanto-{version('optimum-quanto')}-torch{torch.__version__}-{python}"
@@ -216,14 +214,10 @@ def cache_bytes(cache: Any) -> CacheBytes:
 def measure_quantized(engine: Any, name: str, seq_len: int, seed: int = 0) -> CacheBytes:
     """Fill a QuantizedCache in format name by one forward of the engine's model over seq_len
     synthetic ids (through the engine's probes, in its prefill chunks); the bytes it holds."""
-    from playground.engine.probes import ProbeSequence
-
     fmt, probes = kv_format(name), engine.probes
     if probes is None:
         raise PlaygroundError(f"The {engine.kind} engine cannot build a cache here.")
-    sequence = ProbeSequence(
-        probes, probes.model, None, lambda: quantized_cache(engine.config, fmt, probes.device)
-    )
+    sequence = probes.sequence(new_cache=lambda: quantized_cache(engine.config, fmt, probes.device))
     generator = torch.Generator().manual_seed(seed)
     sequence.advance(torch.randint(0, engine.vocab_size, (seq_len,), generator=generator).tolist())
     return cache_bytes(sequence.cache)

@@ -5,11 +5,8 @@ keeps the cache, the token ids it covers and the next-token logits after its las
 lengths, so an undo is a crop with no forward. Least recently used entries are evicted once
 their bytes exceed the bound; a sequence whose entry was evicted is recomputed from its ids
 on its next call. Thread-safe: an entry is taken out while the engine works on it; a key
-dropped meanwhile (its tab closed) stays dropped when the entry is checked in.
-
-Most caches only change size while taken out, so their size is measured when put back. A cache
-that says `resized_in_store` (the static path's sequences: another sequence's step parks one by
-copying its rows out of a slot while it sits here) is measured again on every count instead.
+dropped meanwhile (its tab closed) stays dropped when the entry is checked in. A cache only changes
+size while taken out, so its size is measured when put back (engine/lru.py keeps the bound).
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from typing import Any
 import torch
 
 from playground.engine.cache import copy_cache, storage_bytes
+from playground.engine.lru import LRU
 from playground.errors import PlaygroundError
 
 MIB = 1024 * 1024
@@ -63,11 +61,6 @@ class CacheEntry:
     def logits_bytes(self) -> int:
         return sum(t.untyped_storage().nbytes() for t in self.logits.values())
 
-    @property
-    def resized_in_store(self) -> bool:
-        """True when the cache's memory can change while the entry sits in the store."""
-        return bool(getattr(self.cache, "resized_in_store", False))
-
 
 def _shares_storage(row: torch.Tensor) -> bool:
     return row.untyped_storage().nbytes() > row.numel() * row.element_size()
@@ -81,20 +74,21 @@ class KVStore:
         if max_bytes <= 0:
             raise PlaygroundError(f"The KV store bound must be > 0 bytes, got {max_bytes}")
         self.max_bytes = int(max_bytes)
-        self.evictions = 0
-        # key -> (entry, bytes measured when put; the cache's own bytes excluded when it is re-measured)
-        self._entries: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
+        self._entries: LRU[str, CacheEntry] = LRU(max_size=self.max_bytes, size=CacheEntry.nbytes)
         self._out: dict[str, int] = {}  # key -> how many of its entries are checked out now
         self._drops: dict[str, int] = {}  # key -> drops while checked out (a check-out's ticket)
         self._lock = threading.Lock()
+
+    @property
+    def evictions(self) -> int:
+        return self._entries.evictions
 
     def check_out(self, key: str) -> tuple[CacheEntry | None, int]:
         """Take key's entry out to work on it; returns it (None when absent) and the ticket that
         check_in needs."""
         with self._lock:
             self._out[key] = self._out.get(key, 0) + 1
-            item = self._entries.pop(key, None)
-            return (None if item is None else item[0]), self._drops.get(key, 0)
+            return self._entries.pop(key), self._drops.get(key, 0)
 
     def check_in(self, key: str, entry: CacheEntry, ticket: int) -> None:
         """Store a checked-out entry again, unless key was dropped since (its tab closed)."""
@@ -111,48 +105,25 @@ class KVStore:
     def peek(self, key: str) -> CacheEntry | None:
         """The entry for key, left in place (marked most recently used)."""
         with self._lock:
-            item = self._entries.get(key)
-            if item is None:
-                return None
-            self._entries.move_to_end(key)
-            return item[0]
+            return self._entries.get(key)
 
     def put(self, key: str, entry: CacheEntry) -> None:
-        """Store (or re-measure) an entry, then evict least recently used others over the bound
-        (what the static path parked since the last count included)."""
-        size = entry.logits_bytes() + (0 if entry.resized_in_store else entry.cache_bytes())
+        """Store (or re-measure) an entry, then evict least recently used others over the bound."""
         with self._lock:
-            self._entries[key] = (entry, size)
-            self._entries.move_to_end(key)
-            sizes = [(old, _size(*item)) for old, item in self._entries.items()]
-            total = sum(bytes_ for _, bytes_ in sizes)
-            for old, bytes_ in sizes[:-1]:  # least recently used first; never the entry just put
-                if total <= self.max_bytes:
-                    break
-                del self._entries[old]  # a parked static copy is freed with its sequence
-                total -= bytes_
-                self.evictions += 1
+            self._entries.put(key, entry)
 
     def drop(self, key: str) -> None:
         """Forget key's entry, also one checked out now (check_in will not store it again)."""
         with self._lock:
-            self._entries.pop(key, None)
+            self._entries.pop(key)
             if key in self._out:
                 self._drops[key] = self._drops.get(key, 0) + 1
 
     def keys(self) -> list[str]:
         with self._lock:
-            return list(self._entries)
+            return self._entries.keys()
 
     @property
     def total_bytes(self) -> int:
         with self._lock:
-            return self._total()
-
-    def _total(self) -> int:
-        return sum(_size(entry, size) for entry, size in self._entries.values())
-
-
-def _size(entry: CacheEntry, measured: int) -> int:
-    """An entry's bytes now: as measured when put, plus its cache's bytes read now if they can change."""
-    return measured + entry.cache_bytes() if entry.resized_in_store else measured
+            return self._entries.total

@@ -139,7 +139,7 @@ def load_model(
     model.eval()
     elapsed = time.perf_counter() - started
     first_param_device = next(model.parameters()).device
-    static = StaticConfig(capacity=settings.static_tokens, slots=settings.slot_count())
+    static = StaticConfig(capacity=settings.static_tokens)
     loaded = LocalEngine(
         model,
         tokenizer,

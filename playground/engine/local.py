@@ -1,49 +1,46 @@
 """The in-process engine: one transformers causal LM, shared by every session.
 
 Sequences are named by keys; each key's KV cache lives in the engine's `KVStore` between
-calls (see engine/kv_store.py). Every forward holds the model lock for one chunk only, so
-requests interleave, and the prompt is read in chunks with a cancellation check between
-them: Stop ends the work within one chunk (see engine/control.py).
+calls (see engine/kv_store.py). With continuous batching (the default) every read, decode and beam
+step joins the running batch (engine/batcher.py), and a lone request may take the static path
+(engine/static.py); with batching off each request runs its own forwards. Either way every forward
+is the one model call (engine/model_call.py) in a Forwarder turn (engine/forward.py: the model lock,
+Stop, the memory guard, timing), and the decode loop's step is engine/decode_step.py's.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from playground.engine.base import Capabilities, DecodePlan, Progress
-from playground.engine.batched_beams import BatchedBeams, start_beams, step_beams
-from playground.engine.batcher import BatchConfig, make_batcher
+from playground.engine.base import Capabilities
+from playground.engine.batcher import BatchConfig, Batcher, make_batcher
+from playground.engine.beams import BeamRows, reorder_rows, repeat_rows, rows_inputs
 from playground.engine.cache import filled_layer_bytes, new_cache
-from playground.engine.control import Control, check, holding, run_to_end
-from playground.engine.forward import Advance, Forwarder, crop_entry, eager_logits, keep_rows
+from playground.engine.control import Control, holding, run_to_end
+from playground.engine.decode_step import Decoding, check_room, decode_step, finished
+from playground.engine.forward import Advance, Forwarder, crop_entry
 from playground.engine.kv_store import MIB, CacheEntry, KVStore
-from playground.engine.probes import Probes
+from playground.engine.model_call import ModelInputs, run_model, sequence_logits
+from playground.engine.plans import DecodePlan, Progress
+from playground.engine.probes import ModelProbes
 from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill_id
 from playground.engine.records import TokenRecord, describe_rows
-from playground.engine.sampling import (
-    choose,
-    final_scores,
-    seeded_generator,
-    validate_settings,
-)
+from playground.engine.sampling import validate_settings
 from playground.engine.static import (
     DecodeStatus,
     ProgressFn,
-    StaticBeams,
     StaticConfig,
     StaticDecoder,
-    StaticSequence,
     static_wanted,
     zero_gpu,
 )
 from playground.engine.tokens import check_ids, common_prefix
+from playground.engine.twins import Twins
 from playground.engine.warmup import prepare_decode, warm_up
 from playground.errors import PlaygroundError
 from playground.kv.geometry import ModelDims, model_dims
@@ -52,15 +49,6 @@ from playground.settings import load_settings
 # Tokens per prefill chunk: about half a second of work on a 2-core CPU, so Stop acts fast.
 CPU_PREFILL_CHUNK = 256
 GPU_PREFILL_CHUNK = 2048
-
-
-@dataclass
-class BeamBatch:
-    """num_beams rows decoded together (see LocalEngine.beam_start)."""
-
-    cache: Any
-    length: int  # tokens per row so far
-    rows: int
 
 
 class LocalEngine:
@@ -96,16 +84,20 @@ class LocalEngine:
         self.forwarder = Forwarder(device, int(prefill_chunk or default_chunk))
         self.lock = self.forwarder.lock
         self.dims: ModelDims = model_dims(model.config)
-        # Direct forwards for the "Under the hood" lessons (twins, batches, hidden states).
-        self.probes: Probes | None = Probes(self)
-        # decode: "eager" (the default), "static" (static KV cache; CUDA graphs on CUDA, eager steps
-        # elsewhere) or "auto" (static on CUDA only). See engine/static.py.
-        self._static, self._eager_status = self._decoder_for(decode, static_config)
-        # Continuous batching (engine/batcher.py): every stream and step in one running batch.
+        # Weight-sharing copies of the model: eager attention, the batched attention, early exits.
+        self.twins = Twins(model)
+        # Direct forwards for the "Under the hood" lessons (sequences, padded batches, hidden states).
+        self.probes = ModelProbes(self)
+        # The serving loop (engine/batcher.py): every stream, step and beam search in one running batch;
+        # decode: "auto" (the static path for a lone request on CUDA), "static" (also elsewhere, eager
+        # steps) or "eager". See engine/static.py.
         config = batching or BatchConfig()
+        self._static, self._eager_status = self._decoder_for(decode, static_config, config)
         self.batcher, self.batching_line = make_batcher(
-            self.probes, tokenizer, config, self._static is not None
+            model, self.twins.ragged, self.forwarder, tokenizer, config, solo=self._static
         )
+        if self.batcher is None and self._static is not None:  # the static path runs inside the batch
+            self._static, self._eager_status.note = None, f"static path off: {self.batching_line}"
 
     # --- what the model is --------------------------------------------------------------
 
@@ -202,6 +194,11 @@ class LocalEngine:
         return f"{status.line()} · {self.batching_line}"
 
     @property
+    def schedule(self) -> Batcher | None:
+        """The running batch's schedule (engine/protocols.py ScheduleLog), None when not batching."""
+        return self.batcher
+
+    @property
     def concurrency(self) -> int | None:
         """Requests the engine serves at once (the batch's places), None: one forward at a time."""
         return self.batcher.max_jobs if self.batcher is not None else None
@@ -213,35 +210,28 @@ class LocalEngine:
         return prepare_decode(self, self._static, progress)
 
     def _decoder_for(
-        self, decode: str, config: StaticConfig | None
+        self, decode: str, config: StaticConfig | None, batching: BatchConfig
     ) -> tuple[StaticDecoder | None, DecodeStatus]:
-        """The static decoder when `decode` asks for it and the model supports it, and the status
-        the engine shows while decoding eagerly."""
+        """The static decoder when `decode` asks for it and the model supports it (it serves a lone
+        request of the running batch, so batching must be on), and the status shown while eager."""
         wanted, note = static_wanted(decode, self.device, self.model)
+        if wanted and batching.mode == "off":
+            wanted, note = (
+                False,
+                "static path off: it serves a lone request of the running batch (batching off)",
+            )
         eager = DecodeStatus("eager", self.device.type, note=note)
         if not wanted:
             return None, eager
-        config = config or StaticConfig()
         limits = (self.context_length, self.vocab_size)
-        return StaticDecoder(self.model, self.forwarder, config, *limits), eager
-
-    def _new_cache(self) -> Any:
-        """A fresh sequence cache: a static one when that path is on, else a growable DynamicCache."""
-        if self._static is not None and self._static.usable():
-            return self._static.new_sequence()
-        return new_cache(self.config)
-
-    def _new_beam_cache(self, rows: int) -> Any:
-        """The beam slot when it is free and large enough, else a growable DynamicCache."""
-        beams = self._static.new_beams(rows) if self._static is not None and self._static.usable() else None
-        return beams if beams is not None else new_cache(self.config)
+        return StaticDecoder(self.model, self.forwarder, config or StaticConfig(), *limits), eager
 
     # --- sequences ------------------------------------------------------------------------
 
     def prefill(
         self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
-        if key is None:  # a one-off forward: a growable cache, never a static slot (no live sequence parked)
+        if key is None:  # a one-off forward: nothing kept afterwards
             one_off = CacheEntry(new_cache(self.config))
             return run_to_end(self._advance(one_off, list(ids), last, control, "one-off"))[0]
         self.release(key)
@@ -319,68 +309,44 @@ class LocalEngine:
         rest = None if batcher is None else lambda e, ids, n, c: batcher.forward(e, ids, n, c, name, ahead)
         return (
             yield from self.forwarder.advance(
-                entry, target, last, control, self._piece, self._new_cache, rest
+                entry, target, last, control, self._piece, lambda: new_cache(self.config), rest
             )
         )
 
     def _piece(self, cache: Any, ids: Sequence[int], keep: int) -> torch.Tensor:
         """One forward of ids with the cache (inside a forwarder turn); float32 scores (keep, vocab)."""
-        if isinstance(cache, StaticSequence):
-            return cache.decoder.forward(cache, ids, keep)
-        return eager_logits(self.model, cache, ids, keep)
+        return sequence_logits(self.model, cache, list(ids), keep)
 
-    # --- beams --------------------------------------------------------------------------------
+    # --- beams (engine/beams.py: the one beam path) ----------------------------------------------
 
     def beam_start(
         self, ids: Sequence[int], num_beams: int, control: Control | None = None
-    ) -> tuple[BeamBatch | BatchedBeams, torch.Tensor]:
-        """num_beams copies of ids, prefilled together as generate does (batching: read once, as rows
-        of the running batch); scores (N, vocab)."""
-        self.check_ids(list(ids))
-        n, length = int(num_beams), len(ids)
-        if self.batcher is not None:  # the rows join the running batch (engine/batched_beams.py)
-            return start_beams(self.batcher, lambda: new_cache(self.config), ids, n, control)
-        batch = BeamBatch(self._new_beam_cache(n), 0, n)
-        prompt = torch.tensor([list(ids)], dtype=torch.long, device=self.device).expand(n, -1)
-        positions = torch.arange(length, device=self.device).unsqueeze(0).expand(n, -1)
-        first = self.forwarder.run(lambda: self._beam_forward(batch, prompt, positions), control, wait=False)
-        return batch, first[0]
+    ) -> tuple[BeamRows, torch.Tensor]:
+        """num_beams copies of ids: the prompt read once (in the running batch when batching), its
+        cache repeated to the rows; scores (N, vocab)."""
+        entry, n = CacheEntry(new_cache(self.config)), int(num_beams)
+        rows, _ = run_to_end(self._advance(entry, list(ids), 1, control, "beam", ahead=True))
+        with self.forwarder.memory_guard(), holding(self.lock, control):
+            repeat_rows(entry, n)
+        return BeamRows(entry, n, len(ids), control), rows[-1:].expand(n, -1).clone()
 
-    def beam_step(
-        self, batch: BeamBatch | BatchedBeams, reorder: torch.Tensor, token_ids: torch.Tensor
-    ) -> torch.Tensor:
+    def beam_step(self, batch: BeamRows, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         """Rows reordered (row i <- reorder[i]), then one token each; scores (N, vocab)."""
-        if batch.length + 1 > self.context_length:
-            raise PlaygroundError(f"Beams reached the model's context of {self.context_length} tokens.")
-        if isinstance(batch, BatchedBeams):
-            return step_beams(batch, reorder, token_ids)
-        positions = torch.full((batch.rows, 1), batch.length, device=self.device)
+        check_room(batch.length + 1, self.context_length)
+        if self.batcher is not None:  # one job of N rows in the running batch
+            with self.forwarder.memory_guard(), holding(self.lock, batch.control):
+                reorder_rows(batch, reorder)
+            tokens = token_ids.reshape(-1).tolist()
+            scores = self.batcher.forward_rows(batch.entry, tokens, batch.length, batch.control, "beam step")
+        else:
 
-        def step() -> torch.Tensor:
-            batch.cache.reorder_cache(reorder)
-            return self._beam_forward(batch, token_ids.reshape(batch.rows, 1), positions)
+            def step() -> torch.Tensor:
+                reorder_rows(batch, reorder)
+                return run_model(self.model, rows_inputs(batch, token_ids)).logits[:, -1].float()
 
-        return self.forwarder.run(step, wait=False)[0]
-
-    def _beam_forward(
-        self, batch: BeamBatch, input_ids: torch.Tensor, positions: torch.Tensor
-    ) -> torch.Tensor:
-        if isinstance(batch.cache, StaticBeams):  # the beam slot, while the search fits in it
-            decoder, length = self._static, batch.length + input_ids.shape[1]
-            if decoder is not None and decoder.beam_fits(batch.cache, length):
-                logits = decoder.beam_forward(batch.cache, input_ids, batch.length)
-                batch.length = length
-                return logits
-            batch.cache = batch.cache.to_dynamic(self.config)
-        out = self.model(
-            input_ids=input_ids.contiguous(),
-            past_key_values=batch.cache,
-            position_ids=positions,
-            use_cache=True,
-            **keep_rows(self.model, 1),
-        )
-        batch.length += input_ids.shape[1]
-        return out.logits[:, -1, :].to(copy=True, dtype=torch.float32)  # (N, vocab)
+            scores = self.forwarder.run(step, batch.control, wait=False)[0]  # (N, vocab)
+        batch.length += 1
+        return scores
 
     def generation_processors(
         self, prompt_ids: Sequence[int], **generate_kwargs: Any
@@ -436,38 +402,20 @@ class LocalEngine:
     def _decode(
         self, entry: CacheEntry, logits: torch.Tensor, spent: float, plan: DecodePlan, control: Control | None
     ) -> Iterator[TokenRecord | Progress]:
-        """Choose, record and feed back one token at a time (one host copy per token)."""
-        settings, source = plan.settings, "greedy" if plan.settings.greedy else "sample"
-        eos = self.eos_token_ids
-        generator = seeded_generator(plan.seed, self.device)
-        ids = torch.tensor(
-            entry.ids, dtype=torch.long, device=self.device
-        )  # (seq,) for the repetition penalty
-        for step in range(plan.max_new_tokens):
-            started = time.perf_counter()
-            scores = final_scores(logits[0], ids, settings)  # (1, vocab)
-            token = choose(scores, settings, generator)  # (1,) on the device
-            record = describe_rows(
-                self.tokenizer, logits, token, processed=scores, top=plan.top, source=source
-            )[0]
-            record.seconds = spent + time.perf_counter() - started
+        """Batching off: the one decode step (engine/decode_step.py) and one forward per token."""
+        decoding = Decoding.start(plan, self.eos_token_ids, self.context_length, self.device)
+        row = logits[-1]
+        while True:
+            record = decode_step(self.tokenizer, decoding, row, entry.ids, spent)
             yield record
-            if record.id in eos or step == plan.max_new_tokens - 1:
+            if finished(decoding, record):
                 return
-            check(control)
-            ids = torch.cat([ids, token])
-            logits, spent = yield from self._append_one(entry, record.id, control)
-
-    def _append_one(self, entry: CacheEntry, token_id: int, control: Control | None) -> Advance:
-        """The decode loop's step: one token it chose itself (valid by construction, so no prefix
-        comparison): one forward of one token, a graph replay on the static path."""
-        if len(entry.ids) + 1 > self.context_length:
-            total, limit = len(entry.ids) + 1, self.context_length
-            raise PlaygroundError(f"{total} tokens is more than the model's context of {limit} tokens.")
-        step = self.forwarder.chunks(entry, [token_id], 1, control, self._piece, wait=False)
-        rows, seconds = yield from step
-        entry.remember(len(entry.ids), rows[-1])
-        return rows, seconds
+            check_room(len(entry.ids) + 1, self.context_length)
+            rows, spent = yield from self.forwarder.chunks(
+                entry, [record.id], 1, control, self._piece, wait=False
+            )
+            row = rows[-1]
+            entry.remember(len(entry.ids), row)
 
     def measure_cache(self, seq_len: int, batch_size: int = 1, seed: int = 0) -> tuple[list[int], str]:
         """Fill a real KV cache with a forward over (batch, seq_len) synthetic ids; returns the bytes
@@ -478,18 +426,23 @@ class LocalEngine:
         if self.batcher is not None and batch_size == 1:  # one sequence: it joins the running batch
             run_to_end(self.batcher.forward(CacheEntry(cache), ids[0].tolist(), 1, None, "KV measure"))
         else:
-            keep = keep_rows(self.model, 1)
-            self.forwarder.run(
-                lambda: self.model(input_ids=ids, past_key_values=cache, use_cache=True, **keep)
-            )
-        dtype = next(
-            (str(layer.keys.dtype) for layer in cache.layers if getattr(layer, "keys", None) is not None), ""
-        )
-        return filled_layer_bytes(cache), dtype.removeprefix("torch.") or str(self.dtype).removeprefix(
-            "torch."
-        )
+            self.forwarder.run(lambda: run_model(self.model, ModelInputs(ids, cache=cache)))
+        tensors = (getattr(layer, "keys", None) for layer in cache.layers)
+        dtype = next((str(keys.dtype) for keys in tensors if keys is not None), str(self.dtype))
+        return filled_layer_bytes(cache), dtype.removeprefix("torch.")
 
     # --- warm-up --------------------------------------------------------------------------------
+
+    def weights_changed(self) -> None:
+        """The model's layers were replaced in place (--quantize): the twins are made again from them,
+        and the running batch runs the new one."""
+        self.twins = Twins(self.model)
+        if self.batcher is not None:
+            self.batcher.model = self.twins.ragged()
+
+    def synchronize(self) -> None:
+        """Wait for the model's queued device work."""
+        self.forwarder.synchronize()
 
     def warm_up(self, report: ProgressFn | None = None) -> None:
         """Chat, step and beam once each on a short input (engine/warmup.py warm_up)."""

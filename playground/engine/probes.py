@@ -1,17 +1,14 @@
-"""Direct forwards for the "Under the hood" views: what chat and the step tab never need.
+"""Direct forwards for the "Under the hood" lessons (engine/protocols.py `Probes`): what chat and the
+step tab never need.
 
-The views measure and look inside the model: attention weights (an eager-attention twin),
-each layer's hidden state through the final norm and the head (logit lens), a sequence with
-its own KV cache on any model (the engine's, a first-k-layers twin for early-exit drafts, a
-draft engine's), a forward with no cache at all (recomputation), and a left-padded batch
-with an attention mask (batching).
-
-A twin shares every weight tensor of the engine's model (nothing is copied) but has its own
-module tree and config. So the eager twin switches attention for the attention view alone:
-the engine's model keeps its fast attention (SDPA, or what the GPU path compiles), and no
-other request ever sees a changed config. Every forward goes through the engine's Forwarder
-(engine/forward.py): it holds the lock for one chunk or one step, and checks the request's
-Control between them (Stop acts within a step).
+The lessons measure and look inside the model: attention weights (an eager-attention twin), each
+layer's hidden state through the final norm and the head (logit lens), a sequence with its own KV
+cache on any model (the engine's, a first-k-layers twin for early-exit drafts, a quantized copy), a
+forward with no cache at all (recomputation), a left-padded batch with an attention mask (batching)
+and the batch scheduler stepped by hand (continuous batching). Twins share every weight of the
+engine's model (engine/twins.py). Every forward is the engine's one model call
+(engine/model_call.py) in a Forwarder turn: it holds the lock for one chunk or one step, and checks
+the request's Control between them (Stop acts within a step).
 
     probes = engine.probes                   # None on a remote engine
     maps = probes.attentions(ids)            # (layers, heads, seq, seq)
@@ -21,78 +18,106 @@ Control between them (Stop acts within a step).
 
 from __future__ import annotations
 
-import copy
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
+from playground.engine.batcher import Batcher
 from playground.engine.cache import filled_layer_bytes, new_cache
 from playground.engine.control import Control, holding, run_to_end
-from playground.engine.forward import Forwarder, eager_logits, keep_rows
+from playground.engine.forward import Forwarder
 from playground.engine.kv_store import CacheEntry
+from playground.engine.model_call import ModelInputs, run_model, sequence_logits
+from playground.engine.plans import DecodePlan
+from playground.engine.protocols import ModelShape
+from playground.engine.sampling import SamplingSettings
+from playground.engine.schedule import Iteration, Job
+from playground.engine.twins import Twins
 from playground.errors import PlaygroundError
-
-if TYPE_CHECKING:
-    from playground.engine.local import LocalEngine
+from playground.kv.geometry import ModelDims
 
 FINAL_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_layer_norm", "final_norm")
-MAX_TWINS = 5  # eager, ragged + a few early-exit depths; each is module objects only (weights shared)
+GREEDY = SamplingSettings(temperature=0)
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """What the cost estimates need to know about the model."""
+class ProbeHost(Protocol):
+    """What the probes need of the engine that holds the model (LocalEngine provides it)."""
 
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    hidden: int
-    intermediate: int
-    vocab: int
-    # weights multiplied per token: every Linear, the head included (not the embedding lookup)
-    matmul_params: int
-    head_params: int  # of which the LM head (computed for kept rows only)
-    weight_bytes: int  # bytes of every weight (read once per forward)
-    element_bytes: int  # bytes per value in the model's dtype (activations, KV cache)
+    name: str
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    dims: ModelDims
+    forwarder: Forwarder
+    twins: Twins
+
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def pad_token_id(self) -> int: ...
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def context_length(self) -> int: ...
+
+    def check_ids(self, ids: Sequence[int], last: int = 1, checked: int = 0) -> None: ...
 
 
-class Probes:
-    """The lessons' forwards over one LocalEngine (see the module docstring): `engine.probes`."""
+class ModelProbes:
+    """The lessons' forwards over one engine's model (see the module docstring): `engine.probes`."""
 
-    def __init__(self, engine: LocalEngine) -> None:
-        self.engine = engine
-        self.forwarder: Forwarder = engine.forwarder
-        self._twins: OrderedDict[tuple[str, int], Any] = OrderedDict()
-        self._twin_lock = threading.Lock()
+    def __init__(self, host: ProbeHost) -> None:
+        self.host = host
+        self.forwarder: Forwarder = host.forwarder
 
     @property
     def model(self) -> Any:
-        return self.engine.model
+        return self.host.model
 
     @property
     def device(self) -> torch.device:
-        return self.engine.device
+        return self.host.device
 
     @property
     def num_layers(self) -> int:
-        return self.engine.dims.layers
+        return self.host.dims.layers
+
+    @property
+    def prefill_chunk(self) -> int:
+        return self.forwarder.prefill_chunk
 
     # --- sequences and batches ------------------------------------------------------------
 
-    def sequence(self, exit_layer: int | None = None, control: Control | None = None) -> ProbeSequence:
-        """An empty sequence with its own KV cache: on the whole model, or (exit_layer=k) on its
-        first k layers followed by the final norm and the head (an early-exit draft)."""
-        model = self.model if exit_layer is None else self.early_exit_twin(exit_layer)
-        return ProbeSequence(self, model, control)
+    def sequence(
+        self,
+        control: Control | None = None,
+        *,
+        exit_layer: int | None = None,
+        model: Any = None,
+        new_cache: Callable[[], Any] | None = None,
+    ) -> ModelSequence:
+        """An empty sequence with its own KV cache: on the whole model, on its first exit_layer layers
+        followed by the final norm and the head (an early-exit draft), or on another model."""
+        if exit_layer is not None:
+            model = self.host.twins.early_exit(exit_layer)
+        return ModelSequence(self, model if model is not None else self.model, control, new_cache)
 
-    def batch(self, prompts: Sequence[Sequence[int]], control: Control | None = None) -> ProbeBatch:
-        """Several sequences decoded together in one left-padded batch (see ProbeBatch)."""
-        return ProbeBatch(self, [list(p) for p in prompts], control)
+    def batch(self, prompts: Sequence[Sequence[int]], control: Control | None = None) -> PaddedBatch:
+        """Several sequences decoded together in one left-padded batch (see PaddedBatch)."""
+        return PaddedBatch(self, [list(p) for p in prompts], control)
+
+    def replay_batch(self, budget: int, max_jobs: int) -> Replay:
+        """The engine's batch scheduler, unthreaded, on the batched-attention twin."""
+        twin = self.host.twins.ragged()
+        batcher = Batcher(
+            twin, self.forwarder, self.host.tokenizer, budget=budget, max_jobs=max_jobs, threaded=False
+        )
+        return Replay(self.host, batcher)
 
     # --- one-off forwards -------------------------------------------------------------------
 
@@ -101,25 +126,21 @@ class Probes:
         next-token logits (vocab,) float32 and the seconds of model work. Read in the engine's
         prefill chunks, as a prompt is, so other users and Stop get a turn between chunks; the
         keys and values built on the way are thrown away afterwards."""
-        rows, seconds = self.sequence(control=control).advance(ids)
+        rows, seconds = self.sequence(control).advance(ids)
         return rows[-1], seconds
 
     def attentions(self, ids: Sequence[int], control: Control | None = None) -> torch.Tensor:
         """Attention weights (layers, heads, seq, seq) float32 on the CPU, from an eager-attention
         twin of the model (exactly what transformers' eager output_attentions returns)."""
         self.check(ids)
-        twin = self.eager_twin()
+        twin = self.host.twins.eager()
+        inputs = ModelInputs(self.tensor([list(ids)]), options={"output_attentions": True})
 
         def read() -> torch.Tensor:
-            out = twin(
-                input_ids=self.tensor([list(ids)]),
-                use_cache=False,
-                output_attentions=True,
-                **keep_rows(twin, 1),
-            )
+            out = run_model(twin, inputs)
             if not out.attentions or any(a is None for a in out.attentions):
                 raise PlaygroundError(
-                    f"{self.engine.name} returned no attention weights, even with eager attention."
+                    f"{self.host.name} returned no attention weights, even with eager attention."
                 )
             return torch.stack([a[0].float() for a in out.attentions]).cpu()
 
@@ -134,13 +155,13 @@ class Probes:
         norm is never applied twice. The prefix is read in cached chunks (cancellable); only the
         last token's forward keeps hidden states."""
         self.check(ids)
-        sequence = self.sequence(control=control)
+        sequence = self.sequence(control)
         if len(ids) > 1:
             sequence.advance(list(ids[:-1]))
         out = sequence.forward_raw([ids[-1]], output_hidden_states=True)
         hidden = out.hidden_states  # (layers + 1) x (1, 1, hidden)
         if hidden is None or len(hidden) != self.num_layers + 1:
-            raise PlaygroundError(f"{self.engine.name} did not return one hidden state per layer.")
+            raise PlaygroundError(f"{self.host.name} did not return one hidden state per layer.")
         last = out.logits[0, -1:].float()  # the model's own: its last hidden state is already normed
         if len(hidden) == 2:
             return last
@@ -166,45 +187,10 @@ class Probes:
             f"Cannot find the final norm of {type(self.model).__name__}: no logit lens for it."
         )
 
-    # --- twins -----------------------------------------------------------------------------
-
-    def eager_twin(self) -> Any:
-        """The model with eager attention (returns weights), sharing the engine's weights."""
-        return self._twin(("eager", 0), lambda twin: twin.set_attn_implementation("eager"))
-
-    def ragged_twin(self) -> Any:
-        """The model with the running batch's attention (engine/ragged.py), sharing its weights."""
-        from playground.engine.ragged import IMPLEMENTATION
-
-        return self._twin(("ragged", 0), lambda twin: twin.set_attn_implementation(IMPLEMENTATION))
-
-    def early_exit_twin(self, exit_layer: int) -> Any:
-        """The model cut after its first exit_layer decoder layers; the final norm and the head
-        follow as usual (weights shared)."""
-        total = self.num_layers
-        if isinstance(exit_layer, bool) or not isinstance(exit_layer, int) or not 1 <= exit_layer < total:
-            raise PlaygroundError(
-                f"Early exit needs k between 1 and {total - 1} layers (the model has {total}; k = {total} "
-                f"would be the model itself), got {exit_layer!r}."
-            )
-        return self._twin(("exit", exit_layer), lambda twin: _cut_layers(twin, exit_layer))
-
-    def _twin(self, key: tuple[str, int], adjust: Callable[[Any], None]) -> Any:
-        with self._twin_lock:
-            twin = self._twins.get(key)
-            if twin is None:
-                twin = shared_weights_copy(self.model)
-                adjust(twin)
-                self._twins[key] = twin
-                while len(self._twins) > MAX_TWINS:
-                    self._twins.popitem(last=False)
-            self._twins.move_to_end(key)
-            return twin
-
     # --- what the model is, what memory is left ---------------------------------------------
 
     def shape(self) -> ModelShape:
-        model, dims = self.model, self.engine.dims
+        model, dims = self.model, self.host.dims
         head = model.get_output_embeddings().weight
         embed = model.get_input_embeddings().weight
         params = sum(p.numel() for p in model.parameters())
@@ -220,7 +206,7 @@ class Probes:
             matmul_params=params - embed.numel() + (head.numel() if tied else 0),
             head_params=head.numel(),
             weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
-            element_bytes=torch.finfo(self.engine.dtype).bits // 8,
+            element_bytes=torch.finfo(self.host.dtype).bits // 8,
         )
 
     def free_memory_bytes(self) -> int | None:
@@ -231,16 +217,16 @@ class Probes:
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
     def check(self, ids: Sequence[int]) -> None:
-        self.engine.check_ids(list(ids))
+        self.host.check_ids(list(ids))
 
 
-class ProbeSequence:
-    """One sequence with its own KV cache on one model (the engine's or a twin), outside the
+class ModelSequence:
+    """One sequence with its own KV cache on one model (the engine's, a twin, a copy), outside the
     engine's store: the lessons time every forward of it themselves."""
 
     def __init__(
         self,
-        probes: Probes,
+        probes: ModelProbes,
         model: Any,
         control: Control | None = None,
         cache_factory: Callable[[], Any] | None = None,
@@ -265,7 +251,7 @@ class ProbeSequence:
         the seconds of model work (lock waits excluded). Nothing is remembered across calls but the
         cache (a lesson times every forward it asks for)."""
         target = list(target)
-        self.probes.engine.check_ids(target, last)
+        self.probes.host.check_ids(target, last)
         self.entry.logits.clear()
         advance = self.probes.forwarder.advance(
             self.entry, target, last, self.control, self._piece, self.new_cache
@@ -274,27 +260,20 @@ class ProbeSequence:
         return rows, self.last_seconds
 
     def _piece(self, cache: Any, ids: Sequence[int], keep: int) -> torch.Tensor:
-        return eager_logits(self.model, cache, ids, keep)
+        return sequence_logits(self.model, cache, list(ids), keep)
 
-    def forward_raw(self, piece: Sequence[int], keep: int = 1, **kwargs: Any) -> Any:
+    def forward_raw(self, piece: Sequence[int], keep: int = 1, **options: Any) -> Any:
         """One forward of piece into the cache (one turn); transformers' own output."""
-        probes = self.probes
-        out, self.last_seconds = probes.forwarder.run(
-            lambda: self.model(
-                input_ids=probes.tensor([list(piece)]),
-                past_key_values=self.cache,
-                use_cache=True,
-                **keep_rows(self.model, keep),
-                **kwargs,
-            ),
-            self.control,
+        inputs = ModelInputs(self.probes.tensor([list(piece)]), cache=self.cache, keep=keep, options=options)
+        out, self.last_seconds = self.probes.forwarder.run(
+            lambda: run_model(self.model, inputs), self.control
         )
         self.ids.extend(piece)
         return out
 
-    def fork(self) -> ProbeSequence:
+    def fork(self) -> ModelSequence:
         """An independent copy of this sequence: the same ids, its cache copied (quantized ones too)."""
-        twin = ProbeSequence(self.probes, self.model, self.control, self.new_cache)
+        twin = ModelSequence(self.probes, self.model, self.control, self.new_cache)
         with holding(self.probes.forwarder.lock, self.control):  # no forward writes it meanwhile
             twin.entry = self.entry.copy()
         return twin
@@ -311,11 +290,11 @@ class ProbeSequence:
         return sum(filled_layer_bytes(self.cache))
 
 
-class ProbeBatch:
+class PaddedBatch:
     """Sequences decoded together: prompts left-padded to one width, an attention mask hiding the
     pads, positions counted from each prompt's own start (as `generate` batches)."""
 
-    def __init__(self, probes: Probes, prompts: list[list[int]], control: Control | None = None) -> None:
+    def __init__(self, probes: ModelProbes, prompts: list[list[int]], control: Control | None = None) -> None:
         if not prompts:
             raise PlaygroundError("A batch needs at least one prompt.")
         for ids in prompts:
@@ -328,7 +307,7 @@ class ProbeBatch:
     def prefill(self) -> tuple[torch.Tensor, float]:
         """All prompts in one forward: next-token logits (batch, vocab) and seconds."""
         width = max(len(p) for p in self.prompts)
-        pad = max(self.probes.engine.pad_token_id, 0)
+        pad = max(self.probes.host.pad_token_id, 0)
         ids = [[pad] * (width - len(p)) + p for p in self.prompts]
         mask = [[0] * (width - len(p)) + [1] * len(p) for p in self.prompts]
         self.mask = self.probes.tensor(mask)
@@ -347,35 +326,41 @@ class ProbeBatch:
         return self._forward(self.probes.tensor([[t] for t in tokens]), self.positions + 1)
 
     def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, float]:
+        inputs = ModelInputs(input_ids, positions, self.cache, self.mask, keep=1)
         model = self.probes.model
-
-        def call() -> torch.Tensor:
-            out = model(
-                input_ids=input_ids,
-                attention_mask=self.mask,
-                position_ids=positions,
-                past_key_values=self.cache,
-                use_cache=True,
-                **keep_rows(model, 1),
-            )
-            return out.logits[:, -1].float()  # (batch, vocab)
-
-        rows, seconds = self.probes.forwarder.run(call, self.control)
+        rows, seconds = self.probes.forwarder.run(
+            lambda: run_model(model, inputs).logits[:, -1].float(), self.control
+        )  # (batch, vocab)
         self.positions = positions[:, -1:]
         return rows, seconds
 
 
+class Replay:
+    """The engine's batch scheduler stepped by hand, greedy streams only (the continuous-batching
+    lesson replays arrivals at set iterations)."""
+
+    def __init__(self, host: ProbeHost, batcher: Batcher) -> None:
+        self.host, self.batcher = host, batcher
+
+    @property
+    def log(self) -> Sequence[Iteration]:
+        return self.batcher.log
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.batcher.running or self.batcher.waiting)
+
+    def add(self, prompt: list[int], new_tokens: int, name: str) -> Job:
+        entry = CacheEntry(new_cache(self.host.config))
+        plan = DecodePlan(GREEDY, new_tokens, seed=0)
+        host = self.host
+        return self.batcher.stream_job(entry, prompt, plan, host.eos_token_ids, host.context_length, name)
+
+    def step(self) -> bool:
+        return self.batcher.step()
+
+
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def shared_weights_copy(model: Any) -> Any:
-    """A copy of the model's module tree and config whose parameters and buffers ARE the
-    original's tensors (deepcopy with a memo that maps each tensor to itself)."""
-    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
-    try:
-        return copy.deepcopy(model, memo)
-    except (RuntimeError, TypeError, AttributeError) as exc:
-        raise PlaygroundError(f"Cannot make a weight-sharing copy of {type(model).__name__}: {exc}") from None
 
 
 def _decoder(model: Any) -> Any:
@@ -386,26 +371,6 @@ def _decoder(model: Any) -> Any:
     except (AttributeError, ValueError, NotImplementedError):
         decoder = None
     return decoder if decoder is not None else getattr(model, "base_model", model)
-
-
-def _cut_layers(twin: Any, keep: int) -> None:
-    """Keep the first `keep` decoder layers of a twin (its config says so too, for its cache)."""
-    text = twin.config.get_text_config()
-    total = int(text.num_hidden_layers)
-    parent, name, layers = _layer_list(twin, total)
-    setattr(parent, name, torch.nn.ModuleList(list(layers)[:keep]))
-    text.num_hidden_layers = keep
-    if isinstance(getattr(text, "layer_types", None), list):
-        text.layer_types = text.layer_types[:keep]
-
-
-def _layer_list(model: Any, total: int) -> tuple[Any, str, torch.nn.ModuleList]:
-    """The ModuleList holding the decoder layers: (its parent, its attribute name, the list)."""
-    for qualified, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == total and qualified:
-            parent_name, _, name = qualified.rpartition(".")
-            return model.get_submodule(parent_name), name, module
-    raise PlaygroundError(f"Cannot find the decoder layers of {type(model).__name__}: no early exit for it.")
 
 
 Picker = Callable[[torch.Tensor, Sequence[int]], int]  # (logits (vocab,), ids so far) -> token id

@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from playground.engine.control import Control, check
-from playground.engine.probes import shared_weights_copy
 from playground.engine.quant_bytes import model_bytes, release_memory
+from playground.engine.twins import shared_weights_copy
 from playground.errors import PlaygroundError
 
 MIB = 2**20
@@ -247,6 +247,7 @@ def quantize_served(engine: Any, name: str, report: Callable[[str], None] | None
     quantize_layers(engine.model, fmt, QuantSpec(engine.device, engine.dtype))
     release_memory()
     after = model_bytes(engine.model)[0]
+    engine.weights_changed()  # the twins (the running batch's among them) take the new layers
     engine.quantization = fmt.name
     engine.quantization_line = (
         f"Weights: {fmt.label} ({fmt.library}, --quantize {fmt.name}) in the decoder's Linear layers · "

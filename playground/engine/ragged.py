@@ -27,6 +27,7 @@ shared config, which turned concurrent plain forwards non-causal when we measure
 
 from __future__ import annotations
 
+import inspect
 import logging
 import warnings
 from collections.abc import Callable
@@ -37,11 +38,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, AttentionMaskInterface
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
 from playground.engine.cache import GrowableLayer
+from playground.engine.model_call import ModelInputs
 
 logger = logging.getLogger(__name__)
 IMPLEMENTATION = "playground_ragged"
@@ -50,11 +52,18 @@ NO_MASK = torch.zeros(1, 1, 0, 0, dtype=torch.bool)  # a 4D mask: transformers t
 
 @dataclass(frozen=True)
 class Segment:
-    """One sequence's tokens in the packed row: [start, stop), appended to `cache`."""
+    """One sequence's tokens in the packed row: [start, stop), appended to `cache`. rows > 1: a cache
+    of that many rows (a beam search's), which takes one token per row: stop - start == rows."""
 
     start: int
     stop: int
     cache: Any  # the sequence's own DynamicCache (full-attention GrowableLayers)
+    rows: int = 1
+
+    @property
+    def advance(self) -> int:
+        """Positions each of its cache's rows moves on."""
+        return 1 if self.rows > 1 else self.stop - self.start
 
 
 @dataclass(frozen=True)
@@ -64,10 +73,12 @@ class RaggedPlan:
     segments: tuple[Segment, ...]
     starts: list[int] = field(init=False, compare=False)  # each segment's first packed token
     counts: list[int] = field(init=False, compare=False)  # its tokens (the scripted call's lists)
+    rows: list[int] = field(init=False, compare=False)  # its cache's rows
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "starts", [seg.start for seg in self.segments])
         object.__setattr__(self, "counts", [seg.stop - seg.start for seg in self.segments])
+        object.__setattr__(self, "rows", [seg.rows for seg in self.segments])
 
 
 class RaggedCache(Cache):
@@ -88,7 +99,7 @@ class RaggedCache(Cache):
                 raise TypeError(
                     f"the batched attention needs GrowableLayer caches, got {type(layer).__name__}"
                 )
-            layer.make_room(key_states, value_states, seg.stop - seg.start)
+            layer.make_room(key_states, value_states, seg.advance)
         return key_states, value_states  # the new ones: ragged_attention writes them
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -117,9 +128,9 @@ def ragged_attention(
     values = [layer.buffers[1] for layer in layers]
     lengths = [layer.length for layer in layers]
     attend = _attend()
-    out = attend(query, key, value, keys, values, ragged.starts, ragged.counts, lengths, scaling)
-    for layer, n in zip(layers, ragged.counts, strict=True):
-        layer.length += n  # attend_segments wrote its keys and values
+    out = attend(query, key, value, keys, values, ragged.starts, ragged.counts, ragged.rows, lengths, scaling)
+    for layer, seg in zip(layers, ragged.segments, strict=True):
+        layer.length += seg.advance  # attend_segments wrote its keys and values
     return out, None
 
 
@@ -131,15 +142,25 @@ def attend_segments(
     value_buffers: list[torch.Tensor],
     starts: list[int],
     counts: list[int],
+    rows: list[int],
     lengths: list[int],
     scale: float | None,
 ) -> torch.Tensor:
     """One layer of the packed forward: segment i's new keys and values (packed tokens starts[i] ..
     + counts[i]) written into its buffers after its lengths[i] cached ones, then its queries
-    attend over all of them, causal among the new ones. (1, T, heads, head_dim)."""
+    attend over all of them, causal among the new ones. A segment of rows[i] > 1 rows (beams) has
+    one token per row, each attending over its own row. (1, T, heads, head_dim)."""
     outputs: list[torch.Tensor] = []
     for i in range(len(starts)):
         start, n, before = starts[i], counts[i], lengths[i]
+        if rows[i] > 1:  # (1, heads, rows, dim) -> (rows, heads, 1, dim): a row's token is its own query
+            key_buffers[i][:, :, before : before + 1] = key[:, :, start : start + n].transpose(0, 2)
+            value_buffers[i][:, :, before : before + 1] = value[:, :, start : start + n].transpose(0, 2)
+            q = query[:, :, start : start + n].transpose(0, 2)
+            keys, values = key_buffers[i][:, :, : before + 1], value_buffers[i][:, :, : before + 1]
+            out = F.scaled_dot_product_attention(q, keys, values, scale=scale, enable_gqa=True)
+            outputs.append(out.transpose(0, 2))
+            continue
         total = before + n
         key_buffers[i][:, :, before:total] = key[:, :, start : start + n]
         value_buffers[i][:, :, before:total] = value[:, :, start : start + n]
@@ -175,11 +196,31 @@ def warm_attention() -> None:
     _attend()
 
 
+def full_attention_reason(model: Any) -> str | None:
+    """Why a forward with given positions and a 4D mask over full-attention caches cannot run this
+    model (None: it can): what the batched attention and the static path both need."""
+    config = model.config
+    if getattr(config, "is_encoder_decoder", False):
+        return "encoder-decoder models are not supported"
+    attention = getattr(config, "_attn_implementation", None)
+    if attention not in ("sdpa", "eager", IMPLEMENTATION):
+        return f"attention implementation {attention!r} (needs sdpa or eager)"
+    devices = set(getattr(model, "hf_device_map", {}).values())
+    if len(devices) > 1:
+        return f"the model is spread over {len(devices)} devices"
+    layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    other = sorted(set(layer_types) - {"full_attention"})
+    if other:
+        return f"layers of type {', '.join(other)} (only full attention is supported)"
+    wanted = {"input_ids", "position_ids", "attention_mask", "past_key_values"}
+    if not wanted <= set(inspect.signature(model.forward).parameters):
+        return "the model's forward does not take position ids, a 4D mask and a cache"
+    return None
+
+
 def unsupported(model: Any) -> str | None:
     """Why this model cannot be batched this way (None: it can)."""
-    from playground.engine.static import unsupported_reason
-
-    reason = unsupported_reason(model)  # full attention everywhere, positions and a 4D mask taken
+    reason = full_attention_reason(model)  # full attention everywhere, positions and a 4D mask taken
     if reason:
         return reason
     config = getattr(model, "config", None)
@@ -190,6 +231,42 @@ def unsupported(model: Any) -> str | None:
         m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx")
     ]
     return None if layers else "its attention layers do not say their layer index"
+
+
+@dataclass(frozen=True)
+class PackedPart:
+    """One sequence's share of an iteration: its cache, its new ids at their positions, the offsets
+    (in ids) whose next-token rows it wants, and its cache's rows (beams: one id per row)."""
+
+    cache: Any
+    ids: list[int]
+    positions: list[int]
+    keep: range
+    rows: int = 1
+
+
+def packed_inputs(parts: list[PackedPart], device: torch.device) -> ModelInputs:
+    """The iteration's one forward: every part's ids packed in one row (1, T), each at its own
+    position, attending over its own cache (ragged_attention); the kept rows in part order."""
+    ids: list[int] = []
+    positions: list[int] = []
+    segments: list[Segment] = []
+    keep: list[int] = []
+    for part in parts:
+        start = len(ids)
+        segments.append(Segment(start, start + len(part.ids), part.cache, part.rows))
+        keep.extend(start + offset for offset in part.keep)
+        ids.extend(part.ids)
+        positions.extend(part.positions)
+    plan = RaggedPlan(tuple(segments))
+    return ModelInputs(
+        ids=torch.tensor([ids], device=device),
+        positions=torch.tensor([positions], device=device),
+        cache=RaggedCache(plan),
+        mask=NO_MASK.to(device),
+        keep=torch.tensor(keep or [0], device=device),
+        options={"ragged": plan},
+    )
 
 
 AttentionInterface.register(IMPLEMENTATION, ragged_attention)

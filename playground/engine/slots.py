@@ -169,14 +169,6 @@ class Slot:
         zeros = torch.zeros(allowed.shape, dtype=self.mask_dtype, device=self.device)
         return zeros.masked_fill(~allowed, torch.finfo(self.mask_dtype).min)
 
-    def chunk(self, call: ModelCall, ids: torch.Tensor, start: int, keep: int) -> torch.Tensor:
-        """Eager forward of ids (rows, q) at positions start..; float32 scores (rows, keep, vocab)."""
-        rows, q = ids.shape
-        positions = torch.arange(start, start + q, device=self.device).expand(rows, q)
-        self.view.rows, self.view.kv_length, self.view.write_index = rows, start + q, positions[0]
-        logits = call(ids, positions, self.mask(positions, start + q), self.cache, keep)
-        return logits[:, -keep:].float()
-
     def step_body(self, call: ModelCall, rows: int, bucket: int) -> None:
         """One token per row from self.input_ids at self.positions, scores into self.logits. This is
         what a graph records: fixed shapes, and every tensor it touches keeps its address."""

@@ -9,16 +9,27 @@ failure turns the static path off with the reason in the status line.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from playground.engine.base import DecodePlan
+from playground.engine.base import Engine
+from playground.engine.plans import DecodePlan
 from playground.engine.sampling import SamplingSettings
 from playground.engine.static import DecodeStatus, ProgressFn, StaticDecoder, zero_gpu
 
-if TYPE_CHECKING:
-    from playground.engine.local import LocalEngine
+
+class Warmable(Engine, Protocol):
+    """An in-process engine: the Engine protocol plus its device, decode status and warm-up."""
+
+    device: torch.device
+
+    @property
+    def decode_status(self) -> DecodeStatus: ...
+
+    def warm_up(self, report: ProgressFn | None = None) -> None: ...
+
+    def synchronize(self) -> None: ...
 
 
 # The warm-up decodes once greedily and once with every sampling stage on.
@@ -31,7 +42,7 @@ WARM_UP_SETTINGS = (
 
 
 def prepare_decode(
-    engine: LocalEngine, decoder: StaticDecoder | None, progress: ProgressFn | None
+    engine: Warmable, decoder: StaticDecoder | None, progress: ProgressFn | None
 ) -> DecodeStatus:
     """Prepare the static path (when on), warm up on CUDA, and return the decode status."""
     report = progress or _quiet
@@ -61,7 +72,7 @@ def _quiet(message: str) -> None:
     """A progress function that says nothing."""
 
 
-def warm_up(engine: LocalEngine, report: ProgressFn | None = None) -> None:
+def warm_up(engine: Warmable, report: ProgressFn | None = None) -> None:
     """Run a chat stream (greedy and sampled), a step (sync, one more token, crop) and a beam step
     once each on a short input, so library handles, kernels and allocator pools load now and not on
     a user's first request."""
@@ -79,4 +90,4 @@ def warm_up(engine: LocalEngine, report: ProgressFn | None = None) -> None:
     engine.release(key)
     batch, logits = engine.beam_start(ids[:16], 4)
     engine.beam_step(batch, torch.arange(4, device=logits.device), logits.argmax(dim=-1))
-    engine.forwarder.synchronize()
+    engine.synchronize()

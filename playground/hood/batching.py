@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from playground.engine.base import Engine
 from playground.engine.control import Control, run_to_end
-from playground.engine.probes import Picker, Probes, greedy_picker
+from playground.engine.probes import Picker, greedy_picker
+from playground.engine.protocols import Probes
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
 from playground.kv import format_bytes, kv_cache_bytes

@@ -22,7 +22,7 @@ from typing import Any
 
 from playground.engine.base import Engine
 from playground.engine.control import Control
-from playground.engine.probes import Probes
+from playground.engine.protocols import Probes
 from playground.errors import PlaygroundError
 
 

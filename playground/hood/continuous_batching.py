@@ -18,20 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from playground.engine.base import DecodePlan, Engine
-from playground.engine.batcher import Batcher, Iteration, Job
-from playground.engine.cache import new_cache
+from playground.engine.base import Engine
 from playground.engine.control import Control, check, run_to_end
-from playground.engine.kv_store import CacheEntry
-from playground.engine.probes import Picker, Probes, greedy_picker
-from playground.engine.sampling import SamplingSettings
+from playground.engine.probes import Picker, greedy_picker
+from playground.engine.protocols import Probes
+from playground.engine.schedule import Iteration, Job
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
 
 MAX_REQUESTS = 12
 MAX_NEW_TOKENS = 64
 MAX_BUDGET = 512
-GREEDY = SamplingSettings(temperature=0)
 
 
 @dataclass(frozen=True)
@@ -126,24 +123,13 @@ def _running_batch(
     lm: Engine, probes: Probes, result: ContinuousBatching, control: Control
 ) -> Iterator[ContinuousBatching]:
     """The engine's scheduler, unthreaded: arrivals submitted at their iteration, one step each."""
-    batcher = Batcher(
-        probes.ragged_twin(),
-        probes.forwarder,
-        lm.tokenizer,
-        budget=result.budget,
-        max_jobs=len(result.requests),
-        threaded=False,
-    )
+    batcher = probes.replay_batch(result.budget, len(result.requests))
     jobs: dict[int, Job] = {}
     watch, iteration = Stopwatch(control), 0
-    while len(jobs) < len(result.requests) or batcher.running or batcher.waiting:
+    while len(jobs) < len(result.requests) or batcher.busy:
         for i, r in enumerate(result.requests):
             if r.at == iteration:
-                plan = DecodePlan(GREEDY, r.new_tokens, seed=0)
-                entry = CacheEntry(new_cache(lm.config))
-                jobs[i] = batcher.stream_job(
-                    entry, r.prompt, plan, lm.eos_token_ids, lm.context_length, f"#{i + 1}"
-                )
+                jobs[i] = batcher.add(r.prompt, r.new_tokens, f"#{i + 1}")
         check(control)
         logged = len(batcher.log)
         batcher.step()  # nothing to run (every request still to come): an empty iteration

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from playground.engine.base import Engine
 from playground.engine.control import Control, run_to_end
-from playground.engine.probes import Picker, ProbeSequence, greedy_picker
+from playground.engine.probes import Picker, greedy_picker
+from playground.engine.protocols import ProbeSequence
 from playground.engine.tokens import check_token_id, common_prefix
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, fits_context, require, whole_in_range

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from playground.engine.base import Engine
 from playground.engine.control import Control, run_to_end
-from playground.engine.probes import ModelShape, Probes
+from playground.engine.protocols import ModelShape, Probes
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, preset_ids, require, whole_in_range
 
@@ -109,7 +109,7 @@ def iter_run(
     probes = require(lm)
     whole_in_range(decode_tokens, 1, 64, "Decode steps per length")
     lengths = _check_lengths(lm, lengths, decode_tokens)
-    result = PrefillDecode(probes.shape(), probes.device.type, probes.forwarder.prefill_chunk, decode_tokens)
+    result = PrefillDecode(probes.shape(), probes.device.type, probes.prefill_chunk, decode_tokens)
     _measure_point(lm, probes, preset_ids(lm.tokenizer, 8), 2, control)  # warm-up, not recorded
     for length in lengths:
         result.phase = f"prefill of {length:,} tokens, then {decode_tokens} decode steps"

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from playground.engine.control import Control
-from playground.engine.probes import Picker, Probes, ProbeSequence
+from playground.engine.probes import Picker
+from playground.engine.protocols import Probes, ProbeSequence
 
 CHUNK = 64  # positions compared at once (float64 over the vocabulary)
 
@@ -69,7 +70,7 @@ def reference_walk(
 ) -> Iterator[None]:
     """The reference: the text in one forward, then its greedy continuation (stops after an EOS).
     Yields after each token; returns the Walk (generator return value)."""
-    sequence = ProbeSequence(probes, model, control)
+    sequence = probes.sequence(control, model=model)
     rows, _ = sequence.advance(text, last=len(text))
     walk = Walk(rows, [], sequence=sequence)
     more, row = [], rows[-1]
@@ -99,7 +100,7 @@ def quantized_walk(
 ) -> Iterator[None]:
     """A quantized model (or cache) teacher-forced along the reference's continuation; its own
     greedy continuation forks at its first different choice. Returns the Walk."""
-    sequence = ProbeSequence(probes, model, control, cache_factory)
+    sequence = probes.sequence(control, model=model, new_cache=cache_factory)
     rows, _ = sequence.advance(text, last=len(text))
     walk = Walk(rows, [], sequence=sequence)
     more, row, free = [], rows[-1], None

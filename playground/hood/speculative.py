@@ -33,7 +33,8 @@ import torch
 
 from playground.engine.base import Engine
 from playground.engine.control import Control, run_to_end
-from playground.engine.probes import Picker, ProbeSequence, greedy_picker
+from playground.engine.probes import Picker, greedy_picker
+from playground.engine.protocols import ProbeSequence
 from playground.engine.sampling import SamplingSettings, final_scores, seeded_generator, validate_settings
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range

@@ -23,7 +23,8 @@ import torch
 
 from playground.engine.base import Engine
 from playground.engine.control import Control, run_to_end
-from playground.engine.probes import ProbeSequence, greedy_picker
+from playground.engine.probes import greedy_picker
+from playground.engine.protocols import ProbeSequence
 from playground.engine.tokens import check_token_id
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, fits_context, require, whole_in_range

@@ -24,8 +24,7 @@ from itertools import pairwise
 from typing import Any
 
 from playground.engine.base import Engine
-from playground.engine.control import run_to_end
-from playground.engine.control import Control
+from playground.engine.control import Control, run_to_end
 from playground.engine.tokens import TokenText, byte_groups, group_text, token_bytes, token_piece, token_texts
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson

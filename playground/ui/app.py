@@ -50,7 +50,7 @@ def header_markdown(engine: Engine) -> str:
     load_text = f" · loaded in {engine.load_seconds:.1f} s ({engine.source})"
     decode = engine.describe_decode()
     decode_text = info_line(decode, "decode-info") if decode else ""
-    if getattr(engine, "quantization", None):  # --quantize: the served weights are not the loaded ones
+    if engine.quantization:  # --quantize: the served weights are not the loaded ones
         decode_text += info_line(engine.quantization_line, "quant-info")
     line = (
         f"**Model:** {engine.name}{size} · **engine** {engine.kind} · **device** {engine.device_summary()}"

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.protocols import ServerKV
 from playground.engine.remote.http import HttpClient
 from playground.engine.sampling import SamplingSettings
 from playground.errors import EngineUnavailable
@@ -150,20 +151,6 @@ class ServerTimings:
 
 
 StreamEvent = StreamToken | StreamProgress | ServerTimings
-
-
-@dataclass
-class ServerKV:
-    """The engine's own KV-cache figures (from its metrics or server info)."""
-
-    capacity_tokens: int  # tokens the KV cache can hold across all sequences
-    used_tokens: int | None  # tokens it holds now (None: not reported)
-    usage: float | None  # fraction in use, 0..1 (None: not reported)
-    block_size: int | None  # tokens per block (paged engines)
-    num_blocks: int | None
-    cache_dtype: str | None  # as the engine names it ("auto" = the model's dtype)
-    source: str  # where the figures came from, for the UI ("vllm:cache_config_info", ...)
-    memory_bytes: int | None = None  # the KV pool's bytes as the engine reports them (per GPU), if it does
 
 
 class Adapter:

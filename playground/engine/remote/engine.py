@@ -13,7 +13,6 @@ for every token.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -29,23 +28,19 @@ from playground.engine.prompts import eos_token_ids, has_chat_template, pad_fill
 from playground.engine.records import TokenRecord, describe_rows
 from playground.engine.remote.adapter import (
     Adapter,
-    Position,
     ServerInfo,
     ServerKV,
     ServerTimings,
     StreamProgress,
     StreamToken,
 )
+from playground.engine.remote.distributions import Distributions, cut
+from playground.engine.remote.notes import capability_notes, capability_reasons
 from playground.engine.remote.sequences import RemoteBeams, RemoteSequence, Row, describe_streamed
 from playground.engine.sampling import SamplingSettings, choose, final_scores, seeded_generator
-from playground.engine.tokens import check_ids, common_prefix
+from playground.engine.tokens import check_ids
 from playground.errors import PlaygroundError
 from playground.kv.geometry import model_dims
-
-MAX_SEQUENCES = 4096  # sequence keys remembered (least recently used forgotten)
-MAX_POSITION_BYTES = 256 * 2**20  # memory for remembered distributions, all keys together
-MAX_PARKED = 1024  # rows kept per sequence for paths left (undo, other branches)
-MAX_SCORED_ONE_BY_ONE = 64  # given tokens scored one request each (engines without prompt scoring)
 
 
 class RemoteEngine:
@@ -78,8 +73,8 @@ class RemoteEngine:
         self.probes = None  # the lessons need the model in this process
         self.last_timings: ServerTimings | None = None  # the server's timings of the latest stream
         self._eos = eos_token_ids(generation_config, config, tokenizer)
-        self._sequences: OrderedDict[str, RemoteSequence] = OrderedDict()
-        self._lock = threading.Lock()
+        # the distributions fetched so far, per sequence key (remote/distributions.py)
+        self.known = Distributions(adapter, self.top_n, self.vocab_size, self._check_ids)
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, info.parallel), thread_name_prefix=f"{self.kind}-beams"
         )
@@ -119,8 +114,6 @@ class RemoteEngine:
 
     @property
     def capabilities(self) -> Capabilities:
-        from playground.engine.remote.notes import capability_notes, capability_reasons
-
         return Capabilities(
             full_vocab=self.full_vocab,
             top_n=min(self.top_n, self.vocab_size),
@@ -141,7 +134,9 @@ class RemoteEngine:
     def tested_live(self) -> bool:
         return self.adapter.tested_live
 
-    concurrency = batcher = None  # the server schedules its own batch
+    concurrency = schedule = None  # the server schedules its own batch
+    quantization: str | None = None  # the server's own format, not known here
+    quantization_line = ""
 
     def describe_decode(self) -> str | None:
         return None  # the server decodes its own way
@@ -162,14 +157,14 @@ class RemoteEngine:
         self, ids: Sequence[int], *, key: str | None = None, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
         if key is None:
-            return self._rows_for(RemoteSequence(), list(ids), last, control)
+            return self.known.rows_for(RemoteSequence(), list(ids), last, control)
         self.release(key)
         return self.sync(key, ids, last=last, control=control)
 
     def extend(
         self, key: str, new_ids: Sequence[int], *, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
-        seq = self._peek(key)
+        seq = self.known.peek(key)
         if seq is None:
             raise PlaygroundError(
                 f"No sequence {key!r} in the engine (never started, or forgotten): use sync."
@@ -179,117 +174,27 @@ class RemoteEngine:
     def sync(
         self, key: str, ids: Sequence[int], *, last: int = 1, control: Control | None = None
     ) -> torch.Tensor:
-        seq = self._take(key)
+        seq = self.known.take(key)
         try:
-            return self._rows_for(seq, list(ids), last, control)
+            return self.known.rows_for(seq, list(ids), last, control)
         finally:
-            self._put(key, seq)
+            self.known.put(key, seq)
 
     def crop(self, key: str, length: int) -> None:
-        seq = self._take(key)
-        _cut(seq, min(int(length), len(seq.ids)))
-        self._put(key, seq)
+        seq = self.known.take(key)
+        cut(seq, min(int(length), len(seq.ids)))
+        self.known.put(key, seq)
 
     def fork(self, key: str, new_key: str) -> None:
-        seq = self._peek(key) or RemoteSequence()
-        self._put(new_key, RemoteSequence(list(seq.ids), dict(seq.rows), OrderedDict(seq.parked)))
+        seq = self.known.peek(key) or RemoteSequence()
+        self.known.put(new_key, RemoteSequence(list(seq.ids), dict(seq.rows), OrderedDict(seq.parked)))
 
     def release(self, key: str) -> None:
-        with self._lock:
-            self._sequences.pop(key, None)
+        self.known.drop(key)
 
     def sequence_ids(self, key: str) -> list[int]:
-        seq = self._peek(key)
+        seq = self.known.peek(key)
         return list(seq.ids) if seq is not None else []
-
-    def _peek(self, key: str) -> RemoteSequence | None:
-        with self._lock:
-            return self._sequences.get(key)
-
-    def _take(self, key: str) -> RemoteSequence:
-        with self._lock:
-            return self._sequences.pop(key, None) or RemoteSequence()
-
-    def _put(self, key: str, seq: RemoteSequence) -> None:
-        """Store key's sequence; forget least recently used ones beyond the count and memory bounds."""
-        with self._lock:
-            self._sequences[key] = seq
-            self._sequences.move_to_end(key)
-            total = sum(s.nbytes for s in self._sequences.values())
-            while len(self._sequences) > 1 and (
-                len(self._sequences) > MAX_SEQUENCES or total > MAX_POSITION_BYTES
-            ):
-                _, dropped = self._sequences.popitem(last=False)
-                total -= dropped.nbytes
-
-    # --- distributions ----------------------------------------------------------------------
-
-    def _rows_for(
-        self, seq: RemoteSequence, ids: list[int], last: int, control: Control | None
-    ) -> torch.Tensor:
-        """Make seq cover ids; rows (last, vocab) after each of its last `last` ids, each with the
-        engine's full top-N (remembered, or fetched)."""
-        self._check_ids(ids, last)
-        lengths = range(len(ids) - last + 1, len(ids) + 1)
-        self._ensure(seq, ids, lengths, True, control)
-        return torch.stack([self._row_tensor(seq.rows[m], ids[m] if m < len(ids) else None) for m in lengths])
-
-    def _ensure(
-        self, seq: RemoteSequence, ids: list[int], lengths: Sequence[int], full: bool, control: Control | None
-    ) -> None:
-        """seq becomes ids; the distributions after ids[:m] for m in lengths are fetched unless
-        remembered (full: with the engine's whole top-N; else knowing the next given token will do)."""
-        _cut(seq, common_prefix(seq.ids, ids))
-        seq.ids = list(ids)
-        missing = [m for m in lengths if not self._usable(seq.unpark(m), ids, m, full)]
-        if missing:
-            self._fetch(seq, ids, missing, control)
-
-    def _usable(self, row: Row | None, ids: list[int], m: int, full: bool) -> bool:
-        if row is None:
-            return False
-        if full and row.n < min(self.top_n, self.vocab_size):
-            return False
-        return m == len(ids) or row.knows(ids[m])
-
-    def _fetch(
-        self, seq: RemoteSequence, ids: list[int], missing: list[int], control: Control | None
-    ) -> None:
-        """The missing distributions: one prompt-scoring request where the engine has it, else one
-        one-token request per position (each a prefix-cache hit on the server)."""
-        if self.adapter.has_score and (len(missing) > 1 or missing[0] < len(ids)):
-            check(control)
-            start = min(missing)
-            for m, position in enumerate(self.adapter.score(ids, start, self.top_n), start=max(start, 1)):
-                seq.rows[m] = Row.of(position)
-            return
-        given = [m for m in missing if m < len(ids)]
-        if len(given) > MAX_SCORED_ONE_BY_ONE:
-            raise PlaygroundError(
-                f"{self.adapter.label} has no prompt scoring: scoring {len(given)} given tokens would take "
-                f"{len(given)} requests (at most {MAX_SCORED_ONE_BY_ONE} at once). Give a shorter text."
-            )
-        for m in missing:
-            check(control)
-            force = ids[m] if m < len(ids) else None
-            seq.rows[m] = Row.of(self._query(ids[:m], self.top_n, force, control))
-
-    def _query(self, prefix: Sequence[int], n: int, force: int | None, control: Control | None) -> Position:
-        """One position; on llama.cpp a long prefix streams its prompt progress (and Stop works)."""
-        progress_query = getattr(self.adapter, "progress_query", None)
-        if force is not None or progress_query is None or control is None:
-            return self.adapter.next_token(prefix, n, force)
-        with closing(progress_query(prefix, n)) as events:
-            for event in events:
-                if isinstance(event, StreamProgress):
-                    report(control, "prefill", event.done, event.total)
-                    check(control)
-                else:
-                    return event
-        raise PlaygroundError(f"{self.adapter.label} ended the request without a distribution.")
-
-    def _row_tensor(self, row: Row, given: int | None) -> torch.Tensor:
-        return row.tensor(self.vocab_size, given)
 
     def _check_ids(self, ids: Sequence[int], last: int) -> None:
         check_ids(ids, last, self.context_length, self.vocab_size)
@@ -304,8 +209,8 @@ class RemoteEngine:
                 f"Scoring starts at token {start} of {len(ids)}: it needs 1 <= start < length."
             )
         seq = RemoteSequence()
-        self._rows_for(seq, ids, len(ids) - start + 1, control)
-        return torch.stack([self._row_tensor(seq.rows[m], ids[m]) for m in range(start, len(ids))])
+        self.known.rows_for(seq, ids, len(ids) - start + 1, control)
+        return torch.stack([self.known.row_tensor(seq.rows[m], ids[m]) for m in range(start, len(ids))])
 
     def generation_processors(
         self, prompt_ids: Sequence[int], **generate_kwargs: Any
@@ -323,7 +228,7 @@ class RemoteEngine:
         least 20 for the tree's candidates) so the global top-k over beams is exact."""
         self._check_ids(list(ids), 1)
         k = self._beam_k(int(num_beams))
-        row = self._row_tensor(Row.of(self._query(list(ids), k, None, control)), None)
+        row = self.known.row_tensor(Row.of(self.known.query(list(ids), k, None, control)), None)
         return RemoteBeams([list(ids)] * int(num_beams), k), row.expand(int(num_beams), -1).clone()
 
     def beam_step(self, batch: RemoteBeams, reorder: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
@@ -341,7 +246,7 @@ class RemoteEngine:
                 distinct, self._pool.map(lambda s: self.adapter.next_token(s, batch.k), distinct), strict=True
             )
         )
-        return torch.stack([self._row_tensor(Row.of(found[tuple(s)]), None) for s in batch.sequences])
+        return torch.stack([self.known.row_tensor(Row.of(found[tuple(s)]), None) for s in batch.sequences])
 
     def _beam_k(self, num_beams: int) -> int:
         per_beam = max(2, 1 + len(self._eos))  # contenders per beam, as the search counts them
@@ -370,19 +275,24 @@ class RemoteEngine:
         server generates (its native streaming) and every token comes with its raw top alternatives."""
         prompt, prefix = list(prompt_ids), list(answer_prefix)
         read = [*prompt, *prefix]
-        seq = self._take(key) if key else RemoteSequence()
+        seq = self.known.take(key) if key else RemoteSequence()
         try:
             self._check_ids(read, 1)
-            self._ensure(seq, read, range(len(prompt), len(read)), False, control)
+            self.known.ensure(seq, read, range(len(prompt), len(read)), False, control)
             for m in range(len(prompt), len(read)):
                 row = seq.rows[m]
                 yield self._describe(
-                    self._row_tensor(row, read[m]).unsqueeze(0), [read[m]], None, plan.top, "given", row.n
+                    self.known.row_tensor(row, read[m]).unsqueeze(0),
+                    [read[m]],
+                    None,
+                    plan.top,
+                    "given",
+                    row.n,
                 )[0]
             yield from self._decode(seq, plan, control)
         finally:
             if key:
-                self._put(key, seq)
+                self.known.put(key, seq)
 
     def _decode(
         self, seq: RemoteSequence, plan: DecodePlan, control: Control | None
@@ -435,7 +345,7 @@ class RemoteEngine:
         row = Row.of(token.position)
         seq.rows[len(seq.ids)] = row
         if processed is not None:  # sampled here, from these processed scores
-            scores = self._row_tensor(row, token.id).unsqueeze(0)
+            scores = self.known.row_tensor(row, token.id).unsqueeze(0)
             record = self._describe(scores, [token.id], processed, plan.top, source, row.n)[0]
         else:
             record = describe_streamed(self.tokenizer, self.vocab_size, token, plan, source)
@@ -480,7 +390,7 @@ class RemoteEngine:
         for _ in range(plan.max_new_tokens):
             position = self.adapter.next_token(context, self.top_n)
             scores = final_scores(
-                self._row_tensor(Row.of(position), None), torch.tensor(context), plan.settings
+                self.known.row_tensor(Row.of(position), None), torch.tensor(context), plan.settings
             )
             token = int(choose(scores, plan.settings, generator))
             yield StreamToken(token, position), scores
@@ -493,12 +403,3 @@ class RemoteEngine:
     def kv_figures(self) -> ServerKV | None:
         """The server's KV capacity and usage (vLLM, SGLang; None where the engine does not say)."""
         return self.adapter.kv_figures()
-
-
-def _cut(seq: RemoteSequence, length: int) -> None:
-    """Keep the first `length` ids; the distributions after longer prefixes are parked (by prefix)."""
-    for m in sorted(m for m in seq.rows if m > length):
-        seq.parked[tuple(seq.ids[:m])] = seq.rows.pop(m)
-    while len(seq.parked) > MAX_PARKED:
-        seq.parked.popitem(last=False)
-    del seq.ids[length:]

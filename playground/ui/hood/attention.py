@@ -6,7 +6,7 @@ import html
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gradio as gr
 
@@ -17,10 +17,7 @@ from playground.hood.attention import LESSON, MAX_TOKENS
 from playground.hood.attention import AttentionView as AttentionMaps
 from playground.plots.hood import attention as plots
 from playground.ui.common import Widgets, as_whole, connect
-from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row
-
-if TYPE_CHECKING:
-    from playground.ui.hood.tab import HoodTab
+from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row
 
 TEXT = "The cat sat on the mat because it was warm, and the dog watched it from the door."
 FOCUS_OUTPUTS = [
@@ -99,7 +96,7 @@ class AttentionView(LessonView):
         return view
 
     def focus(
-        self, tab: HoodTab, text: str, layer: float, head: float, position: float, request: Any = None
+        self, tab: TabServices, text: str, layer: float, head: float, position: float, request: Any = None
     ) -> dict[str, Any]:
         """Another layer, head or query position of the same text (its weights are kept)."""
         view = self.maps(tab.context(request, self.key), text)
@@ -107,7 +104,7 @@ class AttentionView(LessonView):
         return tab.remember(request, self.key, shown)
 
     def cell(
-        self, tab: HoodTab, cell: str, text: str, position: float, request: Any = None
+        self, tab: TabServices, cell: str, text: str, position: float, request: Any = None
     ) -> dict[str, Any]:
         """A click on a thumbnail of the grid ("layer,head:stamp") enlarges that head."""
         try:
@@ -118,7 +115,7 @@ class AttentionView(LessonView):
         shown = views(view, layer, head, as_whole(position, "position"), grid=False)
         return tab.remember(request, self.key, shown)
 
-    def wire(self, w: Widgets, tab: HoodTab) -> None:
+    def wire(self, w: Widgets, tab: TabServices) -> None:
         def hood_attention_focus(
             attn_text: str,
             attn_layer: float,

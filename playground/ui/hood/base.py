@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import gradio as gr
 
@@ -22,9 +22,6 @@ from playground.engine.tokens import byte_groups, group_text, token_texts, visib
 from playground.hood.common import Lesson
 from playground.ui.common import Widgets, as_whole
 from playground.workspace import Workspace
-
-if TYPE_CHECKING:
-    from playground.ui.hood.tab import HoodTab
 
 # The lessons' groups, in order: a row of group tabs, each with a row of its lessons' tabs.
 GROUPS = {
@@ -103,9 +100,23 @@ class LessonView:
         """Parse the inputs, run the lesson, yield views by component name (the last is the result)."""
         raise NotImplementedError
 
-    def wire(self, w: Widgets, tab: HoodTab) -> None:
+    def wire(self, w: Widgets, tab: TabServices) -> None:
         """Extra events beyond Run / Stop / Save (none by default): tab.context(request, key) gives
         a run's context, tab.remember(request, key, views) keeps an update for the trace."""
+
+
+class TabServices(Protocol):
+    """What a view's own events may ask of the tab (ui/hood/tab.py HoodTab provides it)."""
+
+    def context(self, request: gr.Request | None, key: str, control: Control | None = None) -> RunContext:
+        """A run's context: the engine, Stop, this tab's workspace and what the view shows now."""
+        ...
+
+    def remember(
+        self, request: gr.Request | None, key: str, views: dict[str, Any], fresh: bool = False
+    ) -> dict[str, Any]:
+        """Keep what the view shows now (its trace is saved from it); returns views."""
+        ...
 
 
 def run_row(w: dict[str, Any], view: LessonView) -> None:

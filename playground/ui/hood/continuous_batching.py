@@ -5,23 +5,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gradio as gr
 
 from playground.engine.base import DecodePlan, Engine
-from playground.engine.batcher import Iteration
 from playground.engine.control import Control
 from playground.engine.sampling import SamplingSettings
+from playground.engine.schedule import Iteration
 from playground.errors import PlaygroundError
 from playground.hood import continuous_batching as continuous_batching_lesson
 from playground.hood.continuous_batching import LESSON, MAX_REQUESTS, Arrival, ContinuousBatching
 from playground.plots.hood import continuous_batching as plots
 from playground.ui.common import Widgets, as_whole, connect
-from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status, verdict
-
-if TYPE_CHECKING:
-    from playground.ui.hood.tab import HoodTab
+from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
 
 # arrival iteration | new tokens | prompt: one request per line
 PRESETS = {
@@ -115,7 +112,7 @@ class ContinuousBatchingView(LessonView):
             views["cb_summary"] = summary(result)
         return views
 
-    def wire(self, w: Widgets, tab: HoodTab) -> None:
+    def wire(self, w: Widgets, tab: TabServices) -> None:
         def cb_preset(cb_preset: str) -> dict[str, Any]:
             return {"cb_requests": PRESETS.get(cb_preset, "")}
 
@@ -200,7 +197,7 @@ def summary(result: ContinuousBatching) -> str:
 
 def crowd(lm: Engine, users: int) -> dict[str, Any]:
     """Send `users` short greedy chats to the engine at once and draw their schedule from its log."""
-    batcher = lm.batcher
+    batcher = lm.schedule
     if batcher is None:
         raise PlaygroundError(
             "This app runs without continuous batching (PLAYGROUND_BATCHING=off or a remote engine)."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gradio as gr
 
@@ -17,12 +17,8 @@ from playground.hood.lens import LESSON
 from playground.hood.lens import LensView as Lens
 from playground.plots.hood import lens as plots
 from playground.ui.common import Widgets, as_whole, connect
-from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, token_ids
+from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, token_ids
 from playground.ui.hood.tab import open_at
-
-if TYPE_CHECKING:
-    from playground.ui.hood.tab import HoodTab
-
 
 TEXT = "The capital of France is"
 OUTPUTS = ["lens_status", "lens_summary", "lens_tracks", "lens_top", "lens_candidates", "lens_ids"]
@@ -75,7 +71,7 @@ class LensView(LessonView):
         yield views(ctx.engine, view)
 
     def candidates(
-        self, tab: HoodTab, ids: list[int], candidates: list[Any], request: Any = None
+        self, tab: TabServices, ids: list[int], candidates: list[Any], request: Any = None
     ) -> dict[str, Any]:
         """Track the chosen candidate tokens too (the prefix of the last run)."""
         if not ids:
@@ -85,13 +81,13 @@ class LensView(LessonView):
         return tab.remember(request, self.key, views(ctx.engine, view))
 
     def pick(
-        self, tab: HoodTab, pick: str, ids: list[int], candidates: list[Any], request: Any = None
+        self, tab: TabServices, pick: str, ids: list[int], candidates: list[Any], request: Any = None
     ) -> dict[str, Any]:
         """A click on a token of the top-tokens chart ("id:stamp") adds it to the tracked tokens."""
         token = as_whole(str(pick).split(":")[0], "token id")
         return self.candidates(tab, ids, [*token_ids(candidates), token], request)
 
-    def wire(self, w: Widgets, tab: HoodTab) -> None:
+    def wire(self, w: Widgets, tab: TabServices) -> None:
         def hood_lens_candidates(
             lens_ids: list[int], lens_candidates: list[Any], request: gr.Request = None
         ) -> dict[str, Any]:
@@ -114,7 +110,7 @@ class LensView(LessonView):
         )
         connect(w["lens_pick"].change, hood_lens_pick, w, OUTPUTS, api_name=None, **on)
 
-    def at_step(self, tab: HoodTab, request: gr.Request | None) -> dict[str, Any]:
+    def at_step(self, tab: TabServices, request: gr.Request | None) -> dict[str, Any]:
         """The logit lens at the Step tab's current step (its prompt and the tokens picked so far)."""
         ctx = tab.context(request, self.key)
         session = ctx.workspace.step

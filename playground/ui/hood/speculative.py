@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gradio as gr
 
@@ -15,10 +15,18 @@ from playground.hood import speculative as speculative_lesson
 from playground.hood.speculative import LESSON, MAX_DRAFT, SpeculativeResult
 from playground.plots.hood import speculative as plots
 from playground.ui.common import UncheckedSlider, Widgets, as_number, as_whole, connect, parse_seed
-from playground.ui.hood.base import BLUE, GREEN, RED, HoodEnv, LessonView, RunContext, run_row, spans, status
-
-if TYPE_CHECKING:
-    from playground.ui.hood.tab import HoodTab
+from playground.ui.hood.base import (
+    BLUE,
+    GREEN,
+    RED,
+    HoodEnv,
+    LessonView,
+    RunContext,
+    TabServices,
+    run_row,
+    spans,
+    status,
+)
 
 COPY_PARAGRAPH = (
     "The old lighthouse stood on the cliff for two hundred years. Every night its keeper climbed the "
@@ -167,7 +175,7 @@ class SpeculativeView(LessonView):
             views["spec_summary"] = summary(result)
         return views
 
-    def wire(self, w: Widgets, tab: HoodTab) -> None:
+    def wire(self, w: Widgets, tab: TabServices) -> None:
         def spec_preset(spec_preset: str) -> dict[str, Any]:
             """A preset's prompt into the prompt box (no model)."""
             return {"spec_prompt": PRESETS.get(spec_preset, "")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gradio as gr
 
@@ -23,10 +23,7 @@ from playground.hood.tokens import (
 )
 from playground.plots.hood import tokens as plots
 from playground.ui.common import Widgets, connect
-from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status, verdict
-
-if TYPE_CHECKING:
-    from playground.ui.hood.tab import HoodTab
+from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
 
 TEXT = "It was unbelievable: 我爱你 😀 at https://example.com/a?b=1, 1234567 times."
 PRESETS: dict[str, tuple[str, str]] = {  # label -> (text, the word whose merges are replayed)
@@ -147,7 +144,7 @@ class TokensView(LessonView):
             views["tok_summary"] = summary(result)
         return views
 
-    def wire(self, w: Widgets, tab: HoodTab) -> None:
+    def wire(self, w: Widgets, tab: TabServices) -> None:
         def hood_tokens_preset(tok_preset: str | None) -> dict[str, Any]:
             """A preset fills the text and the word (nothing runs until Run)."""
             if tok_preset not in PRESETS:
