@@ -195,6 +195,8 @@ def test_quantize_int8_serves_the_app_on_quantized_weights_and_the_header_says_s
     assert "220 MB of tensors, 538 MB as loaded" in header
     linear = served.model.get_submodule("model.layers.0.self_attn.q_proj")
     assert "Int8" in type(linear.weight).__name__  # a torchao quantized tensor, not float32
+    batched = served.batcher.model.get_submodule("model.layers.0.self_attn.q_proj")
+    assert "Int8" in type(batched.weight).__name__  # the running batch's twin took the new layers too
     question = [{"role": "user", "content": "What is the capital of France?"}]
     answer = run_chat(
         served, ChatRequest(question, settings=SamplingSettings(temperature=0), max_new_tokens=8)

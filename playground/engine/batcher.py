@@ -48,6 +48,7 @@ from playground.engine.plans import DecodePlan, Progress
 from playground.engine.ragged import packed_inputs, unsupported, warm_attention
 from playground.engine.records import TokenRecord
 from playground.engine.schedule import Iteration, Job, Scheduled, kept, packed_part, schedule, took
+from playground.engine.static import zero_gpu
 from playground.errors import Cancelled, PlaygroundError
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,8 @@ def make_batcher(
     and the header's line on batching."""
     if config.mode == "off":
         return None, "Batching: off (each request its own forwards)"
+    if zero_gpu():
+        return None, "Batching: off (ZeroGPU: no loop can hold the GPU between requests)"
     reason = unsupported(model)
     if reason:
         return None, f"Batching: off ({reason})"
