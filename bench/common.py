@@ -20,6 +20,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaC
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from playground.engine.batcher import BatchConfig
 from playground.engine.loading import load_model, resolve_device, resolve_weights_dtype
 from playground.engine.local import LocalEngine
 from playground.engine.static import StaticConfig
@@ -105,6 +106,7 @@ def load_bench_model(
         "random",
         decode=decode,
         static_config=static,
+        batching=BatchConfig(settings.batching, settings.batch_size, settings.batch_tokens),
     )
     engine.prepare_decode(progress)
     return engine
