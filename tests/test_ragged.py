@@ -102,7 +102,8 @@ def test_the_python_function_gives_the_same_numbers_as_the_scripted_one():
         q = torch.randn(1, HEADS, 4, DIM, generator=g)
         k, v = (torch.randn(1, KV_HEADS, 4, DIM, generator=g) for _ in range(2))
         bufs = [layer.buffers for layer in layers]
-        args.append((q, k, v, [b[0] for b in bufs], [b[1] for b in bufs], [0, 2], [2, 2], [1, 1], [3, 0], 0.5))
+        keys, values = [b[0] for b in bufs], [b[1] for b in bufs]
+        args.append((q, k, v, keys, values, [0, 2], [2, 2], [1, 1], [3, 0], 0.5))
     torch.testing.assert_close(_attend()(*args[0]), attend_segments(*args[1]), rtol=0, atol=0)
 
 
