@@ -4,7 +4,6 @@ usable, keyboard control, and the same greedy answer in every tab. Headless Chro
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -461,21 +460,6 @@ def test_chat_step_and_beam_all_answer_paris_greedily_with_their_defaults(browse
 
 
 assert json  # traces below use it
-
-
-@pytest.fixture(scope="module")
-def replay_app():
-    """The bundled gallery served with no model (python app.py --replay docs/traces)."""
-    from playground.traces import load_traces
-    from playground.ui.app import launch_options
-    from playground.ui.replay import build_replay_demo
-
-    demo = build_replay_demo(load_traces(Path(__file__).resolve().parents[1] / "docs" / "traces"))
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
-    yield url.rstrip("/")
-    demo.close()
 
 
 def test_replay_on_stage_fits_the_chat_tokens_and_the_ledger_has_its_headers(browser, replay_app):

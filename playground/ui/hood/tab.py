@@ -64,7 +64,7 @@ class HoodTab:
         """Stream a view's run; an error is shown as a "Failed" status line and raised for the toast.
         Stopped (Stop, or a ticket a Stop dropped while the run waited), its last update says so:
         an update the run made after the Stop never stays on screen."""
-        shown: dict[str, Any] = {}
+        shown: dict[str, Any] = {}  # every view the run set, its latest value (a trace records them)
         with self.workspaces.get(_session(request)).run(view.key, ticket) as control:
             if control.cancelled:
                 yield _stopped(view)
@@ -72,8 +72,9 @@ class HoodTab:
             ctx = self.context(request, view.key, control)
             yield {f"{view.key}_status": f"Running: {view.run_label.removeprefix('Run: ')}…"}
             try:
-                for shown in view.run(ctx, **inputs):
-                    yield shown
+                for update in view.run(ctx, **inputs):
+                    shown.update(update)
+                    yield update
                     control.check()
             except Cancelled:
                 yield _stopped(view)
