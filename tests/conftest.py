@@ -68,13 +68,11 @@ def launched_app(embedded_lm: LocalEngine):
 @pytest.fixture(scope="session")
 def replay_app():
     """The bundled gallery served with no model (python app.py --replay docs/traces): its base URL."""
-    from pathlib import Path
-
-    from playground.traces import load_traces
+    from playground.traces import GALLERY, load_traces
     from playground.ui.app import launch_local, launch_options
     from playground.ui.replay import build_replay_demo
 
-    demo = build_replay_demo(load_traces(Path(__file__).resolve().parents[1] / "docs" / "traces"))
+    demo = build_replay_demo(load_traces(GALLERY))
     yield launch_local(demo, **launch_options())
     demo.close()
 

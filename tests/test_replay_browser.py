@@ -7,14 +7,13 @@ figure leaves plotly an error. Headless Chromium."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import pytest
 from browser import chromium_browser, chromium_path, new_tab
 from playwright.sync_api import Error as PlaywrightError
 from stage_checks import assert_plots_clear, watch_errors
 
-from playground.traces import Trace, load_traces
+from playground.traces import GALLERY, Trace, load_traces
 from playground.ui.hood import VIEWS
 
 pytestmark = [
@@ -25,8 +24,7 @@ pytestmark = [
 ]
 WINDOW = {"width": 1280, "height": 720}
 LESSONS = {view.key: view for view in VIEWS}
-TRACES = Path(__file__).resolve().parents[1] / "docs" / "traces"
-GALLERY = [trace for trace in load_traces(TRACES) if trace.kind == "hood"]
+LESSON_TRACES = [trace for trace in load_traces(GALLERY) if trace.kind == "hood"]
 # The lesson's main visual as replay draws it (playground/ui/replay.py): its own HTML slot, or the
 # first plot slot; its box in the window, and a figure's height as drawn.
 MAIN_JS = """() => {
@@ -67,10 +65,10 @@ def recorded_height(trace: Trace) -> int | None:
     return None if figure is None else figure["layout"]["height"]
 
 
-@pytest.mark.parametrize("index", range(len(GALLERY)), ids=[t.data["view"] for t in GALLERY])
+@pytest.mark.parametrize("index", range(len(LESSON_TRACES)), ids=[t.data["view"] for t in LESSON_TRACES])
 def test_every_recorded_lesson_fits_the_window_on_stage(stage, index: int):
     page, _ = stage
-    trace = GALLERY[index]
+    trace = LESSON_TRACES[index]
     pick(page, index, trace)
     page.evaluate("window.scrollTo(0, 0)")
     height = recorded_height(trace)

@@ -127,6 +127,34 @@ def test_on_stage_a_long_step_path_shows_its_newest_lines_and_the_chart_stays_in
         assert scroll[1] > scroll[2] and scroll[0] + scroll[2] >= scroll[1] - 2, scroll  # at its end
 
 
+# On stage, the chat answer's box and its last token, and the conversation box and its last question.
+CHAT_ON_STAGE_JS = """() => {
+  const stream = document.querySelector('#chat-tokens .answer-tokens');
+  const box = stream.getBoundingClientRect(), last = [...stream.querySelectorAll('.tok')].at(-1);
+  const bot = document.querySelector('#chat-bot .bubble-wrap').getBoundingClientRect();
+  const question = [...document.querySelectorAll('#chat-bot .user-row')].at(-1).getBoundingClientRect();
+  return {box: box.bottom, last: last.getBoundingClientRect().bottom,
+          scrolls: stream.scrollHeight > stream.clientHeight, bot: [bot.top, bot.bottom],
+          question: [question.top, question.bottom]};
+}"""
+
+
+def test_on_stage_a_chat_answer_keeps_its_newest_line_and_its_question_in_view(browser, launched_app):
+    """A long answer on stage: its box ends above the window's bottom with the newest line in it (the
+    status line above grows when the answer ends), and the short conversation box shows the question."""
+    question = "Tell me about the history of the printing press."
+    query = make_query("chat", {"message": question, "temperature": 0.0, "max_new_tokens": 120})
+    with open_page(browser, f"{launched_app}/?presenter=1&{query}", **VIEWPORT) as page:
+        wait_for_status(page, "#chat-status", "stopped")
+        page.wait_for_timeout(1000)  # the footer lands in the conversation, the box refits
+        shown = page.evaluate(CHAT_ON_STAGE_JS)
+        assert shown["scrolls"] and shown["box"] <= VIEWPORT["height"], shown
+        assert shown["last"] <= shown["box"] + 1, shown  # the newest line is not cut off
+        (top, bottom), (q_top, q_bottom) = shown["bot"], shown["question"]
+        assert top - 1 <= q_top and q_bottom <= bottom + 1, shown  # the question, whole, in its box
+        assert question in page.locator("#chat-bot").inner_text()
+
+
 def test_token_cards_stay_in_the_window_and_take_their_own_clicks(browser, launched_app):
     """At the desk a card near the right edge opens over the sidebar and keeps its clicks; on stage a
     long answer scrolls in its box and a card at its end opens inside the window: its fifth

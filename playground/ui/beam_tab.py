@@ -96,21 +96,26 @@ def parse_view(view: str) -> tuple[PlotFrame, tuple[float, float, float, float] 
 def status_markdown(tree: BeamTree) -> str:
     """Summary: steps, why it stopped, node counts, time, greedy vs best beam."""
     counts = {fate: sum(n.fate == fate for n in tree.nodes) for fate in (KEPT, "finished", PRUNED)}
+    steps = (
+        f"**Stopped {tree.stop_reason}**: the tree as it stood"
+        if tree.stopped
+        else (f"**{tree.steps_run} steps**, stopped: {tree.stop_reason}")
+    )
     lines = [
-        f"**{tree.steps_run} steps**, stopped: {tree.stop_reason} · {len(tree.nodes) - 1} nodes "
+        f"{steps} · {len(tree.nodes) - 1} nodes "
         f"({counts[KEPT]} kept, {counts['finished']} finished, {counts[PRUNED]} pruned) · "
         f"prompt {len(tree.prompt_ids)} tokens · {tree.seconds:.2f} s"
     ]
     best = tree.hypotheses[0]
     lines.append(
-        f"**Best beam** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): "
-        f"{markdown_text(best.text)}"
+        f"**Best beam{' so far' * tree.stopped}** (score {best.score:.3f}, "
+        f"cum log-prob {best.cum_logprob:.3f}): {markdown_text(cut_off_shown(best.text))}"
     )
     if tree.greedy:
         greedy = tree.greedy[-1]
         lines.append(
             f"**Greedy** (cum log-prob {greedy.cum_logprob:.3f}, {len(tree.greedy)} tokens): "
-            f"{markdown_text(tree.greedy_text or '')}"
+            f"{markdown_text(cut_off_shown(tree.greedy_text or ''))}"
         )
     return "\n\n".join(lines)
 
@@ -141,14 +146,14 @@ def node_choices(tree: BeamTree) -> list[tuple[str, int]]:
 
 def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> str:
     """The prompt plus the tokens up to a node, decoded as one sequence (characters split over
-    byte tokens stay whole)."""
+    byte tokens stay whole; one whose last bytes come after the node ends in "…")."""
     try:
         node_id = int(node_id)
     except (TypeError, ValueError):
         raise PlaygroundError(f"Choose a node from the list, got {node_id!r}.") from None
     if not 0 <= node_id < len(tree.nodes):
         raise PlaygroundError(f"Node #{node_id} is not in this tree (0 to {len(tree.nodes) - 1}).")
-    return decode_ids(tokenizer, tree.prefix_ids(node_id))
+    return cut_off_shown(decode_ids(tokenizer, tree.prefix_ids(node_id)))
 
 
 def export_json(tree: BeamTree | None) -> str:
@@ -199,6 +204,8 @@ class BeamHandlers:
 
         ws = self._workspace(request)
         with ws.run("beam", ticket) as control:  # Stop cancels it at the next step
+            if control.cancelled:  # dropped while it waited: beam_stop said so
+                return {}
             try:
                 tree = beam_search(
                     self.engine,
@@ -212,8 +219,8 @@ class BeamHandlers:
                     progress=report,
                     control=control,
                 )
-            except Cancelled:
-                return {}  # stopped: beam_stop's status line says so, the shown tree stays
+            except Cancelled:  # stopped before its first step: the shown tree, if any, stays
+                return {"status": self._stopped_before(ws)}
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
         self._view(request).unfolded, self._view(request).window = set(), None
         return {
@@ -257,11 +264,19 @@ class BeamHandlers:
         return {"ticket": self._workspace(request).ticket("beam")}
 
     def beam_stop(self, request: gr.Request = None) -> dict[str, Any]:
-        """Stop: the running search ends at its next step (the tree on screen, if any, stays)."""
+        """Stop: the running search ends at its next step and its tree so far is drawn (beam_run
+        returns it); one that waited in the queue never starts (the tree on screen, if any, stays)."""
         ws = self._workspace(request)
-        when = "at its next step" if ws.stop("beam") == "running" else "before it began"
+        if ws.stop("beam") == "running":
+            return {
+                "status": "**Stopped** by you: the search ends at its next step; its tree so far follows."
+            }
+        return {"status": self._stopped_before(ws, "before it began")}
+
+    @staticmethod
+    def _stopped_before(ws: Workspace, when: str = "before its first step") -> str:
         shown = f"\n\nShown: the previous search. {status_markdown(ws.beam)}" if ws.beam else ""
-        return {"status": f"**Stopped** by you: the search ended {when}.{shown}"}
+        return f"**Stopped** by you: the search ended {when}.{shown}"
 
     def beam_redraw(
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
