@@ -264,13 +264,12 @@ class BeamHandlers:
         return {"ticket": self._workspace(request).ticket("beam")}
 
     def beam_stop(self, request: gr.Request = None) -> dict[str, Any]:
-        """Stop: the running search ends at its next step and its tree so far is drawn (beam_run
-        returns it); one that waited in the queue never starts (the tree on screen, if any, stays)."""
+        """Stop: the running search ends at its next step, and its own last update draws its tree so
+        far and says so (nothing here: this reply may reach the page after that one); one that
+        waited in the queue never starts (the tree on screen, if any, stays)."""
         ws = self._workspace(request)
         if ws.stop("beam") == "running":
-            return {
-                "status": "**Stopped** by you: the search ends at its next step; its tree so far follows."
-            }
+            return {}
         return {"status": self._stopped_before(ws, "before it began")}
 
     @staticmethod

@@ -34,7 +34,7 @@ from playground.settings import Settings
 from playground.traces import new_trace, save_trace
 from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
 from playground.ui.common import as_whole, connect, connect_after_ticket, explain_exception
-from playground.ui.links import link_to
+from playground.ui.links import link_rules, link_to
 from playground.ui.token_html import TOKEN_CARD_CLICKS, answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
 
@@ -164,7 +164,7 @@ class ChatHandlers:
     def chat_from_link(self, controls: ChatControls, request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """A shared link to a chat answer: its settings on the controls, then the same answer
         (greedy, or seeded: the link carries the seed)."""
-        link = link_to("chat", request)
+        link = link_to("chat", request, link_rules(self.settings.max_new_tokens_limit))
         if link is None:
             yield {}
             return

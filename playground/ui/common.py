@@ -204,6 +204,29 @@ def grouped_inputs(fn: Callable) -> Callable:
     return wrapper
 
 
+def error_on_status(fn: Callable, status: str) -> Callable:
+    """A streaming handler whose error (a gr.Error: the toast) also goes on its status line, unless
+    the line says it already (the handler's own words, "Not answered: …"): the line never keeps an
+    older event's words ("Stopped before the first token" after a refused seed)."""
+    if not inspect.isgeneratorfunction(fn):
+        return fn
+
+    @functools.wraps(fn)
+    def generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+        shown = ""
+        try:
+            for values in fn(*args, **kwargs):
+                if isinstance(values, dict) and status in values:
+                    shown = str(values[status])
+                yield values
+        except gr.Error as exc:
+            if exc.message not in shown:
+                yield {status: f"⚠️ {exc.message}"}
+            raise
+
+    return generator_wrapper
+
+
 def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
     """fn returns (or yields) {name: value}; the wrapper gives Gradio {component: value}, so every
     output is set by name and an output a handler does not name is left as it is."""
@@ -251,7 +274,8 @@ def connect(
     that no error ever covers an input or the content (the message itself is a toast); an explicit
     show_progress_on=[...] (a move between tabs: both tabs' status lines) replaces it."""
     flat = grouped_inputs(fn)
-    handler = named_outputs(model_handler(flat) if model else friendly_errors(flat), widgets)
+    checked = model_handler(flat) if model else friendly_errors(flat)
+    handler = named_outputs(checked if status is None else error_on_status(checked, status), widgets)
     options: dict[str, Any] = {**(model_event() if model else {"concurrency_limit": None}), **event}
     if api_name is None:
         options["api_visibility"] = "private"

@@ -458,9 +458,11 @@ def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
     )
     connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export", model=False)
     connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace", status="status")
-    connect(
+    imported = connect(
         w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on
     )
+    # A refused file leaves the box (it would look loaded, and the next upload would not start).
+    imported.failure(lambda: None, None, w["import_file"], api_visibility="private", queue=False)
     settings = [w[name].change for name in SETTINGS_INPUTS]
     connect(settings, h.step_settings, w, views, api_name="step_settings", trigger_mode="always_last", **on)
     view_triggers = [w["stage"].input, w["candidates"].release, w["candidates"].input]

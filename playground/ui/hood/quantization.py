@@ -144,7 +144,8 @@ class QuantizationView(LessonView):
         lm = ctx.engine
         ids = list(lm.tokenizer(quant_text, add_special_tokens=True).input_ids)
         tokens, run, drawn = as_whole(quant_tokens, "new tokens"), None, -1
-        yield {"quant_ladder": recorded_ladder(lm, quant_formats)}
+        ladder = {"quant_ladder": recorded_ladder(lm, quant_formats)}  # shown while the run measures
+        yield ladder
         for run in quantization_lesson.iter_run(lm, ids, quant_formats, tokens, ctx.control):
             if len(run.results) != drawn:
                 drawn = len(run.results)
@@ -155,7 +156,12 @@ class QuantizationView(LessonView):
             return
         if not run.results:
             raise PlaygroundError("No format could run here: " + " ".join(run.skipped.values()))
-        yield {**status(self, run.phase, final=True), **self.figures(lm, run), **self.texts(lm, run)}
+        yield {
+            **status(self, run.phase, final=True),
+            **self.figures(lm, run),
+            **self.texts(lm, run),
+            **ladder,
+        }
 
     def figures(self, lm: Engine, run: QuantizationRun) -> dict[str, Any]:
         """The strip, the table and the bytes plot for the formats measured so far."""

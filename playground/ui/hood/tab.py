@@ -23,6 +23,7 @@ from playground.traces import new_trace, save_trace
 from playground.ui.common import connect, connect_after_ticket
 from playground.ui.hood.base import GROUPS, HoodEnv, LessonView, RunContext
 from playground.ui.hood.record import record_views
+from playground.ui.links import Link, Param, widget_param
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 
@@ -214,6 +215,47 @@ def _lesson_tab(view: LessonView, w: dict[str, Any], env: HoodEnv) -> None:
         view.layout(w, env)
         main = w[view.main]
         main.elem_classes = [*(main.elem_classes or []), "hood-main"]  # static/hood.css
+
+
+LINK_OPENED = "Opened from a link: its inputs are set; press Run."
+
+
+def link_params(views: tuple[LessonView, ...], widgets: dict[str, Any]) -> dict[str, list[Param]]:
+    """Each lesson's inputs as link parameters (view key -> parameters): a widget `<key>_<name>` is
+    `<name>` in a link (`?tab=hood&view=attn&text=…`), checked as the widget would take it (a choice
+    filled by a run, the logit lens's tracked tokens, is not in links)."""
+    params: dict[str, list[Param]] = {}
+    for view in views:
+        found = [
+            widget_param(name.removeprefix(f"{view.key}_"), name, widgets[name]) for name in run_inputs(view)
+        ]
+        params[view.key] = [param for param in found if param is not None]
+    return params
+
+
+def link_outputs(views: tuple[LessonView, ...]) -> list[str]:
+    """What opening a link to a lesson may set: the tabs that show it, its inputs and status line."""
+    groups = [f"hood_group_{group}" for group in dict.fromkeys(view.group for view in views)]
+    inputs = [name for view in views for name in run_inputs(view)]
+    return ["hood_views", *groups, *inputs, *(f"{view.key}_status" for view in views)]
+
+
+def opened_from_link(views: tuple[LessonView, ...], link: Link | None) -> dict[str, Any]:
+    """A link to one lesson: its sub-tab chosen (its group's first), its inputs set; nothing runs
+    until Run. A link to the tab without a lesson changes nothing."""
+    if link is None or "view" not in link.values:
+        return {}
+    view = next(view for view in views if view.key == link.values["view"])
+    inputs = {name: value for name, value in link.values.items() if name != "view"}
+    return {**open_at(view), **inputs, f"{view.key}_status": LINK_OPENED}
+
+
+def link_values(views: tuple[LessonView, ...], label: str, shown: dict[str, Any]) -> dict[str, Any]:
+    """What a link to the lesson whose sub-tab is `label` carries: its key and its inputs as shown."""
+    view = next((view for view in views if view.label == label), None)
+    if view is None:
+        return {}
+    return {"view": view.key, **{name: shown[name] for name in run_inputs(view) if name in shown}}
 
 
 def open_at(view: LessonView) -> dict[str, Any]:
