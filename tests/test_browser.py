@@ -233,7 +233,7 @@ def test_after_an_error_the_status_line_says_it_not_an_older_line(page):
     page.get_by_role("tab", name="Chat").click()
     status = page.locator("#chat-status")
     before = status.inner_text()
-    seed = page.get_by_label("Seed").first
+    seed = page.locator("#chat-seed textarea")
     seed.fill("abc")
     page.locator("#chat-message textarea").fill("What is the capital of Italy?")
     page.locator("#chat-send").click()
@@ -250,15 +250,16 @@ def test_a_refused_import_file_leaves_its_box_and_the_next_upload_imports(page, 
     so the next file uploads at once: the gallery's step trace imports."""
     page.get_by_role("tab", name="Step by step").click()
     page.locator("#step-cand-1").wait_for(state="visible")
-    assert page.locator("#step-text .step-text .tok").count() < 4  # the imported path has 4 tokens
+    page.get_by_role("button", name="Start").click()  # a path of no tokens: the imported one has 4
+    page.wait_for_function("() => document.querySelectorAll('#step-text .step-text .tok').length === 0")
     bad = tmp_path / "notes.json"
     bad.write_text('{"not": "a session"}', encoding="utf-8")
-    box = page.locator("input[type=file]").last  # the import box (the export box takes no upload)
-    box.set_input_files(str(bad))
-    page.locator(".toast-body").first.wait_for()  # refused, and said why
-    page.wait_for_function(
-        "() => ![...document.querySelectorAll('a')].some(a => a.innerText.includes('notes.json'))"
+    page.locator("#step-import input[type=file]").set_input_files(str(bad))
+    page.locator(".toast-body").filter(has_text="Not a valid step-by-step session file").first.wait_for()
+    page.wait_for_function(  # the box is empty again, ready for the next file
+        "() => document.querySelector('#step-import').innerText.includes('Drop File Here')"
+        " && !document.querySelector('#step-import').innerText.includes('notes.json')"
     )
     trace = Path(__file__).resolve().parents[1] / "docs" / "traces" / "step-capital.json"
-    page.locator("input[type=file]").last.set_input_files(str(trace))
+    page.locator("#step-import input[type=file]").set_input_files(str(trace))
     page.wait_for_function("() => document.querySelectorAll('#step-text .step-text .tok').length === 4")

@@ -221,10 +221,18 @@ class BeamHandlers:
                 )
             except Cancelled:  # stopped before its first step: the shown tree, if any, stays
                 return {"status": self._stopped_before(ws)}
+        return self._show_search(tree, (pruned, show_greedy, image_format), request)
+
+    def _show_search(
+        self, tree: BeamTree, drawing: tuple[Any, bool, str], request: gr.Request | None
+    ) -> dict:
+        """A new search on screen (drawing: pruned per node, greedy overlay, image format): the tab's
+        tree, its best hypothesis chosen, every view."""
+        ws, view = self._workspace(request), self._view(request)
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
-        self._view(request).unfolded, self._view(request).window = set(), None
+        view.unfolded, view.window = set(), None
         return {
-            "plot": plot_value(tree, pruned, show_greedy, image_format, ws, self._view(request)),
+            "plot": plot_value(tree, *drawing, ws, view),
             "status": status_markdown(tree),
             "table": hypothesis_rows(tree),
             "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),

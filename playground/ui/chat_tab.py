@@ -125,14 +125,13 @@ class ChatHandlers:
         if not ws.begin("chat", ticket):
             yield {}
             return
-        controls.request(normalize_history(history or []))  # a bad value is named first
         earlier, last_user = without_last_exchange(history)
+        shown = [*earlier, {"role": "user", "content": as_typed(last_user)}]
+        chat_request = controls.request(normalize_history(shown))  # a bad value is named first
         if not last_user:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
         ws.stop("chat")  # an answer still waiting in the queue is dropped too
         _stopped(ws.chat, ws.chat.stop)
-        shown = [*earlier, {"role": "user", "content": as_typed(last_user)}]
-        chat_request = controls.request(normalize_history(shown))
         stream = ws.chat.retry(chat_request, self.settings.max_new_tokens_limit)
         before = {"message": message or "", "history": list(history or [])}
         yield from self._stream(shown, ws.chat, stream, controls.show_template, before, empty_box=False)

@@ -495,7 +495,10 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
         w["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         w["export_file"] = gr.File(label="exported session", interactive=False)
         w["import_file"] = gr.File(
-            label="import a session or step trace", file_types=[".json"], type="filepath"
+            label="import a session or step trace",
+            file_types=[".json"],
+            type="filepath",
+            elem_id="step-import",
         )
     hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
     w["refresh"] = gr.Button("Refresh", **hidden)

@@ -58,9 +58,9 @@ CHOICES = [
 ]
 SHOWN_TAIL = 16  # tokens of each continuation shown after the fork
 # The quick setting: three formats (8-bit weights, 4-bit weights, an 8-bit KV cache) over 64 tokens (this
-# 61-token text, whose tokens after the first are 60 predictions, then 4 new tokens): a tenth of the
-# whole ladder's time or less (README, "Quantization": under 30 s on 2 busy cores, where the ladder
-# takes minutes). Meanwhile the whole ladder is shown from the gallery's trace.
+# 61-token text, whose tokens after the first are 60 predictions, then 4 new tokens): 0.06 of the whole
+# ladder's time in one process (README, "Quantization": 10-17 s on 2 busy cores, where the ladder takes
+# 165-287 s). Meanwhile the whole ladder is shown from the gallery's trace.
 QUICK_TEXT = (
     "The history of the printing press begins long before Gutenberg. Carved wooden blocks were inked and "
     "pressed onto paper in China, and movable type made of clay and later metal followed in China and Korea. "
