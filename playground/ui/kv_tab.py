@@ -29,6 +29,7 @@ from playground.ui.kv_text import (
     summary_markdown,
 )
 from playground.ui.links import Link, link_opener
+from playground.ui.ranges import CheckedSlider, UncheckedNumber
 
 LOADED = "Loaded model"
 GPU_CHOICES = [
@@ -45,6 +46,19 @@ OTHER_DTYPES = ("float16", "fp8", "q4_0")  # drawn dashed for the selected model
 LAYER_HEADERS = ["layer", "kind", "KV heads", "K dim", "V dim", "tokens held", "bytes"]
 WEIGHTS_INFO = "Weights take parameters × bytes per parameter next to the cache."
 MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
+# The calculator's result views: their labels and classes, and how a stale one is marked.
+RESULT_LABELS = {
+    "curves": "KV cache vs context length",
+    "bars": "Weights + KV cache vs GPU memory",
+    "layers": "Per-layer breakdown",
+}
+RESULT_CLASSES = {"formula": ["stage-hide"], "layers": ["stage-hide"]}
+STALE_CLASS = "kv-stale"
+STALE_SUFFIX = " · stale: the last good calculation"
+REFUSED = (
+    "**Can't calculate:** {why}\n\n*The formula, figures and table below are the last good calculation "
+    "(marked stale) until one succeeds.*"
+)
 
 
 def preset_choices(lm: Engine | None = None) -> list[str]:
@@ -159,19 +173,33 @@ def calculate(
 
 
 def explained(calc: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    """The calculator as a handler: a user error (bad JSON, bad size) replaces every output, so no
-    numbers from an earlier config stay on screen, and shows as a toast too."""
+    """The calculator as a handler: a user error (bad JSON, bad size) is told in the summary and as a
+    toast, and the last good result stays on screen, marked stale, until a calculation succeeds."""
 
     @functools.wraps(calc)
     def kv_calculate(*args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
-            return calc(*args, **kwargs)
+            result = calc(*args, **kwargs)
         except PlaygroundError as exc:
             gr.Warning(str(exc))
-            cleared = (f"**Can't calculate:** {exc}", "", [], None, None)
-            return dict(zip(CALCULATOR_OUTPUTS, cleared, strict=True))
+            stale = {name: gr.update(**mark) for name, mark in result_marks(stale=True).items()}
+            return {"summary": REFUSED.format(why=exc), **stale}
+        marks = result_marks(stale=False)
+        return {name: gr.update(value=value, **marks.get(name, {})) for name, value in result.items()}
 
     return kv_calculate
+
+
+def result_marks(stale: bool) -> dict[str, dict[str, Any]]:
+    """Label and classes of the result views (all but the summary): 'stale' on the last good result
+    while the inputs cannot be calculated, unmarked on a fresh one."""
+    suffix, classes = (STALE_SUFFIX, [STALE_CLASS]) if stale else ("", [])
+    marks: dict[str, dict[str, Any]] = {
+        name: {"label": label + suffix, "elem_classes": [*RESULT_CLASSES.get(name, []), *classes]}
+        for name, label in RESULT_LABELS.items()
+    }
+    marks["formula"] = {"elem_classes": [*RESULT_CLASSES["formula"], *classes]}
+    return marks
 
 
 class KVHandlers:
@@ -273,15 +301,18 @@ def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
         with gr.Column(scale=2):
             first = calculate(lm, *(w[name].value for name in CALCULATOR_INPUTS))
             w["summary"] = gr.Markdown(first["summary"], elem_id="kv-summary")
-            w["curves"] = gr.Plot(first["curves"], label="KV cache vs context length", elem_id="kv-curves")
-            w["bars"] = gr.Plot(first["bars"], label="Weights + KV cache vs GPU memory", elem_id="kv-bars")
-            w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula", elem_classes=["stage-hide"])
+            w["curves"] = gr.Plot(first["curves"], label=RESULT_LABELS["curves"], elem_id="kv-curves")
+            w["bars"] = gr.Plot(first["bars"], label=RESULT_LABELS["bars"], elem_id="kv-bars")
+            w["formula"] = gr.Markdown(
+                first["formula"], elem_id="kv-formula", elem_classes=RESULT_CLASSES["formula"]
+            )
             w["layers"] = gr.Dataframe(
                 first["layers"],
                 headers=LAYER_HEADERS,
-                label="Per-layer breakdown",
+                label=RESULT_LABELS["layers"],
                 interactive=False,
-                elem_classes=["stage-hide"],
+                elem_id="kv-layers",
+                elem_classes=RESULT_CLASSES["layers"],
             )
     _measure_section(lm, w)
     handlers = KVHandlers(lm)
@@ -315,14 +346,14 @@ def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
 
 def _size_inputs(w: dict[str, Any]) -> None:
     """Length, batch, dtype and mode inputs."""
-    w["seq_len"] = gr.Number(
+    w["seq_len"] = UncheckedNumber(
         4096,
         label="Sequence length (tokens)",
         precision=0,
         minimum=1,
         info="Prompt + generated tokens: every cached layer holds one K and one V per token.",
     )
-    w["batch"] = gr.Number(
+    w["batch"] = UncheckedNumber(
         1,
         label="Batch",
         precision=0,
@@ -360,7 +391,7 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
         placeholder="blank: automatic",
         info="Blank: the loaded model's count, a preset's published count, or an estimate.",
     )
-    w["overhead_pct"] = gr.Slider(
+    w["overhead_pct"] = CheckedSlider(
         0,
         50,
         value=10,
@@ -412,7 +443,7 @@ def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
             "and values and the prediction uses that dtype (not the KV dtype above)."
         )
         with gr.Row():
-            w["measure_length"] = gr.Slider(
+            w["measure_length"] = CheckedSlider(
                 1,
                 min(2048, lm.context_length),
                 value=128,

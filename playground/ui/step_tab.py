@@ -22,6 +22,7 @@ from playground.step.snapshot import take_snapshot
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_whole, connect, parse_seed
 from playground.ui.links import Link, link_opener
+from playground.ui.ranges import CheckedNumber, CheckedSlider
 from playground.ui.step_render import (
     CANDIDATE_BUTTONS,
     DEFAULT_PROMPT,
@@ -355,7 +356,7 @@ def _action_rows(w: dict[str, Any]) -> None:
         w["sample"] = gr.Button(
             "Sample step", size="sm", min_width=100, variant="primary", elem_id="step-sample"
         )
-        w["steps"] = gr.Number(
+        w["steps"] = CheckedNumber(
             8, precision=0, minimum=1, maximum=512, label="N", min_width=80, elem_classes=["stage-hide"]
         )
         w["run"] = gr.Button("Run N steps", size="sm", elem_classes=["stage-hide"])
@@ -430,7 +431,7 @@ def _header(w: dict[str, Any]) -> None:
             )
             w["start"] = gr.Button("Start", variant="primary")
     with gr.Row(elem_classes=["stage-hide"]):
-        w["candidates"] = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
+        w["candidates"] = CheckedSlider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
         w["seed"] = gr.Textbox(
             "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
         )
@@ -497,7 +498,7 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
         )
     hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
     w["refresh"] = gr.Button("Refresh", **hidden)
-    w["rank"] = gr.Number(label="rank", precision=0, **hidden)
+    w["rank"] = CheckedNumber(label="rank", precision=0, **hidden)
     w["pick_rank"] = gr.Button("Pick rank", **hidden)
     _wire(h, w)
     return w, h

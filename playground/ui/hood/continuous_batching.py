@@ -19,6 +19,7 @@ from playground.hood.continuous_batching import LESSON, MAX_REQUESTS, Arrival, C
 from playground.plots.hood import continuous_batching as plots
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
+from playground.ui.ranges import CheckedSlider
 
 # arrival iteration | new tokens | prompt: one request per line
 PRESETS = {
@@ -59,7 +60,7 @@ class ContinuousBatchingView(LessonView):
         first = next(iter(PRESETS))
         with gr.Row():
             w["cb_preset"] = gr.Dropdown(list(PRESETS), value=first, label="scenario", scale=3)
-            w["cb_budget"] = gr.Slider(
+            w["cb_budget"] = CheckedSlider(
                 4,
                 256,
                 value=16,
@@ -78,7 +79,7 @@ class ContinuousBatchingView(LessonView):
         w["cb_gantt"] = gr.Plot(label="the running batch, iteration by iteration")
         w["cb_latency"] = gr.Plot(label="forwards from arrival until done")
         with gr.Row(elem_classes=["stage-hide"]):
-            w["crowd_n"] = gr.Slider(2, 16, value=6, step=1, label="users", scale=2)
+            w["crowd_n"] = CheckedSlider(2, 16, value=6, step=1, label="users", scale=2)
             w["crowd_run"] = gr.Button(
                 "Crowd: send them to this app's engine", scale=2, elem_id="hood-crowd-run"
             )

@@ -27,6 +27,7 @@ from playground.ui.hood.base import (
     spans,
     status,
 )
+from playground.ui.ranges import CheckedSlider
 
 COPY_PARAGRAPH = (
     "The old lighthouse stood on the cliff for two hundred years. Every night its keeper climbed the "
@@ -103,7 +104,7 @@ class SpeculativeView(LessonView):
             w["spec_tokens"] = UncheckedSlider(
                 8, MAX_TOKENS, value=64, step=1, label="new tokens", elem_id="hood-spec-tokens"
             )
-            w["spec_temperature"] = gr.Slider(
+            w["spec_temperature"] = CheckedSlider(
                 0, 1.5, value=0, step=0.05, label="temperature", info="0 = greedy (exact match test)"
             )
         w["spec_seed"] = gr.Textbox(
