@@ -18,7 +18,7 @@ from playground.engine.base import Engine
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings
 from playground.errors import PlaygroundError
 from playground.step import StepSession, session_from_json, session_to_dict, session_to_json
-from playground.step.snapshot import take_snapshot
+from playground.step.snapshot import CANDIDATES_KEPT, take_snapshot
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_whole, connect, parse_seed
 from playground.ui.links import Link, link_opener
@@ -38,6 +38,12 @@ from playground.ui.step_render import (
     stage_choice,
 )
 from playground.workspace import Workspace, Workspaces
+
+# What the tab says (one place, for the translation to come).
+CHART_LABEL = "candidates in the chart"
+CHART_CANDIDATES = (5, CANDIDATES_KEPT)  # the chart's range; the snapshot keeps the most it shows
+IMPORT_REFUSED = "**Can't import {name}:** {why}"
+IMPORTED = "Imported {name} · {status}"
 
 # --- handlers --------------------------------------------------------------------------------
 
@@ -135,14 +141,23 @@ class StepHandlers:
         return self.step_open_chat_token(data.get("position"), request)
 
     def step_import(self, import_file: str | None, request: gr.Request = None) -> dict[str, Any]:
-        """Replay an exported session or a step trace; the settings widgets show the file's settings."""
+        """Replay an exported session or a step trace; the settings widgets show the file's settings.
+        A file that cannot be imported is named in the status line (and a toast): the session on
+        screen stays as it was."""
         if not import_file:
             raise PlaygroundError("Choose a session or step trace (.json) to import.")
-        text = Path(import_file).read_text(encoding="utf-8", errors="replace")
-        ws = self._workspace(request)
-        session = session_from_json(self.engine, text)
+        ws, name = self._workspace(request), Path(import_file).name
+        try:
+            text = Path(import_file).read_text(encoding="utf-8", errors="replace")
+            session = session_from_json(self.engine, text)
+        except PlaygroundError as exc:
+            message = IMPORT_REFUSED.format(name=name, why=exc)
+            gr.Warning(message)
+            return {"status": message}
         ws.step_settings = session.settings
-        return {**self._install(ws, session), **settings_values(session.settings)}
+        views = self._install(ws, session)
+        views["status"] = IMPORTED.format(name=name, status=views["status"])
+        return {**views, **settings_values(session.settings)}
 
     def step_trace(self, request: gr.Request = None) -> str:
         """Save the session as a recorded trace: what the tab shows, and the session to import again."""
@@ -187,7 +202,11 @@ class StepHandlers:
     def step_view(self, candidates: float, stage: str, request: gr.Request = None) -> dict[str, Any]:
         """How many candidates the chart shows and which stage's distribution."""
         ws = self._workspace(request)
-        ws.step_view = (max(1, as_whole(candidates, "candidates in the chart")), stage or "raw")
+        n = as_whole(candidates, CHART_LABEL)
+        if not CHART_CANDIDATES[0] <= n <= CHART_CANDIDATES[1]:
+            low, high = CHART_CANDIDATES
+            raise PlaygroundError(f"{CHART_LABEL.capitalize()} must be from {low} to {high}, got {n}.")
+        ws.step_view = (n, stage or "raw")
         return self._act(ws, lambda s: None) if ws.step is not None else {}
 
     def step_refresh(self, request: gr.Request = None) -> dict[str, Any]:
@@ -431,7 +450,8 @@ def _header(w: dict[str, Any]) -> None:
             )
             w["start"] = gr.Button("Start", variant="primary")
     with gr.Row(elem_classes=["stage-hide"]):
-        w["candidates"] = CheckedSlider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
+        low, high = CHART_CANDIDATES
+        w["candidates"] = CheckedSlider(low, high, value=10, step=1, label=CHART_LABEL, scale=2)
         w["seed"] = gr.Textbox(
             "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
         )
