@@ -23,6 +23,7 @@ from playground.ui.state import TabStates
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
+TITLE = "## LLM generation playground\n"
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css")
 JS_FILES = ("plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
@@ -53,29 +54,31 @@ def header_markdown(engine: Engine) -> str:
     decode_text = info_line(decode, "decode-info") if decode else ""
     if engine.quantization:  # --quantize: the served weights are not the loaded ones
         decode_text += info_line(engine.quantization_line, "quant-info")
-    line = (
-        f"**Model:** {engine.name}{size} · **engine** {engine.kind} · **device** {engine.device_summary()}"
+    details = (
+        f"{size} · **engine** {engine.kind} · **device** {engine.device_summary()}"
         f"{dtype_text}{load_text} · context {engine.context_length:,} tokens"
     )
-    return f"## LLM generation playground\n{info_line(line)}{decode_text}"
+    return f"{TITLE}{info_line(f'**Model:** {engine.name}', details=details)}{decode_text}"
 
 
-def info_line(text: str, extra_class: str = "") -> str:
-    """One header line (static/app.css ends a long one in "…"); the whole line is its tooltip."""
-    tooltip = html.escape(text.replace("**", ""), quote=True)
+def info_line(text: str, extra_class: str = "", details: str = "") -> str:
+    """One header line (static/app.css wraps a long one); details: the part presenter mode leaves to
+    the tooltip, which holds the whole line."""
+    tooltip = html.escape((text + details).replace("**", ""), quote=True)
     classes = f"model-info {extra_class}".strip()
-    return f"<span class='{classes}' title='{tooltip}'>{text}</span>"
+    more = f"<span class='model-details'>{details}</span>" if details else ""
+    return f"<span class='{classes}' title='{tooltip}'>{text}{more}</span>"
 
 
 def remote_header_markdown(engine: Engine) -> str:
     """The served model, which engine computes every number (and whether that adapter was tested live)."""
     caps = engine.capabilities
-    untested = "" if engine.tested_live else " · ⚠️ not yet tested against a live server"
-    line = (
-        f"**Model:** {engine.name} · **engine** {engine.kind} at {engine.url} (every number comes from it) · "
+    untested = "" if engine.tested_live else " · not yet tested against a live server"
+    details = (
+        f" · **engine** {engine.kind} at {engine.url} (every number comes from it) · "
         f"top {caps.top_n:,} alternatives per position · context {engine.context_length:,} tokens{untested}"
     )
-    return f"## LLM generation playground\n{info_line(line)}"
+    return f"{TITLE}{info_line(f'**Model:** {engine.name}', details=details)}"
 
 
 def build_demo(

@@ -27,6 +27,12 @@ AT_MOST = "at most {high:g}"
 VALUE = "Value"  # a control with no label
 
 
+def named(label: str | None) -> str:
+    """A control's label as a message starts it ('early exit: k layers' -> 'Early exit: k layers')."""
+    text = label or VALUE
+    return text[:1].upper() + text[1:]
+
+
 def range_text(low: float | None, high: float | None) -> str:
     """'1–512', 'at least 1' or 'at most 8'."""
     if low is not None and high is not None:
@@ -55,7 +61,7 @@ def checked_value(component: gr.Number | gr.Slider, payload: Any) -> Any:
     inside its range; anything else is refused (a toast naming it, no traceback)."""
     if payload is None:
         return None
-    label = component.label or VALUE
+    label = named(component.label)
     try:
         value = as_whole(payload, label) if component.precision == 0 else as_number(payload, label)
     except PlaygroundError as exc:
@@ -115,7 +121,7 @@ def say_when_clamped(demo: gr.Blocks) -> None:
 
 
 def _clamp_noter(slider: gr.Slider) -> Any:
-    label, low, high = slider.label or VALUE, slider.minimum, slider.maximum
+    label, low, high = named(slider.label), slider.minimum, slider.maximum
 
     def released(event: gr.EventData) -> None:
         message = clamp_message(label, getattr(event, "_data", None), low, high)

@@ -99,7 +99,7 @@ class SpeculativeView(LessonView):
                 value=max(1, env.layers * 3 // 4),
                 step=1,
                 label="early exit: k layers",
-                info="The draft: the first k layers + final norm + head",
+                info=f"The draft: the first k layers, final norm, head (all {env.layers}: the model itself)",
             )
             w["spec_tokens"] = UncheckedSlider(
                 8, MAX_TOKENS, value=64, step=1, label="new tokens", elem_id="hood-spec-tokens"
