@@ -222,7 +222,7 @@ def _load_embedded(
             return *_load_plain(target, dtype), "cache"
         report(f"Cache {target} is unusable ({problem}); rebuilding it.")
         shutil.rmtree(target, ignore_errors=True)
-    report("Converting the embedded GGUF model to plain weights (first start only, about 30 s)...")
+    report("Converting the embedded GGUF model to plain weights (first start only, 30-90 s on 2 cores)...")
     model, tokenizer = _load_gguf(embedded_gguf_path(), torch.float32)
     plain = _plain_copy(model)
     _write_cache_atomically(plain, tokenizer, target, report)

@@ -108,7 +108,9 @@ class AttentionView(LessonView):
     ) -> dict[str, Any]:
         """Another layer, head or query position of the same text (its weights are kept)."""
         view = self.maps(tab.context(request, self.key), text)
-        shown = views(view, as_whole(layer, "layer"), as_whole(head, "head"), as_whole(position, "position"))
+        layer_head = as_whole(layer, "layer"), as_whole(head, "head")
+        # grid=False: the grid is not among this event's outputs (only a new text changes it)
+        shown = views(view, *layer_head, as_whole(position, "position"), grid=False)
         return tab.remember(request, self.key, shown)
 
     def cell(

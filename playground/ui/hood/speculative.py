@@ -137,9 +137,10 @@ class SpeculativeView(LessonView):
         ids = encode_prompt(ctx.engine.tokenizer, spec_prompt or "", bool(spec_chat))
         method = METHODS.get(spec_method, spec_method)
         seed = parse_seed(spec_seed)
+        exit_layer = as_whole(spec_exit, "exit layer k")  # read for every method: a bad one is named
         options = {
             "draft_tokens": as_whole(spec_k, "draft length"),
-            "exit_layer": as_whole(spec_exit, "exit layer k") if method == "early_exit" else None,
+            "exit_layer": exit_layer if method == "early_exit" else None,
             "draft": ctx.draft,
             "settings": SamplingSettings(temperature=as_number(spec_temperature, "temperature")),
             "seed": 0 if seed is None else seed,
