@@ -46,18 +46,10 @@ OTHER_DTYPES = ("float16", "fp8", "q4_0")  # drawn dashed for the selected model
 LAYER_HEADERS = ["layer", "kind", "KV heads", "K dim", "V dim", "tokens held", "bytes"]
 WEIGHTS_INFO = "Weights take parameters × bytes per parameter next to the cache."
 MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
-# The calculator's result views: their labels and classes, and how a stale one is marked.
-RESULT_LABELS = {
-    "curves": "KV cache vs context length",
-    "bars": "Weights + KV cache vs GPU memory",
-    "layers": "Per-layer breakdown",
-}
-RESULT_CLASSES = {"formula": ["stage-hide"], "layers": ["stage-hide"]}
-STALE_CLASS = "kv-stale"
-STALE_SUFFIX = " · stale: the last good calculation"
+# A refused calculation: the reason, and a note that marks the last good result below as stale.
 REFUSED = (
-    "**Can't calculate:** {why}\n\n*The formula, figures and table below are the last good calculation "
-    "(marked stale) until one succeeds.*"
+    "**Can't calculate:** {why}\n\n<span class='kv-stale-note'>The formula, figures and table below are "
+    "the last good calculation, marked stale, until one succeeds.</span>"
 )
 
 
@@ -174,32 +166,18 @@ def calculate(
 
 def explained(calc: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
     """The calculator as a handler: a user error (bad JSON, bad size) is told in the summary and as a
-    toast, and the last good result stays on screen, marked stale, until a calculation succeeds."""
+    toast; the last good result stays on screen, marked stale (static/app.css, by the summary's note),
+    until a calculation succeeds."""
 
     @functools.wraps(calc)
     def kv_calculate(*args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
-            result = calc(*args, **kwargs)
+            return calc(*args, **kwargs)
         except PlaygroundError as exc:
             gr.Warning(str(exc))
-            stale = {name: gr.update(**mark) for name, mark in result_marks(stale=True).items()}
-            return {"summary": REFUSED.format(why=exc), **stale}
-        marks = result_marks(stale=False)
-        return {name: gr.update(value=value, **marks.get(name, {})) for name, value in result.items()}
+            return {"summary": REFUSED.format(why=exc)}
 
     return kv_calculate
-
-
-def result_marks(stale: bool) -> dict[str, dict[str, Any]]:
-    """Label and classes of the result views (all but the summary): 'stale' on the last good result
-    while the inputs cannot be calculated, unmarked on a fresh one."""
-    suffix, classes = (STALE_SUFFIX, [STALE_CLASS]) if stale else ("", [])
-    marks: dict[str, dict[str, Any]] = {
-        name: {"label": label + suffix, "elem_classes": [*RESULT_CLASSES.get(name, []), *classes]}
-        for name, label in RESULT_LABELS.items()
-    }
-    marks["formula"] = {"elem_classes": [*RESULT_CLASSES["formula"], *classes]}
-    return marks
 
 
 class KVHandlers:
@@ -298,21 +276,19 @@ def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
             _size_inputs(w)
             _gpu_inputs(lm, w)
             w["run"] = gr.Button("Calculate", variant="primary")
-        with gr.Column(scale=2):
+        with gr.Column(scale=2, elem_id="kv-results"):
             first = calculate(lm, *(w[name].value for name in CALCULATOR_INPUTS))
             w["summary"] = gr.Markdown(first["summary"], elem_id="kv-summary")
-            w["curves"] = gr.Plot(first["curves"], label=RESULT_LABELS["curves"], elem_id="kv-curves")
-            w["bars"] = gr.Plot(first["bars"], label=RESULT_LABELS["bars"], elem_id="kv-bars")
-            w["formula"] = gr.Markdown(
-                first["formula"], elem_id="kv-formula", elem_classes=RESULT_CLASSES["formula"]
-            )
+            w["curves"] = gr.Plot(first["curves"], label="KV cache vs context length", elem_id="kv-curves")
+            w["bars"] = gr.Plot(first["bars"], label="Weights + KV cache vs GPU memory", elem_id="kv-bars")
+            w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula", elem_classes=["stage-hide"])
             w["layers"] = gr.Dataframe(
                 first["layers"],
                 headers=LAYER_HEADERS,
-                label=RESULT_LABELS["layers"],
+                label="Per-layer breakdown",
                 interactive=False,
                 elem_id="kv-layers",
-                elem_classes=RESULT_CLASSES["layers"],
+                elem_classes=["stage-hide"],
             )
     _measure_section(lm, w)
     handlers = KVHandlers(lm)
