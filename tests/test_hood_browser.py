@@ -142,6 +142,12 @@ def test_attention_thumbnail_click_enlarges_it(page):
     page.wait_for_function(
         "document.querySelector('#hood-attn-map .js-plotly-plot')?.layout.title.text === 'layer 3, head 5'"
     )
+    layer = page.get_by_label("number input for layer")  # a slider moves the same view
+    layer.fill("7")
+    layer.press("Tab")  # released: the view follows
+    page.wait_for_function(
+        "document.querySelector('#hood-attn-map .js-plotly-plot')?.layout.title.text === 'layer 7, head 5'"
+    )
 
 
 def test_logit_lens_click_tracks_a_token(page):
@@ -168,6 +174,17 @@ def test_bad_input_gives_a_message_not_a_trace(page):
     page.locator("#hood-attn-run").click()
     page.get_by_text("at most 256 tokens").first.wait_for()
     assert "Traceback" not in page.content()
+
+
+def test_a_value_typed_past_a_sliders_range_is_named(page):
+    """Early exit with k = 30 on a 30-layer model ran as k = 29 without a word (issue 33, item 1)."""
+    open_view(page, "Speculative decoding")
+    box = page.get_by_label("number input for early exit: k layers")
+    box.fill("30")
+    box.press("Tab")  # the box brings it into range when it loses focus
+    told = "Early exit: k layers 30 is outside its range 1–29: set to 29."
+    page.locator(".toast-body").filter(has_text=told).first.wait_for()
+    assert box.input_value() == "29"
 
 
 def test_the_step_tab_opens_the_logit_lens_at_its_step_and_the_run_saves_as_a_trace(page):
