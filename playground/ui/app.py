@@ -113,15 +113,15 @@ def build_demo(
         toolbar = _header(engine)
         names = dict(TABS)
         with gr.Tabs(elem_id="main-tabs") as tabs:
-            with gr.Tab(i18n(names["chat"]), id="chat") as toolbar["tab_chat"]:
+            with gr.Tab(i18n(names["chat"]), id="chat", elem_id="tab-chat") as toolbar["tab_chat"]:
                 chat_w, chat_h = build_chat_tab(engine, settings, workspaces)
-            with gr.Tab(i18n(names["step"]), id="step") as toolbar["tab_step"]:
+            with gr.Tab(i18n(names["step"]), id="step", elem_id="tab-step") as toolbar["tab_step"]:
                 step_w, step_h = build_step_tab(engine, workspaces)
-            with gr.Tab(i18n(names["beam"]), id="beam") as toolbar["tab_beam"]:
+            with gr.Tab(i18n(names["beam"]), id="beam", elem_id="tab-beam") as toolbar["tab_beam"]:
                 beam_w, beam_h = build_beam_tab(engine, workspaces, states)
-            with gr.Tab(i18n(names["kv"]), id="kv") as toolbar["tab_kv"]:
+            with gr.Tab(i18n(names["kv"]), id="kv", elem_id="tab-kv") as toolbar["tab_kv"]:
                 kv_w, kv_h = build_kv_tab(engine)
-            with gr.Tab(i18n(names["hood"]), id="hood") as toolbar["tab_hood"]:
+            with gr.Tab(i18n(names["hood"]), id="hood", elem_id="tab-hood") as toolbar["tab_hood"]:
                 hood_w, hood_h = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
         _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
         _wire_lens_from_step(tabs, step_w, hood_w, hood_h)

@@ -4,7 +4,7 @@ Each module here named by a language code (en.py, zh.py) is a language: NAME (in
 header's switch), LOCALE (Gradio's, whose own strings then follow) and STRINGS, {key: text}. English
 is complete; a key another language lacks shows in English. Adding a language is adding one file.
 
-Two kinds of text (README "Languages"):
+Two kinds of text (README "Languages: add a string, add a language"):
 - Static text of components (labels, info, button text, Markdown, tab names, choices): `i18n(key)`.
   Gradio translates it in the browser, live when the language changes (launch(i18n=gradio_i18n())).
 - Text built on the server (status lines, toasts, errors, plots, Markdown with numbers): `t(key, lang,
