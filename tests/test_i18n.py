@@ -300,14 +300,15 @@ def test_kv_texts_give_the_tables_headers_and_keep_measured_rows():
 
 def test_the_api_answers_in_the_language_the_client_accepts(launched_app):
     from gradio_client import Client
+    from gradio_client.exceptions import AppError
 
     client = Client(launched_app, verbose=False, headers={"Accept-Language": "zh-CN,zh;q=0.9"})
     summary, formula, *_ = client.predict(*kv_inputs(config="{"), api_name="/kv_calculate")
     assert summary.startswith("**无法计算：** 配置不是有效的 JSON") and formula == ""
     summary, *_ = client.predict(*kv_inputs(), api_name="/kv_calculate")
     assert summary.startswith("### KV 缓存：")
-    with pytest.raises(Exception, match="请输入一个 config.json 的路径"):  # a raised error (gr.Error)
+    with pytest.raises(AppError, match=r"请输入一个 config\.json 的路径"):  # a raised error (gr.Error)
         client.predict("", api_name="/kv_load_config")
     english = Client(launched_app, verbose=False)  # no Accept-Language: English
-    with pytest.raises(Exception, match="Enter a path to a config.json"):
+    with pytest.raises(AppError, match=r"Enter a path to a config\.json"):
         english.predict("", api_name="/kv_load_config")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
 from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
-from playground.ui.links import make_query, warn_bad_link
+from playground.ui.links import TAB_TITLES, make_query, warn_bad_link
 from playground.ui.state import TabStates
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
@@ -36,13 +37,6 @@ LANGUAGE_NOW_JS = "() => window.playgroundLanguage()"
 # ...and a choice: Gradio's own and our static text change at once; ?lang= in the address tells the
 # server (every later request carries it), and stays for a reload.
 SET_LANGUAGE_JS = "(lang) => window.playgroundSetLanguage(lang)"
-TABS = (  # id, the key of its name
-    ("chat", "tab.chat"),
-    ("step", "tab.step"),
-    ("beam", "tab.beam"),
-    ("kv", "tab.kv"),
-    ("hood", "tab.hood"),
-)
 # The full link from the query the server built: shown, and copied when the browser allows it.
 SHOW_LINK_JS = """(query) => {
   const link = `${location.origin}${location.pathname}?${query}`;
@@ -111,7 +105,7 @@ def build_demo(
     states = TabStates(settings.max_workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
         toolbar = _header(engine)
-        names = dict(TABS)
+        names = TAB_TITLES
         with gr.Tabs(elem_id="main-tabs") as tabs:
             with gr.Tab(i18n(names["chat"]), id="chat", elem_id="tab-chat") as toolbar["tab_chat"]:
                 chat_w, chat_h = build_chat_tab(engine, settings, workspaces)
@@ -127,7 +121,10 @@ def build_demo(
         _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
         tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w}
         handlers = {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
-        opened = _wire_language(demo, engine, toolbar, kv_w, kv_h)
+        # A tab whose server-built text must follow a language switch adds its handlers here.
+        texts = [(kv_w, kv_h.kv_texts, TEXT_OUTPUTS)]
+        reruns = [(kv_w, kv_h.kv_calculate, CALCULATOR_OUTPUTS)]
+        opened = _wire_language(demo, engine, toolbar, texts, reruns)
         _wire_links(opened, tabs, toolbar, tab_widgets, handlers)
         release_closed_tabs(demo, workspaces, states)
     demo.queue(default_concurrency_limit=concurrency)
@@ -172,28 +169,38 @@ def _header(engine: Engine) -> dict[str, Any]:
     return tools
 
 
-def _wire_language(demo: gr.Blocks, engine: Engine, toolbar: dict, kv_w: dict, kv_h: Any) -> Any:
-    """The page's language (playground/ui/i18n): static text follows it in the browser; the text the
-    server built (the header, the KV tab's) is built again in it, on page load and on each switch of
-    the header's radio. Returns the page-load event (shared links open after it)."""
+Relabel = tuple[dict[str, Any], Callable[..., dict[str, Any]], list[str]]  # widgets, handler, outputs
+
+
+def _wire_language(
+    demo: gr.Blocks, engine: Engine, toolbar: dict, texts: list[Relabel], reruns: list[Relabel]
+) -> Any:
+    """The page's language (playground/ui/i18n): static text follows it in the browser; text the
+    server built is built again in it, on page load and on each switch of the header's radio: the
+    header and the tabs' names, then each tab's `texts` (a handler giving its server-built text in
+    the session's language), and on a switch its `reruns` (a calculation shown again: the page load
+    runs those through its link openers). Returns the page-load event (shared links open after it)."""
 
     def header_text(request: gr.Request = None) -> dict[str, Any]:
         """The header and the tabs' names in the session's language (Gradio's own translation misses
         the name of a tab not opened yet)."""
         lang = session_lang(request)
-        names = {f"tab_{tab}": gr.Tab(label=t(key, lang)) for tab, key in TABS}
+        names = {f"tab_{tab}": gr.Tab(label=t(key, lang)) for tab, key in TAB_TITLES.items()}
         return {"header": header_markdown(engine, lang), **names}
 
     def shown(event: Any) -> Any:
         """After event, the server's text in the session's language."""
-        outputs = ["header", *(f"tab_{tab}" for tab, _ in TABS)]
-        texts = connect(event.then, header_text, toolbar, outputs, api_name=None, model=False)
-        return connect(texts.then, kv_h.kv_texts, kv_w, TEXT_OUTPUTS, api_name=None, model=False)
+        outputs = ["header", *(f"tab_{tab}" for tab in TAB_TITLES)]
+        last = connect(event.then, header_text, toolbar, outputs, api_name=None, model=False)
+        for widgets, handler, names in texts:
+            last = connect(last.then, handler, widgets, names, api_name=None, model=False)
+        return last
 
     opened = shown(demo.load(None, None, toolbar["language"], js=LANGUAGE_NOW_JS))
     chosen = toolbar["language"].input(None, toolbar["language"], None, js=SET_LANGUAGE_JS, queue=False)
     switched = shown(chosen)
-    connect(switched.then, kv_h.kv_calculate, kv_w, CALCULATOR_OUTPUTS, api_name=None, model=False)
+    for widgets, handler, names in reruns:
+        connect(switched.then, handler, widgets, names, api_name=None, model=False)
     return opened
 
 

@@ -28,7 +28,8 @@ from playground.messages import Message
 from playground.ui.i18n import LANGUAGES, language_of, localize, session_lang, t
 
 TABS = ("chat", "step", "beam", "kv", "hood")
-TAB_TITLES = {tab: f"tab.{tab}" for tab in TABS}  # the keys of the tabs' names (playground/ui/i18n)
+# The keys of the tabs' names (playground/ui/i18n)
+TAB_TITLES = {"chat": "tab.chat", "step": "tab.step", "beam": "tab.beam", "kv": "tab.kv", "hood": "tab.hood"}
 # Query parameters that are not a tab's setting and go with any link: Gradio's theme, presenter mode
 # (static/theme.js), the page's language (static/i18n.js).
 FOREIGN = ("__theme", "presenter", "lang")
