@@ -67,17 +67,7 @@ def friendly_errors(handler: Callable) -> Callable:
     A user's error is no server fault: no traceback in the console (explain_exception logs
     unexpected ones)."""
     signature, takes_request = with_request(handler)
-
-    def call(args: tuple, kwargs: dict) -> tuple[tuple, dict, Any]:
-        """handler's arguments, and the request (kept in them when handler takes it)."""
-        bound = signature.bind(*args, **kwargs)
-        request = bound.arguments.get("request")
-        if not takes_request:
-            bound.arguments.pop("request", None)
-        return bound.args, bound.kwargs, request
-
-    def explained(exc: Exception, request: Any) -> gr.Error:
-        return gr.Error(explain_exception(exc, session_lang(request)), print_exception=False)
+    call = functools.partial(_split_request, signature, takes_request)
 
     if inspect.isgeneratorfunction(handler):
 
@@ -89,7 +79,7 @@ def friendly_errors(handler: Callable) -> Callable:
             except gr.Error:
                 raise
             except Exception as exc:  # every failure becomes a clear message
-                raise explained(exc, request) from None
+                raise _explained(exc, request) from None
 
         wrapper = generator_wrapper
     else:
@@ -102,11 +92,27 @@ def friendly_errors(handler: Callable) -> Callable:
             except gr.Error:
                 raise
             except Exception as exc:  # every failure becomes a clear message
-                raise explained(exc, request) from None
+                raise _explained(exc, request) from None
 
     wrapper.__signature__ = signature  # type: ignore[attr-defined]
     wrapper.__annotations__ = {**_hints(handler), "request": gr.Request}
     return wrapper
+
+
+def _split_request(
+    signature: inspect.Signature, takes_request: bool, args: tuple, kwargs: dict
+) -> tuple[tuple, dict, Any]:
+    """A wrapped handler's arguments, and the request (kept in them when the handler takes it)."""
+    bound = signature.bind(*args, **kwargs)
+    request = bound.arguments.get("request")
+    if not takes_request:
+        bound.arguments.pop("request", None)
+    return bound.args, bound.kwargs, request
+
+
+def _explained(exc: Exception, request: Any) -> gr.Error:
+    """gr.Error for any failure, in the language of the request's page."""
+    return gr.Error(explain_exception(exc, session_lang(request)), print_exception=False)
 
 
 def with_request(fn: Callable) -> tuple[inspect.Signature, bool]:

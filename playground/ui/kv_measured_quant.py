@@ -58,10 +58,16 @@ def measure_quantized(lm: Engine, dtype: str, prompt_len: float, lang: str = "en
         for i, (p, measured) in enumerate(zip(m.predicted_layers, m.measured_layers, strict=True))
     ]
     plain = kvm.kv_cache_bytes(lm.config, n, 1, m.model_dtype, "transformers")
+    text = quantized_text(m, plain, lang)
+    return {"measured_quant": text, "measure_quant_table": rows}
+
+
+def quantized_text(m: kvm.QuantizedMeasurement, plain: int, lang: str = "en") -> str:
+    """A quantized cache's bytes next to the formula's, and next to the same tokens unquantized (plain)."""
     residual = ""
     if m.residual_tokens:
         residual = t("kv.quant.residual", lang, tokens=m.residual_tokens, dtype=m.model_dtype)
-    text = t(
+    return t(
         "kv.quant.measured",
         lang,
         dtype=m.dtype,
@@ -79,7 +85,6 @@ def measure_quantized(lm: Engine, dtype: str, prompt_len: float, lang: str = "en
         note=localize(kvm.KV_DTYPES[m.dtype].note, lang),
         window=RESIDUAL_TOKENS,
     )
-    return {"measured_quant": text, "measure_quant_table": rows}
 
 
 def wire_quantized_measure(lm: Engine, w: dict[str, Any]) -> None:

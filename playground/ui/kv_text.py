@@ -19,9 +19,8 @@ def summary_markdown(
     b: kvm.KVBreakdown, params: int, source: str, wdtype: str, fit: kvm.FitResult, lang: str = "en"
 ) -> str:
     """Totals in GiB and GB, weights, and the solver's answer with its overhead stated."""
-    g, per_token = fit.gpu_bytes, b.total_bytes / (b.seq_len * b.batch_size)
+    per_token = b.total_bytes / (b.seq_len * b.batch_size)
     batch_text = t("kv.sum.unbounded", lang) if fit.max_batch is None else f"{fit.max_batch:,}"
-    size = f"{g / kvm.GB:,.2f}".rstrip("0").rstrip(".")  # 80, 12.5: as typed
     lines = [
         t("kv.sum.total", lang, bytes=b.total_bytes, gib=b.gib, gb=b.gb),
         t(
@@ -42,17 +41,7 @@ def summary_markdown(
             dtype=wdtype,
             size=kvm.format_bytes(fit.weights_bytes),
         ),
-        t(
-            "kv.sum.gpu",
-            lang,
-            article=article(g / kvm.GB),
-            size=size,
-            gib=g / kvm.GIB,
-            verdict=t("kv.sum.fits" if fit.fits else "kv.sum.does_not_fit", lang),
-            reserve=kvm.format_bytes(fit.overhead_bytes),
-            share=fit.overhead_bytes / g,
-            free=kvm.format_bytes(max(fit.free_for_kv, 0)),
-        ),
+        _gpu_line(fit, lang),
         t("kv.sum.longest", lang, batch=b.batch_size, longest=_max_len_text(fit, lang)),
         t("kv.sum.largest", lang, tokens=b.seq_len, largest=batch_text),
     ]
@@ -61,6 +50,22 @@ def summary_markdown(
     if fit.free_for_kv < 0:
         lines.append(t("kv.sum.weights_exceed", lang))
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
+
+
+def _gpu_line(fit: kvm.FitResult, lang: str) -> str:
+    """The GPU's size, whether it all fits, and what the overhead reserve leaves for the cache."""
+    g = fit.gpu_bytes
+    return t(
+        "kv.sum.gpu",
+        lang,
+        article=article(g / kvm.GB),
+        size=f"{g / kvm.GB:,.2f}".rstrip("0").rstrip("."),  # 80, 12.5: as typed
+        gib=g / kvm.GIB,
+        verdict=t("kv.sum.fits" if fit.fits else "kv.sum.does_not_fit", lang),
+        reserve=kvm.format_bytes(fit.overhead_bytes),
+        share=fit.overhead_bytes / g,
+        free=kvm.format_bytes(max(fit.free_for_kv, 0)),
+    )
 
 
 def article(number: float) -> str:
