@@ -24,7 +24,7 @@ from playground.ui import i18n as languages
 from playground.ui import kv_tab
 from playground.ui.common import friendly_errors
 from playground.ui.i18n import ENGLISH, LANGUAGES, localize, session_lang, t
-from playground.ui.links import make_query, read_query
+from playground.ui.links import make_query, read_query, warn_bad_link
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = sorted([*ROOT.joinpath("playground").rglob("*.py"), ROOT / "app.py"])
@@ -249,6 +249,17 @@ def test_links_keep_the_language_and_ignore_it_as_a_setting():
     assert reading.problem == "" and reading.link.values == {"seq_len": 100}
     problem = read_query({"tab": "beam", "beams": "100"}, "zh").problem
     assert problem == "此链接的 beams='100' 不被接受：beams 必须是一个整数，范围 1 到 16。"
+
+
+def test_a_bad_link_or_language_is_told_in_the_page_language():
+    with pytest.warns(UserWarning, match=r"lang='klingon' is not a language of this page: use one of en"):
+        assert warn_bad_link(request("klingon")) is None
+    page = SimpleNamespace(query_params={"tab": "kv", "gpu": "lots", "lang": "zh"}, headers={})
+    with pytest.warns(UserWarning) as told:
+        assert warn_bad_link(page) == "kv"
+    assert str(told[0].message).endswith("已按默认设置打开「KV 缓存」。") and "gpu='lots'" in str(
+        told[0].message
+    )
 
 
 # --- the KV tab in Chinese ----------------------------------------------------------------------------
