@@ -175,3 +175,15 @@ def test_a_remote_engine_is_one_side_of_a_comparison(embedded_lm, gemma_lm):
         result = run_compare(sides, QUESTION, max_new_tokens=6)
         assert not any(s.error for s in result.sides)
         assert result.sides[1].update.answer_ids  # the served Gemma answered
+
+
+def test_one_model_on_quantized_weights_is_a_second_side(embedded_lm):
+    registry = registry_with(embedded_lm)
+    int8 = registry.engine(None, quantize="int8")
+    assert int8 is not embedded_lm and int8.quantization == "int8"
+    assert registry.loaded() == ["smollm2-135m-instruct", "smollm2-135m-instruct@int8"]
+    sides = [Side(embedded_lm, GREEDY, label="float32"), Side(int8, GREEDY, label="int8")]
+    result = run_compare(sides, QUESTION, max_new_tokens=6)
+    for side, state in zip(sides, result.sides, strict=True):
+        solo = run_chat(side.engine, ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=6))
+        assert state.update.answer_ids == solo.answer_ids, state.name
