@@ -185,3 +185,32 @@ def test_speculative_decoding_says_why_gemma_cannot_draft_for_smollm2(embedded_l
 def test_a_quantized_kv_cache_is_refused_with_the_reason_on_sliding_layers(gemma_lm):
     with pytest.raises(PlaygroundError, match=r"KV int4 .*cannot be built for this model.*sliding_attention"):
         hood.quantization.run(gemma_lm, _ids(gemma_lm), kv="int4", new_tokens=2)
+
+
+# --- the app on Gemma (./run.sh --model gemma-3-270m) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gemma_client(gemma_lm):
+    from gradio_client import Client
+
+    from playground.ui.app import build_demo, launch_local, launch_options
+
+    demo = build_demo(gemma_lm, load_settings())
+    url = launch_local(demo, **launch_options())
+    yield Client(url, verbose=False)
+    demo.close()
+
+
+def test_the_app_chats_steps_and_measures_on_gemma(gemma_lm, gemma_client):
+    message, history, _, stats, _ = gemma_client.predict(
+        "今天天气很好，", temperature=0, max_new_tokens=6, api_name="/chat"
+    )
+    text = str(history[-1]["content"])
+    assert "天气好，我喜欢" in text and "no chat template: a base model continues your text" in stats
+    result, table = gemma_client.predict(600, api_name="/kv_measure")
+    assert "equal to the byte" in result and all(row[4] for row in table["data"]) and len(table["data"]) == 18
+    gemma_client.predict(prompt="The capital of France is", chat=False, api_name="/step_start")
+    step = gemma_client.predict(api_name="/step_greedy")
+    ledger = step[6]["data"]
+    assert ledger[0][2] == "greedy" and len(ledger) == 1
