@@ -18,7 +18,8 @@ def _default_cache_dir() -> str:
 
 @dataclass
 class Settings:
-    # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; else a Hub id, a dir or a .gguf path.
+    # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; "gemma-3-270m" = the second embedded
+    # model; else a Hub id, a dir or a .gguf path.
     model: str | None = None
     # A second, smaller model with the same tokenizer: a draft for speculative decoding ("Under the hood").
     draft_model: str | None = None

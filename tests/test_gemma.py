@@ -203,7 +203,7 @@ def gemma_client(gemma_lm):
 
 
 def test_the_app_chats_steps_and_measures_on_gemma(gemma_lm, gemma_client):
-    message, history, _, stats, _ = gemma_client.predict(
+    _, history, _, stats, _ = gemma_client.predict(
         "今天天气很好，", temperature=0, max_new_tokens=6, api_name="/chat"
     )
     text = str(history[-1]["content"])

@@ -101,7 +101,8 @@ def load_model(
 ) -> LocalEngine:
     """Load a causal LM for the playground: the in-process engine every feature runs on.
 
-    name: None for the embedded default; else a Hub id, a local model dir or a .gguf path.
+    name: None for the embedded default (SmolLM2), "gemma-3-270m" for the second embedded model
+    (engine/embedded.py); else a Hub id, a local model dir or a .gguf path.
     device: auto, cpu, cuda, cuda:N or mps. dtype: float32, float16, bfloat16 or None (auto).
     decode: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager; None
     = settings.decode (PLAYGROUND_DECODE, default auto), or eager when settings.compile is off
