@@ -82,7 +82,9 @@ class ModelRegistry:
         self._free = free_bytes or (lambda: free_memory_bytes(self.settings.device))
         self._held: OrderedDict[str, _Held] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
-        self._loading: dict[str, threading.Lock] = {}  # one load per model at a time
+        # One load at a time (the bound is checked and the model held under it: two loads never both
+        # take the last place); asking for a model that is held never waits for it.
+        self._loading = threading.Lock()
 
     # --- what is here -----------------------------------------------------------------------
 
@@ -166,7 +168,7 @@ class ModelRegistry:
         if held is not None:
             yield LoadEvent(f"{key} is loaded.", held)
             return
-        with self._load_lock(key):
+        with self._loading:
             held = self._touch(key)  # another caller may have loaded it meanwhile
             if held is not None:
                 yield LoadEvent(f"{key} is loaded.", held)
@@ -190,13 +192,6 @@ class ModelRegistry:
                 return None
             self._held.move_to_end(key)
             return held.engine
-
-    @contextmanager
-    def _load_lock(self, key: str) -> Iterator[None]:
-        with self._lock:
-            lock = self._loading.setdefault(key, threading.Lock())
-        with lock:
-            yield
 
     def _load_in_thread(
         self, key: str, name: str | None, quantize: str | None, estimate: MemoryEstimate
