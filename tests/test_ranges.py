@@ -3,10 +3,11 @@ word, never Gradio's own "Value -5 is less than minimum value 1." (issue 33, ite
 
 from __future__ import annotations
 
-import gradio as gr
 import pytest
 from gradio_client import Client
 
+from playground.errors import PlaygroundError
+from playground.ui.i18n import i18n, localize, t
 from playground.ui.ranges import (
     CheckedNumber,
     CheckedSlider,
@@ -21,26 +22,34 @@ GRADIOS_OWN = ("less than minimum value", "greater than maximum value", "Somethi
 
 def test_a_checked_control_names_itself_its_range_and_the_value():
     steps = CheckedNumber(8, precision=0, minimum=1, maximum=512, label="N")
-    with pytest.raises(gr.Error, match=r"N -3 is outside its range 1–512\.") as refused:
-        checked_value(steps, -3)
-    assert refused.value.print_exception is False  # a user's slip: no traceback in the console
-    with pytest.raises(gr.Error, match=r"N must be a whole number, got 2\.5"):
-        checked_value(steps, 2.5)  # Gradio would round it to 2 without a word
-    with pytest.raises(gr.Error, match=r"N must be a number, got 'lots'"):
-        checked_value(steps, "lots")
-    assert checked_value(steps, 512) == 512 and checked_value(steps, "7") == 7
+    assert steps.preprocess(-3) == -3  # no Gradio check: its message names nothing, with a traceback
+    with pytest.raises(PlaygroundError, match=r"N -3 is outside its range 1–512\.") as refused:
+        steps.checked(-3)
+    assert localize(refused.value.message, "zh") == "N -3 超出范围 1–512。"
+    with pytest.raises(PlaygroundError, match=r"N must be a whole number, got 2\.5"):
+        steps.checked(2.5)  # Gradio would round it to 2 without a word
+    with pytest.raises(PlaygroundError, match=r"N must be a number, got 'lots'"):
+        steps.checked("lots")
+    assert steps.checked(512) == 512 and steps.checked("7") == 7 and steps.checked(None) is None
     layer = CheckedSlider(1, 30, value=15, step=1, label="early exit: k layers")
-    with pytest.raises(gr.Error, match=r"Early exit: k layers 31 is outside its range 1–30\."):
-        layer.preprocess(31)
-    assert layer.preprocess(0.5 + 29) == 29.5  # a slider without precision keeps its value
+    with pytest.raises(PlaygroundError, match=r"Early exit: k layers 31 is outside its range 1–30\."):
+        layer.checked(31)
+    assert layer.checked(0.5 + 29) == 29.5  # a slider without precision keeps its value
+    batch = CheckedNumber(1, minimum=1, label=i18n("kv.batch"))  # a translated label: said in Chinese
+    with pytest.raises(PlaygroundError) as refused:
+        checked_value(batch, -5)
+    assert str(refused.value) == "Batch -5 is outside its range at least 1."
+    assert localize(refused.value.message, "zh") == f"{t('kv.batch', 'zh')} -5 超出范围 至少 1。"
     assert UncheckedNumber(1, minimum=1).preprocess(-5) == -5  # the handler explains it itself
 
 
 def test_range_words():
     assert range_text(1, 512) == "1–512" and range_text(1, None) == "at least 1"
     assert range_text(None, 8) == "at most 8"
-    assert clamp_message("Temperature", "5", 0, 2) == "Temperature 5 is outside its range 0–2: set to 2."
-    assert clamp_message("Temperature", 1.5, 0, 2) is None and clamp_message("Temperature", "", 0, 2) is None
+    temperature = CheckedSlider(0, 2, value=1, label="Temperature")
+    assert clamp_message(temperature, "5") == "Temperature 5 is outside its range 0–2: set to 2."
+    assert clamp_message(temperature, "5", "zh") == "Temperature 5 超出范围 0–2：已设为 2。"
+    assert clamp_message(temperature, 1.5) is None and clamp_message(temperature, "") is None
 
 
 def ranged_controls(client: Client) -> dict[int, tuple[str, int, dict]]:

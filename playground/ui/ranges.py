@@ -2,11 +2,14 @@
 named with the control and its range, never changed without a word, and never a server traceback.
 
 Gradio checks a Number's or a Slider's minimum and maximum itself, before the handler runs: its
-message ("Value -5 is less than minimum value 1.") names neither the control nor its range, and it
-prints a traceback in the server's console for a user's typing slip. In the browser, a slider's
-number box brings a typed value into range when it loses focus, silently. Here:
-- `CheckedNumber` and `CheckedSlider` refuse such a value with a toast that names them, and no
-  traceback (`UncheckedNumber` hands it to a handler that explains it itself, inline);
+message ("Value -5 is less than minimum value 1.") names neither the control nor its range, is
+English on a Chinese page, and comes with a traceback in the server's console for a user's typing
+slip. In the browser, a slider's number box brings a typed value into range when it loses focus,
+silently. Here:
+- `CheckedNumber` and `CheckedSlider` hand their value over as sent and check it in the handler's
+  wrapper (common.py `checked_inputs`, every `connect`ed event): a value outside the range, or no
+  number, is refused by name (a PlaygroundError: a toast in the page's language, no traceback);
+  `UncheckedNumber` leaves it to a handler that explains it itself (the KV calculator, inline);
 - `say_when_clamped(demo)` makes every slider of the app say when its box changed a typed value.
 """
 
@@ -17,60 +20,52 @@ from typing import Any
 import gradio as gr
 
 from playground.errors import PlaygroundError
+from playground.messages import Message
 from playground.ui.common import as_number, as_whole
-
-# The strings this module shows (one place, for the translation to come).
-OUTSIDE = "{label} {value:g} is outside its range {range}."
-CLAMPED = "{label} {value:g} is outside its range {range}: set to {used:g}."
-AT_LEAST = "at least {low:g}"
-AT_MOST = "at most {high:g}"
-VALUE = "Value"  # a control with no label
+from playground.ui.i18n import DEFAULT, localize, session_lang, t
 
 
-def named(label: str | None) -> str:
-    """A control's label as a message starts it ('early exit: k layers' -> 'Early exit: k layers')."""
-    text = label or VALUE
+def control_name(component: Any) -> str:
+    """A control's label as a message names it: a translated label (i18n) as a Message, said in the
+    page's language; an English one with a capital first letter ('early exit: k layers')."""
+    label = component.label
+    key = getattr(label, "key", None)  # gradio's I18nData
+    if key:
+        return Message.of_key(key, t(key, DEFAULT))
+    text = str(label or "") or t("shared.range.value", DEFAULT)
     return text[:1].upper() + text[1:]
 
 
 def range_text(low: float | None, high: float | None) -> str:
-    """'1–512', 'at least 1' or 'at most 8'."""
+    """'1–512', 'at least 1' or 'at most 8' (a Message where words are needed)."""
     if low is not None and high is not None:
         return f"{low:g}–{high:g}"
-    return AT_LEAST.format(low=low) if low is not None else AT_MOST.format(high=high)
+    if low is not None:
+        return Message("shared.range.at_least", "at least {low:g}", low=low)
+    return Message("shared.range.at_most", "at most {high:g}", high=high)
 
 
 def outside(value: float, low: float | None, high: float | None) -> bool:
     return (low is not None and value < low) or (high is not None and value > high)
 
 
-def clamp_message(label: str, typed: Any, low: float, high: float) -> str | None:
-    """What a slider's box did to a typed value outside its range (None when it was inside)."""
-    try:
-        value = float(typed)
-    except (TypeError, ValueError):
-        return None
-    if not outside(value, low, high):
-        return None
-    used = min(max(value, low), high)
-    return CLAMPED.format(label=label, value=value, range=range_text(low, high), used=used)
-
-
-def checked_value(component: gr.Number | gr.Slider, payload: Any) -> Any:
+def checked_value(component: gr.Number | gr.Slider, value: Any) -> Any:
     """A Number's or Slider's value as the handler gets it: a whole number where its precision is 0,
-    inside its range; anything else is refused (a toast naming it, no traceback)."""
-    if payload is None:
+    inside its range; anything else is refused, naming the control, the value and the range."""
+    if value is None:
         return None
-    label = named(component.label)
-    try:
-        value = as_whole(payload, label) if component.precision == 0 else as_number(payload, label)
-    except PlaygroundError as exc:
-        raise gr.Error(str(exc), print_exception=False) from None
+    name = control_name(component)
+    number = as_whole(value, name) if component.precision == 0 else as_number(value, name)
     low, high = component.minimum, component.maximum
-    if outside(value, low, high):
-        message = OUTSIDE.format(label=label, value=value, range=range_text(low, high))
-        raise gr.Error(message, print_exception=False)
-    return value
+    if outside(number, low, high):
+        raise PlaygroundError(
+            "{label} {value:g} is outside its range {range}.",
+            key="shared.range.outside",
+            label=name,
+            value=number,
+            range=range_text(low, high),
+        )
+    return number
 
 
 class CheckedNumber(gr.Number):
@@ -79,13 +74,16 @@ class CheckedNumber(gr.Number):
     def get_block_name(self) -> str:
         return "number"
 
-    def preprocess(self, payload: float | None) -> float | int | None:
-        return checked_value(self, payload)
+    def preprocess(self, payload: Any) -> Any:
+        return payload  # checked in the handler's wrapper (common.checked_inputs), in the page's language
+
+    def checked(self, value: Any) -> Any:
+        return checked_value(self, value)
 
 
 class UncheckedNumber(gr.Number):
-    """A number box whose value reaches the handler as typed: the handler explains a bad one
-    itself (the KV calculator: inline, next to the last good result)."""
+    """A number box whose value reaches the handler as sent: the handler explains a bad one itself
+    (the KV calculator: inline, next to the last good result)."""
 
     def get_block_name(self) -> str:
         return "number"
@@ -100,8 +98,26 @@ class CheckedSlider(gr.Slider):
     def get_block_name(self) -> str:
         return "slider"
 
-    def preprocess(self, payload: float) -> float:
-        return checked_value(self, payload)
+    def preprocess(self, payload: Any) -> Any:
+        return payload  # checked in the handler's wrapper (common.checked_inputs), in the page's language
+
+    def checked(self, value: Any) -> Any:
+        return checked_value(self, value)
+
+
+def clamp_message(component: gr.Slider, typed: Any, lang: str = DEFAULT) -> str | None:
+    """What a slider's box did to a typed value outside its range, in lang (None when it was inside)."""
+    try:
+        value = float(typed)
+    except (TypeError, ValueError):
+        return None
+    low, high = component.minimum, component.maximum
+    if not outside(value, low, high):
+        return None
+    name, where = localize(control_name(component), lang), localize(range_text(low, high), lang)
+    return t(
+        "shared.range.clamped", lang, label=name, value=value, range=where, used=min(max(value, low), high)
+    )
 
 
 def range_set_by_handler(slider: gr.Slider) -> gr.Slider:
@@ -121,10 +137,8 @@ def say_when_clamped(demo: gr.Blocks) -> None:
 
 
 def _clamp_noter(slider: gr.Slider) -> Any:
-    label, low, high = named(slider.label), slider.minimum, slider.maximum
-
-    def released(event: gr.EventData) -> None:
-        message = clamp_message(label, getattr(event, "_data", None), low, high)
+    def released(event: gr.EventData, request: gr.Request = None) -> None:
+        message = clamp_message(slider, getattr(event, "_data", None), session_lang(request))
         if message:
             gr.Warning(message)
 

@@ -21,6 +21,7 @@ from playground.step import StepSession, session_from_json, session_to_dict, ses
 from playground.step.snapshot import CANDIDATES_KEPT, take_snapshot
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_whole, connect, parse_seed
+from playground.ui.i18n import localize, session_lang, t
 from playground.ui.links import Link, link_opener
 from playground.ui.ranges import CheckedNumber, CheckedSlider
 from playground.ui.step_render import (
@@ -39,11 +40,8 @@ from playground.ui.step_render import (
 )
 from playground.workspace import Workspace, Workspaces
 
-# What the tab says (one place, for the translation to come).
 CHART_LABEL = "candidates in the chart"
 CHART_CANDIDATES = (5, CANDIDATES_KEPT)  # the chart's range; the snapshot keeps the most it shows
-IMPORT_REFUSED = "**Can't import {name}:** {why}"
-IMPORTED = "Imported {name} · {status}"
 
 # --- handlers --------------------------------------------------------------------------------
 
@@ -146,17 +144,17 @@ class StepHandlers:
         screen stays as it was."""
         if not import_file:
             raise PlaygroundError("Choose a session or step trace (.json) to import.")
-        ws, name = self._workspace(request), Path(import_file).name
+        ws, name, lang = self._workspace(request), Path(import_file).name, session_lang(request)
         try:
             text = Path(import_file).read_text(encoding="utf-8", errors="replace")
             session = session_from_json(self.engine, text)
         except PlaygroundError as exc:
-            message = IMPORT_REFUSED.format(name=name, why=exc)
+            message = t("step.import.refused", lang, name=name, why=localize(exc.message, lang))
             gr.Warning(message)
             return {"status": message}
         ws.step_settings = session.settings
         views = self._install(ws, session)
-        views["status"] = IMPORTED.format(name=name, status=views["status"])
+        views["status"] = t("step.import.done", lang, name=name, status=views["status"])
         return {**views, **settings_values(session.settings)}
 
     def step_trace(self, request: gr.Request = None) -> str:
@@ -202,10 +200,15 @@ class StepHandlers:
     def step_view(self, candidates: float, stage: str, request: gr.Request = None) -> dict[str, Any]:
         """How many candidates the chart shows and which stage's distribution."""
         ws = self._workspace(request)
-        n = as_whole(candidates, CHART_LABEL)
-        if not CHART_CANDIDATES[0] <= n <= CHART_CANDIDATES[1]:
-            low, high = CHART_CANDIDATES
-            raise PlaygroundError(f"{CHART_LABEL.capitalize()} must be from {low} to {high}, got {n}.")
+        n, (low, high) = as_whole(candidates, CHART_LABEL), CHART_CANDIDATES
+        if not low <= n <= high:
+            raise PlaygroundError(
+                "Candidates in the chart must be from {low} to {high}, got {value}.",
+                key="step.chart.range",
+                low=low,
+                high=high,
+                value=n,
+            )
         ws.step_view = (n, stage or "raw")
         return self._act(ws, lambda s: None) if ws.step is not None else {}
 

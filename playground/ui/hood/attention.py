@@ -15,9 +15,11 @@ from playground.errors import PlaygroundError
 from playground.hood import attention as attention_lesson
 from playground.hood.attention import LESSON, MAX_TOKENS
 from playground.hood.attention import AttentionView as AttentionMaps
+from playground.messages import Message
 from playground.plots.hood import attention as plots
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row
+from playground.ui.i18n import DEFAULT, t
 from playground.ui.ranges import CheckedSlider, range_set_by_handler
 
 TEXT = "The cat sat on the mat because it was warm, and the dog watched it from the door."
@@ -31,9 +33,6 @@ FOCUS_OUTPUTS = [
     "attn_position",
 ]
 KEPT = 4  # attention maps kept (per browser tab and text) so a slider or a click needs no forward
-# What the view says when a value is not the one shown (its range follows the text).
-OUTSIDE = "{what} {value} is outside this model's range 1–{high}."
-POSITION_MOVED = "Query position {value} is outside this text's range 0–{last}: showing {shown}."
 
 
 class AttentionView(LessonView):
@@ -177,18 +176,25 @@ def views(view: AttentionMaps, layer: int, head: int, position: int, grid: bool 
 
 def check_layer_and_head(view: AttentionMaps, layer: int, head: int) -> None:
     """A layer and a head of this model, or a message naming the one that is not (a clicked cell)."""
-    for what, value, high in (("Layer", layer, view.layers), ("Head", head, view.heads)):
+    layer_name, head_name = Message("hood.attn.layer", "Layer"), Message("hood.attn.head", "Head")
+    for what, value, high in ((layer_name, layer, view.layers), (head_name, head, view.heads)):
         if not 1 <= value <= high:
-            raise PlaygroundError(OUTSIDE.format(what=what, value=value, high=high))
+            raise PlaygroundError(
+                "{what} {value} is outside this model's range 1–{high}.",
+                key="hood.attn.outside",
+                what=what,
+                value=value,
+                high=high,
+            )
 
 
-def query_position(view: AttentionMaps, asked: int) -> tuple[int, str]:
+def query_position(view: AttentionMaps, asked: int, lang: str = DEFAULT) -> tuple[int, str]:
     """The query position shown and, when it is not the one asked (the slider's position from a longer
     text), a note saying so."""
     position = min(max(asked, 0), len(view.ids) - 1)
     if position == asked:
         return position, ""
-    return position, POSITION_MOVED.format(value=asked, last=len(view.ids) - 1, shown=position)
+    return position, t("hood.attn.position_moved", lang, value=asked, last=len(view.ids) - 1, shown=position)
 
 
 def summary(view: AttentionMaps, layer: int, head: int, share: float) -> str:
