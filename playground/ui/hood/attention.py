@@ -17,7 +17,7 @@ from playground.hood.attention import LESSON, MAX_TOKENS
 from playground.hood.attention import AttentionView as AttentionMaps
 from playground.messages import Message
 from playground.plots.hood import attention as plots
-from playground.ui.common import Widgets, as_whole, connect
+from playground.ui.common import UncheckedSlider, Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row
 from playground.ui.i18n import DEFAULT, t
 from playground.ui.ranges import CheckedSlider, range_set_by_handler
@@ -68,8 +68,9 @@ class AttentionView(LessonView):
                 1, env.layers, value=max(1, env.layers // 2), step=1, label="layer"
             )
             w["attn_head"] = CheckedSlider(1, env.heads, value=1, step=1, label="head")
+            # its range follows the text: the handler checks it, and says when it shows another
             w["attn_position"] = range_set_by_handler(
-                CheckedSlider(
+                UncheckedSlider(
                     0, 1, value=0, step=1, label="query position", info="Whose attention row to show"
                 )
             )
