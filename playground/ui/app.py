@@ -68,8 +68,14 @@ def header_markdown(engine: Engine, lang: str = "en") -> str:
         source=engine.source,
         context=engine.context_length,
     )
-    name = t("app.header.name", lang, name=engine.name)
-    return f"## {t('app.title', lang)}\n{info_line(name, details=details)}{decode_text}"
+    return f"## {t('app.title', lang)}\n{model_line(engine.name, details, lang)}{decode_text}"
+
+
+def model_line(name: str, details: str, lang: str) -> str:
+    """The model's line: its name, then its details; a note in brackets after the name ("(embedded
+    Q4_1 GGUF)") goes with the details, so on stage the name alone fits one line."""
+    short, bracket, note = name.partition(" (")
+    return info_line(t("app.header.name", lang, name=short), details=f"{bracket}{note}{details}")
 
 
 def info_line(text: str, extra_class: str = "", details: str = "") -> str:
@@ -92,8 +98,7 @@ def remote_header_markdown(engine: Engine, lang: str = "en") -> str:
         context=engine.context_length,
         untested="" if engine.tested_live else t("app.header.untested", lang),
     )
-    name = t("app.header.name", lang, name=engine.name)
-    return f"## {t('app.title', lang)}\n{info_line(name, details=details)}"
+    return f"## {t('app.title', lang)}\n{model_line(engine.name, details, lang)}"
 
 
 def build_demo(
