@@ -327,7 +327,7 @@ def test_the_header_is_whole_at_1280_at_the_desk_and_on_stage(browser, launched_
             page.wait_for_function(
                 f"document.body.classList.contains('presenter') === {str(presenter).lower()}"
             )
-            assert overflowing(page, "#header, #header *") == [], presenter
+            assert overflowing(page, "#header .md, #header .md *") == [], presenter
             line = page.locator("#header .model-info").first
             tooltip = line.get_attribute("title")
             assert all(
