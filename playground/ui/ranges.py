@@ -68,17 +68,29 @@ def checked_value(component: gr.Number | gr.Slider, value: Any) -> Any:
     return number
 
 
-class CheckedNumber(gr.Number):
+class RangeChecked:
+    """A control that hands its value over as sent (no Gradio check) and checks it in the handler's
+    wrapper (common.checked_inputs), in the page's language."""
+
+    def preprocess(self, payload: Any) -> Any:
+        return payload
+
+    def checked(self, value: Any) -> Any:
+        return checked_value(self, value)  # type: ignore[arg-type]
+
+
+class CheckedNumber(RangeChecked, gr.Number):
     """A number box whose value outside its range (or not a number) is refused by name."""
 
     def get_block_name(self) -> str:
         return "number"
 
-    def preprocess(self, payload: Any) -> Any:
-        return payload  # checked in the handler's wrapper (common.checked_inputs), in the page's language
 
-    def checked(self, value: Any) -> Any:
-        return checked_value(self, value)
+class CheckedSlider(RangeChecked, gr.Slider):
+    """A slider whose value outside its range (through the API, or a link) is refused by name."""
+
+    def get_block_name(self) -> str:
+        return "slider"
 
 
 class UncheckedNumber(gr.Number):
@@ -90,19 +102,6 @@ class UncheckedNumber(gr.Number):
 
     def preprocess(self, payload: Any) -> Any:
         return payload
-
-
-class CheckedSlider(gr.Slider):
-    """A slider whose value outside its range (through the API, or a link) is refused by name."""
-
-    def get_block_name(self) -> str:
-        return "slider"
-
-    def preprocess(self, payload: Any) -> Any:
-        return payload  # checked in the handler's wrapper (common.checked_inputs), in the page's language
-
-    def checked(self, value: Any) -> Any:
-        return checked_value(self, value)
 
 
 def clamp_message(component: gr.Slider, typed: Any, lang: str = DEFAULT) -> str | None:
