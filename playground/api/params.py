@@ -72,8 +72,9 @@ class CompletionBody:
 def chat_body(body: Any, max_tokens_limit: int) -> ChatBody:
     """A chat completions request read and checked (ApiError on the first bad parameter)."""
     body = _object(body, CHAT_KEYS)
-    if "max_completion_tokens" in body and body.get("max_tokens") is None:
-        body = {**body, "max_tokens": body["max_completion_tokens"]}
+    newer = _whole(body, "max_completion_tokens", 1, max_tokens_limit, default=None)
+    if newer is not None:  # the newer name wins
+        body = {**body, "max_tokens": newer}
     top = None
     if _boolean(body, "logprobs", False):
         top = _whole(body, "top_logprobs", 0, MAX_TOP_LOGPROBS, default=0)
