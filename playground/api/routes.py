@@ -38,11 +38,17 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def openai_routes(
-    models: ModelLookup, *, api_key: str | None = None, max_tokens_limit: int = 1024
+    models: ModelLookup,
+    *,
+    api_key: str | None = None,
+    max_tokens_limit: int = 1024,
+    unbatched_places: int = 2,
 ) -> list[BaseRoute]:
     """The routes, to give the app's FastAPI app (gradio's `launch(app_kwargs={"routes": ...})`).
-    models: which engine serves which model name; api_key: required as a bearer token when set."""
-    api = OpenAIApi(models, api_key, max_tokens_limit)
+    models: which engine serves which model name; api_key: required as a bearer token when set;
+    unbatched_places: requests answered at once by an engine without a running batch (the rest wait
+    in turn, as the app's model events do with batching off)."""
+    api = OpenAIApi(models, api_key, max_tokens_limit, unbatched_places)
     router = APIRouter(prefix="/v1")
     router.add_api_route("/models", api.guarded(api.list_models), methods=["GET"])
     router.add_api_route("/models/{name:path}", api.guarded(api.show_model), methods=["GET"])
@@ -52,9 +58,11 @@ def openai_routes(
 
 
 class OpenAIApi:
-    def __init__(self, models: ModelLookup, api_key: str | None, max_tokens_limit: int) -> None:
+    def __init__(self, models: ModelLookup, api_key: str | None, max_tokens_limit: int, places: int) -> None:
         self.models, self.api_key, self.limit = models, api_key or None, max_tokens_limit
-        self.created = int(time.time())
+        self.created, self.unbatched_places = int(time.time()), places
+        self._places: dict[int, threading.Semaphore] = {}  # per engine: requests answered at once
+        self._places_lock = threading.Lock()
 
     def guarded(self, handler: Handler) -> Handler:
         """handler behind the API key, its errors answered as OpenAI errors."""
@@ -118,7 +126,7 @@ class OpenAIApi:
     ) -> Response:
         run, control = prepare(engine, prompt, params, self.limit), Control()
         reply = Reply(params.model, chat, engine.tokenizer, params.logprobs)
-        stream = relay(request, lambda: pieces(engine, run, control), control)
+        stream = relay(request, lambda: self.in_turn(engine, control, pieces(engine, run, control)), control)
         if not params.stream:
             return JSONResponse(reply.whole([piece async for piece in stream], run))
         first = await anext(stream, None)  # errors before the first token still get their status
@@ -126,6 +134,20 @@ class OpenAIApi:
         return StreamingResponse(
             events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
+
+    def in_turn(self, engine: Engine, control: Control, answer: Iterator[Piece]) -> Iterator[Piece]:
+        """answer once the engine has a place for it: a running batch has its own (its queue), an engine
+        without one answers `unbatched_places` requests at once. A request cancelled while it waits ends."""
+        with self._places_lock:
+            places = self._places.setdefault(
+                id(engine), threading.Semaphore(engine.concurrency or self.unbatched_places)
+            )
+        while not places.acquire(timeout=DISCONNECT_POLL_S):
+            control.check()
+        try:
+            yield from answer
+        finally:
+            places.release()
 
 
 async def sse(

@@ -119,7 +119,10 @@ def build_demo(
     demo.queue(default_concurrency_limit=concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
     _API_ROUTES[demo] = openai_routes(
-        models or OneModel(engine), api_key=settings.api_key, max_tokens_limit=settings.max_new_tokens_limit
+        models or OneModel(engine),
+        api_key=settings.api_key,
+        max_tokens_limit=settings.max_new_tokens_limit,
+        unbatched_places=settings.model_concurrency,
     )
     return demo
 

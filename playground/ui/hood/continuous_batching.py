@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import gradio as gr
 
-from playground.engine.base import DecodePlan, Engine
+from playground.engine.base import Engine
 from playground.engine.control import Control
-from playground.engine.sampling import SamplingSettings
 from playground.engine.schedule import Iteration
 from playground.errors import PlaygroundError
 from playground.hood import continuous_batching as continuous_batching_lesson
 from playground.hood.continuous_batching import LESSON, MAX_REQUESTS, Arrival, ContinuousBatching
 from playground.plots.hood import continuous_batching as plots
+from playground.serving import crowd as serving_crowd
+from playground.serving.crowd import CrowdView, iter_crowd
+from playground.serving.metrics import Slo
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
 
@@ -35,8 +35,12 @@ PRESETS = {
         f"{2 * i} | 6 | Question {i + 1}: what is {i + 2} times {i + 3}?" for i in range(6)
     ),
 }
-CROWD_TEXT = "Tell me one fact about the sea."
-CROWD_TIMEOUT_S = 120.0  # a crowd still running then is stopped (its model slot is needed)
+SLO = Slo()  # TTFT <= 2 s, TPOT <= 300 ms: what the crowd's status line counts as served well
+CROWD_BUTTON = "Crowd: send them to this app's engine"
+CROWD_EXPLAIN = (
+    "Requests arrive on their own clock, as an audience's do (Poisson; bursty: gamma, shape 0.5): chat "
+    "turns of 16-48 tokens, one-token steps and a long prompt, straight to this app's running batch."
+)
 
 
 class ContinuousBatchingView(LessonView):
@@ -77,15 +81,24 @@ class ContinuousBatchingView(LessonView):
         run_row(w, self)
         w["cb_gantt"] = gr.Plot(label="the running batch, iteration by iteration")
         w["cb_latency"] = gr.Plot(label="forwards from arrival until done")
+        gr.Markdown(CROWD_EXPLAIN, elem_classes=["stage-hide"])
         with gr.Row(elem_classes=["stage-hide"]):
-            w["crowd_n"] = gr.Slider(2, 16, value=6, step=1, label="users", scale=2)
-            w["crowd_run"] = gr.Button(
-                "Crowd: send them to this app's engine", scale=2, elem_id="hood-crowd-run"
+            w["crowd_rate"] = gr.Slider(
+                0.1, serving_crowd.MAX_RATE, value=1.0, step=0.1, label="arrivals per second", scale=2
             )
+            w["crowd_requests"] = gr.Slider(
+                2, serving_crowd.MAX_REQUESTS, value=12, step=1, label="requests", scale=2
+            )
+            w["crowd_bursty"] = gr.Checkbox(label="bursty (gamma 0.5)", value=False, scale=1)
+            w["crowd_run"] = gr.Button(CROWD_BUTTON, scale=2, elem_id="hood-crowd-run")
         w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
-        w["crowd_gantt"] = gr.Plot(
-            label="their live schedule in the app's own batch", elem_id="hood-crowd-gantt"
-        )
+        with gr.Row():
+            w["crowd_gantt"] = gr.Plot(
+                label="their live schedule in the app's own batch", elem_id="hood-crowd-gantt", scale=3
+            )
+            w["crowd_latency"] = gr.Plot(
+                label="TTFT and TPOT of each request (dotted: the SLO)", elem_id="hood-crowd-latency", scale=2
+            )
 
     def run(self, ctx: RunContext, cb_requests: str, cb_budget: float) -> Iterator[dict[str, Any]]:
         """The requests through the engine's scheduler, then as one static padded batch, then alone."""
@@ -116,17 +129,21 @@ class ContinuousBatchingView(LessonView):
         def cb_preset(cb_preset: str) -> dict[str, Any]:
             return {"cb_requests": PRESETS.get(cb_preset, "")}
 
-        def hood_crowd(crowd_n: float, request: gr.Request = None) -> dict[str, Any]:
-            """N synthetic users at once on the app's own engine: their schedule in its running batch."""
+        def hood_crowd(
+            crowd_rate: float, crowd_requests: float, crowd_bursty: bool, request: gr.Request = None
+        ) -> Iterator[dict[str, Any]]:
+            """Requests arriving at a rate on the app's own engine: their schedule in its running batch,
+            and each one's TTFT and TPOT, live."""
             ctx = tab.context(request, "crowd")
-            return crowd(ctx.engine, as_whole(crowd_n, "users"))
+            count = as_whole(crowd_requests, "requests")
+            yield from crowd(ctx.engine, float(crowd_rate), count, 0.5 if crowd_bursty else 1.0, ctx.control)
 
         connect(w["cb_preset"].input, cb_preset, w, ["cb_requests"], api_name=None, model=False)
         connect(
             w["crowd_run"].click,
             hood_crowd,
             w,
-            ["crowd_status", "crowd_gantt"],
+            ["crowd_status", "crowd_gantt", "crowd_latency"],
             api_name="hood_crowd",
             status="crowd_status",
         )
@@ -195,58 +212,65 @@ def summary(result: ContinuousBatching) -> str:
     )
 
 
-def crowd(lm: Engine, users: int) -> dict[str, Any]:
-    """Send `users` short greedy chats to the engine at once and draw their schedule from its log."""
-    batcher = lm.schedule
-    if batcher is None:
-        raise PlaygroundError(
-            "This app runs without continuous batching (PLAYGROUND_BATCHING=off or a remote engine)."
-        )
-    if not 1 <= users <= 16:
-        raise PlaygroundError(f"users must be a whole number from 1 to 16, got {users}.")
-    stamp, start = f"crowd-{time.time_ns()}", batcher.iterations
-    ids = lm.tokenizer(CROWD_TEXT).input_ids
-    control, errors = Control(), []
-    threads = [
-        threading.Thread(target=_one_user, args=(lm, ids, f"{stamp}-{i + 1}", i, control, errors))
-        for i in range(users)
-    ]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + CROWD_TIMEOUT_S
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    control.cancel()  # the ones still running after the deadline stop at their next token
-    log = [it for it in list(batcher.log) if it.index >= start]
-    names = [f"user {i + 1}" for i in range(users)]
-    shown = [
-        plots.Cell(_user(job.name, stamp), it.index - start, job.kind, job.tokens)
-        for it in log
+def crowd(
+    lm: Engine, rate: float, count: int, burstiness: float = 1.0, control: Control | None = None
+) -> Iterator[dict[str, Any]]:
+    """The crowd (playground/serving/crowd.py) drawn as it goes: the schedule, TTFT and TPOT."""
+    for view in iter_crowd(lm, rate, count, burstiness, control):
+        yield crowd_views(view)
+
+
+def crowd_views(view: CrowdView) -> dict[str, Any]:
+    names = [f"request {i + 1}" for i in range(len(view.requests))]
+    cells = [
+        plots.Cell(_request_row(job.name, view.stamp), it.index - view.first_iteration, job.kind, job.tokens)
+        for it in view.schedule
         for job in it.jobs
     ]
-    rows = names + (["others"] if any(c.row == "others" for c in shown) else [])
-    most = max((len(it.jobs) for it in log), default=0)
-    failed = f" **{len(errors)} of {users} failed**: {errors[0]}" if errors else ""
+    rows = names + (["others"] if any(c.row == "others" for c in cells) else [])
+    served = [
+        plots.Served(name, t.kind, t.sent, t.ttft, t.tpot)
+        for name, t in zip(names, view.timings, strict=True)
+        if t.token_times
+    ]
     return {
-        "crowd_status": f"{users - len(errors)} users served in **{len(log)} iterations** of the app's "
-        f"batch, up to **{most}** requests in one forward (others' requests, if any, are shown too).{failed}",
-        "crowd_gantt": plots.gantt_figure(shown, rows, {}),
+        "crowd_status": crowd_status(view),
+        "crowd_gantt": plots.gantt_figure(cells, rows, {}),
+        "crowd_latency": plots.serving_figure(served, SLO.ttft_s, SLO.tpot_s),
     }
 
 
-def _one_user(lm: Engine, ids: list[int], key: str, i: int, control: Control, errors: list[str]) -> None:
-    plan = DecodePlan(SamplingSettings(temperature=0), 6 + 2 * (i % 4), seed=i)
-    try:
-        for _ in lm.stream(ids, plan, key=key, control=control):
-            pass
-    except Exception as exc:  # each user's failure is counted and named, none stops the others
-        errors.append(f"user {i + 1}: {exc}")
-    finally:
-        lm.release(key)
+def crowd_status(view: CrowdView) -> str:
+    """What the crowd has got so far, in the field's terms."""
+    summary, finished = view.summary(SLO), view.finished
+    arrived = sum(at <= view.elapsed for at in view.arrivals)
+    state = "Done" if view.done else "Running"
+    most = max((len(it.jobs) for it in view.schedule), default=0)
+    bursty = " (bursty)" if view.burstiness < 1 else ""
+    line = (
+        f"{state}: {len(finished)} of {len(view.requests)} requests answered ({arrived} arrived) at "
+        f"{view.rate:g}/s{bursty}, in **{len(view.schedule)} iterations** of the app's batch, up to "
+        f"**{most}** requests in one forward."
+    )
+    if finished:
+        ttft, tpot = summary.latency["ttft"], summary.latency["tpot"]
+        line += (
+            f" TTFT p50 **{ttft['p50']:.2f} s**, p95 {ttft['p95']:.2f} s; TPOT p50 "
+            f"**{_ms(tpot['p50'])}**, p95 {_ms(tpot['p95'])}; **{summary.attained:.0%}** within "
+            f"TTFT <= {SLO.ttft_s:g} s and TPOT <= {SLO.tpot_s * 1000:.0f} ms."
+        )
+    failed = [t.error for t in finished if t.error]
+    if failed:
+        line += f" **{len(failed)} failed**: {failed[0]}"
+    return line
 
 
-def _user(name: str, stamp: str) -> str:
-    return f"user {name.rsplit('-', 1)[1]}" if name.startswith(stamp) else "others"
+def _ms(seconds: float) -> str:
+    return "n/a" if seconds != seconds else f"{seconds * 1000:.0f} ms"  # NaN: no request had two tokens
+
+
+def _request_row(name: str, stamp: str) -> str:
+    return f"request {name.rsplit('-', 1)[1]}" if name.startswith(stamp) else "others"
 
 
 VIEW = ContinuousBatchingView()
