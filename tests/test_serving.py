@@ -87,3 +87,34 @@ def test_an_open_loop_load_on_the_running_batch_answers_as_alone(embedded_lm):
     overlapped = sum(t.sent < timings[i - 1].token_times[-1] for i, t in enumerate(timings) if i)
     assert overlapped >= 1, "arrivals came while others ran: an open loop"
     assert statistics.mean(t.ttft for t in timings) > 0
+
+
+TAKES_GIL_BACK = (
+    "pybind11::gil_scoped_release::~gil_scoped_release (libtorch_python.so)"  # after a torch call
+)
+
+
+def test_the_batch_threads_time_is_sorted_from_py_spys_native_stacks():
+    from bench.serving_report import time_split
+
+    step = "playground-batcher;Thread.run (threading.py:982);Batcher._serve (b.py:1);Batcher.step (b.py:2)"
+    forward = f"{step};Batcher._forward (b.py:3);run_model (m.py:1);Linear.forward (l.py:1)"
+    raw = "\n".join(
+        [
+            f"thread (0x1a): {forward};mkl_blas_sgemm (libtorch_cpu.so) 6",
+            f"thread (0x1a): {forward};{TAKES_GIL_BACK};pthread_cond_wait (libc.so.6);0x7f (libc.so.6) 3",
+            f"thread (0x1a): {forward};gomp_barrier (libgomp.so.1);pthread_cond_timedwait (libc.so.6) 1",
+            f"thread (0x1a): {step};decode_step (d.py:1) 2",
+            "thread (0x1a): playground-batcher;Batcher._serve (b.py:1);Condition.wait (threading.py:1) 8",
+            "thread (0x2b): AnyIO worker;Thread.run (threading.py:982);handler (h.py:1) 5",
+            "thread (0x2c): MainThread;Event.wait (threading.py:1);sleep 9",
+        ]
+    )
+    split = time_split(raw)
+    assert split["batch_thread_samples"] == 20 and split["other_threads_busy_samples"] == 5
+    assert split["shares"] == {
+        "idle (no request)": 0.4,
+        "forward: running": 0.35,  # the OpenMP barrier is torch's own work, not the GIL
+        "forward: waiting for the GIL": 0.15,
+        "scheduling, tokens, records: running": 0.1,
+    }

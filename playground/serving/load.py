@@ -107,6 +107,32 @@ def _request(
     return LoadRequest(kind, tuple(ids), 16, GREEDY, 0, 0)
 
 
+Sender = Callable[[int, RequestTiming, float], None]  # (request index, its timing, the load's start)
+
+
+def open_loop(
+    count: int,
+    arrivals: Sequence[float],
+    send: Sender,
+    timings: list[RequestTiming],
+    control: Control | None = None,
+) -> list[RequestTiming]:
+    """Start send(i, timings[i], start) at arrivals[i] seconds after now, each in its own thread,
+    whatever the others are doing; wait for all. control: cancel stops the arrivals. Returns the
+    timings of the requests sent."""
+    control = control or Control()
+    start, threads = time.perf_counter(), []
+    for i in range(count):
+        if control.cancelled or not _sleep_until(start + arrivals[i], control):
+            break
+        timings[i].sent = time.perf_counter() - start
+        threads.append(threading.Thread(target=send, args=(i, timings[i], start), daemon=True))
+        threads[-1].start()
+    for thread in threads:
+        thread.join()
+    return timings[: len(threads)]
+
+
 def run_load(
     engine: Engine,
     requests: Sequence[LoadRequest],
@@ -116,24 +142,20 @@ def run_load(
     name: str = "load",
     timings: list[RequestTiming] | None = None,
 ) -> list[RequestTiming]:
-    """Send request i at arrivals[i] (seconds after now), each in its own thread, whatever the others
-    are doing; wait for all. Its timing (timings[i], made when not given) is filled as its tokens come;
-    on_done(i, timing, token ids) once it ends. control: cancel stops the arrivals and every running
-    request at its next token. Returns the timings of the requests sent."""
+    """The requests sent at their arrivals straight to the engine (`Engine.stream`), the stream named
+    "<name>-<i>" in the running batch. Request i's timing (timings[i], made when not given) is filled as
+    its tokens come; on_done(i, timing, token ids) once it ends. control: cancel also stops every running
+    request at its next token."""
     control = control or Control()
     if timings is None:
         timings = [RequestTiming(r.kind, at) for r, at in zip(requests, arrivals, strict=True)]
-    start, threads = time.perf_counter(), []
-    for i, request in enumerate(requests):
-        if control.cancelled or not _sleep_until(start + arrivals[i], control):
-            break
-        timings[i].sent = time.perf_counter() - start
-        args = (engine, request, timings[i], start, control, f"{name}-{i + 1}", on_done, i)
-        threads.append(threading.Thread(target=_one, args=args, daemon=True))
-        threads[-1].start()
-    for thread in threads:
-        thread.join()
-    return timings[: len(threads)]
+
+    def send(i: int, timing: RequestTiming, start: float) -> None:
+        ids = stream_one(engine, requests[i], timing, start, control, f"{name}-{i + 1}")
+        if on_done is not None:
+            on_done(i, timing, ids)
+
+    return open_loop(len(requests), arrivals, send, timings, control)
 
 
 def _sleep_until(when: float, control: Control) -> bool:
@@ -144,16 +166,11 @@ def _sleep_until(when: float, control: Control) -> bool:
     return True
 
 
-def _one(
-    engine: Engine,
-    request: LoadRequest,
-    timing: RequestTiming,
-    start: float,
-    control: Control,
-    key: str,
-    on_done: Callable[[int, RequestTiming, list[int]], None] | None,
-    index: int,
-) -> None:
+def stream_one(
+    engine: Engine, request: LoadRequest, timing: RequestTiming, start: float, control: Control, key: str
+) -> list[int]:
+    """One request through the engine, its token times noted (seconds after start); its token ids. A
+    failure is the request's error, never the load's."""
     ids: list[int] = []
     try:
         for event in engine.stream(list(request.prompt_ids), request.plan(), key=key, control=control):
@@ -164,8 +181,7 @@ def _one(
         timing.error = f"{type(exc).__name__}: {exc}"
     finally:
         engine.release(key)
-    if on_done is not None:
-        on_done(index, timing, ids)
+    return ids
 
 
 def alone_answers(engine: Engine, requests: Sequence[LoadRequest]) -> dict[tuple, list[int]]:

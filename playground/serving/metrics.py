@@ -35,6 +35,7 @@ class RequestTiming:
     token_times: list[float] = field(default_factory=list)  # seconds after the load's start, one per token
     error: str = ""  # empty when it was answered
     same: bool | None = None  # its answer equals the same request's alone (None: not checked)
+    tokens: int = 0  # tokens it got, when a streamed chunk may carry several (0: one per token time)
 
     @property
     def ok(self) -> bool:
@@ -50,9 +51,14 @@ class RequestTiming:
 
     @property
     def tpot(self) -> float | None:
-        if not self.ok or len(self.token_times) < 2:
+        if not self.ok or self.count < 2:
             return None
-        return (self.token_times[-1] - self.token_times[0]) / (len(self.token_times) - 1)
+        return (self.token_times[-1] - self.token_times[0]) / (self.count - 1)
+
+    @property
+    def count(self) -> int:
+        """Tokens it got."""
+        return self.tokens or len(self.token_times)
 
     @property
     def gaps(self) -> list[float]:
@@ -124,7 +130,7 @@ def summarize(timings: Sequence[RequestTiming], rate: float, burstiness: float, 
         seconds=seconds,
         errors=len(timings) - len(done),
         differing=sum(t.same is False for t in timings),
-        tokens=sum(len(t.token_times) for t in done),
+        tokens=sum(t.count for t in done),
         attained=good / len(timings) if timings else 0.0,
         goodput=good / seconds if seconds else 0.0,
         latency=latency,
