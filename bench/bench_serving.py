@@ -6,7 +6,7 @@
 
 Requests arrive on their own clock (a Poisson process at each rate of the sweep, then gamma arrivals of
 burstiness 0.5 at one rate), whatever the server is doing: chat turns of 16-128 new tokens (greedy or
-seeded), one-token steps and long prompts (1,024 tokens). By default the app runs in a subprocess as a
+seeded), one-token steps and long prompts (512 tokens). By default the app runs in a subprocess as a
 Space runs it, once with PLAYGROUND_BATCHING=off and once continuous, and the load goes through its
 OpenAI endpoint (chat and completions, streamed) and its own endpoints (`/chat`, `/step_start`).
 `--in-process` sends the same load straight to an engine in this process (`Engine.stream`): it needs

@@ -84,12 +84,26 @@ class ContinuousBatchingView(LessonView):
         gr.Markdown(CROWD_EXPLAIN, elem_classes=["stage-hide"])
         with gr.Row(elem_classes=["stage-hide"]):
             w["crowd_rate"] = gr.Slider(
-                0.1, serving_crowd.MAX_RATE, value=1.0, step=0.1, label="arrivals per second", scale=2
+                0.1,
+                serving_crowd.MAX_RATE,
+                value=1.0,
+                step=0.1,
+                label="arrivals per second",
+                scale=2,
+                elem_id="hood-crowd-rate",
             )
             w["crowd_requests"] = gr.Slider(
-                2, serving_crowd.MAX_REQUESTS, value=12, step=1, label="requests", scale=2
+                2,
+                serving_crowd.MAX_REQUESTS,
+                value=12,
+                step=1,
+                label="requests",
+                scale=2,
+                elem_id="hood-crowd-requests",
             )
-            w["crowd_bursty"] = gr.Checkbox(label="bursty (gamma 0.5)", value=False, scale=1)
+            w["crowd_bursty"] = gr.Checkbox(
+                label="bursty (gamma 0.5)", value=False, scale=1, elem_id="hood-crowd-bursty"
+            )
             w["crowd_run"] = gr.Button(CROWD_BUTTON, scale=2, elem_id="hood-crowd-run")
         w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
         with gr.Row():
