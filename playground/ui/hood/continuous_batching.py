@@ -102,7 +102,7 @@ class ContinuousBatchingView(LessonView):
                 elem_id="hood-crowd-requests",
             )
             w["crowd_bursty"] = gr.Checkbox(
-                label="bursty (gamma 0.5)", value=False, scale=1, elem_id="hood-crowd-bursty"
+                label="bursty", value=False, scale=1, elem_id="hood-crowd-bursty"
             )
             w["crowd_run"] = gr.Button(CROWD_BUTTON, scale=2, elem_id="hood-crowd-run")
         w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
