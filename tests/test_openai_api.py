@@ -254,3 +254,13 @@ def test_an_api_key_when_set_is_required(tiny_lm):
         assert [m.id for m in keyed.models.list().data] == ["tiny-random-llama"]
     finally:
         demo.close()
+
+
+def test_the_api_key_comes_from_the_command_line_or_the_environment(monkeypatch):
+    import app
+
+    assert app.parse_args(["--api-key", "sesame"]).api_key == "sesame"
+    monkeypatch.setenv("PLAYGROUND_API_KEY", "from-env")
+    assert app.parse_args([]).api_key == "from-env"
+    monkeypatch.delenv("PLAYGROUND_API_KEY")
+    assert app.parse_args([]).api_key is None  # no key asked by default
