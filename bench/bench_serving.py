@@ -242,7 +242,7 @@ def _own_rss_mib() -> float:
 def run(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer
 
-    from bench.common import TOKENIZER_DIR, print_json
+    from bench.common import TOKENIZER_DIR
     from bench.serving_report import as_json, plot
 
     started, load_start = time.perf_counter(), os.getloadavg()
@@ -273,6 +273,14 @@ def run(args: argparse.Namespace) -> None:
     load_end = os.getloadavg()
     print(f"plot: {', '.join(map(str, written)) or 'none'}; load average at end: {load_end}")
     print(f"whole run: {time.perf_counter() - started:.0f} s")
+    _print_json(args, figures, compared, time.perf_counter() - started, (load_start[0], load_end[0]))
+
+
+def _print_json(
+    args: argparse.Namespace, figures: dict, compared: dict, seconds: float, load: tuple[float, float]
+) -> None:
+    from bench.common import print_json
+
     print_json(
         "serving",
         device=args.device,
@@ -281,8 +289,8 @@ def run(args: argparse.Namespace) -> None:
         requests_per_load=args.requests,
         slo={"ttft_s": args.slo.ttft_s, "tpot_s": args.slo.tpot_s, "attained": args.slo.attained},
         cpu_count=os.cpu_count(),
-        load_average=[load_start[0], load_end[0]],
-        seconds=round(time.perf_counter() - started, 1),
+        load_average=list(load),
+        seconds=round(seconds, 1),
         modes=figures,
         **compared,
     )

@@ -68,24 +68,7 @@ def plot(modes: dict[str, list[LoadSummary]], slo: Slo, path: Path) -> list[Path
     colors = {"off": "#e4572e", "continuous": "#2a7de1"}
     panels = (("ttft", 1, 1, slo.ttft_s), ("tpot", 1, 2, slo.tpot_s), ("e2e", 2, 1, None))
     for mode, summaries in modes.items():
-        poisson = sorted((s for s in summaries if s.burstiness == 1.0), key=lambda s: s.rate)
-        rates = [s.rate for s in poisson]
-        for metric, row, col, _ in panels:
-            for q, dash in (("p50", "dot"), ("p95", "solid")):
-                fig.add_scatter(
-                    x=rates,
-                    y=[s.latency[metric][q] for s in poisson],
-                    name=f"{mode} {q}",
-                    legendgroup=f"{mode} {q}",
-                    showlegend=metric == "ttft",
-                    line={"color": colors.get(mode), "dash": dash},
-                    row=row,
-                    col=col,
-                )
-        attained = [s.attained * 100 for s in poisson]
-        fig.add_scatter(
-            x=rates, y=attained, name=mode, showlegend=False, line={"color": colors.get(mode)}, row=2, col=2
-        )
+        _mode_lines(fig, mode, summaries, colors.get(mode), panels)
     for _metric, row, col, limit in panels:
         if limit is not None:
             fig.add_hline(y=limit, line_dash="dash", line_color="grey", row=row, col=col)
@@ -98,6 +81,26 @@ def plot(modes: dict[str, list[LoadSummary]], slo: Slo, path: Path) -> list[Path
     html = path.with_suffix(".html")
     fig.write_html(html, include_plotlyjs=True)
     return [html, *_png(html, path.with_suffix(".png"))]
+
+
+def _mode_lines(fig: Any, mode: str, summaries: list[LoadSummary], color: str | None, panels: tuple) -> None:
+    """One mode's p50 and p95 lines of each latency, and its share within the SLO, against the rate."""
+    poisson = sorted((s for s in summaries if s.burstiness == 1.0), key=lambda s: s.rate)
+    rates = [s.rate for s in poisson]
+    for metric, row, col, _ in panels:
+        for q, dash in (("p50", "dot"), ("p95", "solid")):
+            fig.add_scatter(
+                x=rates,
+                y=[s.latency[metric][q] for s in poisson],
+                name=f"{mode} {q}",
+                legendgroup=f"{mode} {q}",
+                showlegend=metric == "ttft",
+                line={"color": color, "dash": dash},
+                row=row,
+                col=col,
+            )
+    attained = [s.attained * 100 for s in poisson]
+    fig.add_scatter(x=rates, y=attained, name=mode, showlegend=False, line={"color": color}, row=2, col=2)
 
 
 def _png(html: Path, png: Path) -> list[Path]:

@@ -81,38 +81,7 @@ class ContinuousBatchingView(LessonView):
         run_row(w, self)
         w["cb_gantt"] = gr.Plot(label="the running batch, iteration by iteration")
         w["cb_latency"] = gr.Plot(label="forwards from arrival until done")
-        gr.Markdown(CROWD_EXPLAIN, elem_classes=["stage-hide"])
-        with gr.Row(elem_classes=["stage-hide"]):
-            w["crowd_rate"] = gr.Slider(
-                0.1,
-                serving_crowd.MAX_RATE,
-                value=1.0,
-                step=0.1,
-                label="arrivals per second",
-                scale=2,
-                elem_id="hood-crowd-rate",
-            )
-            w["crowd_requests"] = gr.Slider(
-                2,
-                serving_crowd.MAX_REQUESTS,
-                value=12,
-                step=1,
-                label="requests",
-                scale=2,
-                elem_id="hood-crowd-requests",
-            )
-            w["crowd_bursty"] = gr.Checkbox(
-                label="bursty", value=False, scale=1, elem_id="hood-crowd-bursty"
-            )
-            w["crowd_run"] = gr.Button(CROWD_BUTTON, scale=2, elem_id="hood-crowd-run")
-        w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
-        with gr.Row():
-            w["crowd_gantt"] = gr.Plot(
-                label="their live schedule in the app's own batch", elem_id="hood-crowd-gantt", scale=3
-            )
-            w["crowd_latency"] = gr.Plot(
-                label="TTFT and TPOT of each request (dotted: the SLO)", elem_id="hood-crowd-latency", scale=2
-            )
+        crowd_layout(w)
 
     def run(self, ctx: RunContext, cb_requests: str, cb_budget: float) -> Iterator[dict[str, Any]]:
         """The requests through the engine's scheduler, then as one static padded batch, then alone."""
@@ -160,6 +129,40 @@ class ContinuousBatchingView(LessonView):
             ["crowd_status", "crowd_gantt", "crowd_latency"],
             api_name="hood_crowd",
             status="crowd_status",
+        )
+
+
+def crowd_layout(w: dict[str, Any]) -> None:
+    """The crowd's controls, its status line, and its two live figures side by side."""
+    gr.Markdown(CROWD_EXPLAIN, elem_classes=["stage-hide"])
+    with gr.Row(elem_classes=["stage-hide"]):
+        w["crowd_rate"] = gr.Slider(
+            0.1,
+            serving_crowd.MAX_RATE,
+            value=1.0,
+            step=0.1,
+            label="arrivals per second",
+            scale=2,
+            elem_id="hood-crowd-rate",
+        )
+        w["crowd_requests"] = gr.Slider(
+            2,
+            serving_crowd.MAX_REQUESTS,
+            value=12,
+            step=1,
+            label="requests",
+            scale=2,
+            elem_id="hood-crowd-requests",
+        )
+        w["crowd_bursty"] = gr.Checkbox(label="bursty", value=False, scale=1, elem_id="hood-crowd-bursty")
+        w["crowd_run"] = gr.Button(CROWD_BUTTON, scale=2, elem_id="hood-crowd-run")
+    w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
+    with gr.Row():
+        w["crowd_gantt"] = gr.Plot(
+            label="their live schedule in the app's own batch", elem_id="hood-crowd-gantt", scale=3
+        )
+        w["crowd_latency"] = gr.Plot(
+            label="TTFT and TPOT of each request (dotted: the SLO)", elem_id="hood-crowd-latency", scale=2
         )
 
 
