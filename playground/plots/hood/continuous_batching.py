@@ -110,7 +110,12 @@ class Served:
     tpot: float | None  # seconds per token after the first
 
 
-def serving_figure(served: Sequence[Served], ttft_slo: float, tpot_slo: float) -> go.Figure:
+def serving_figure(
+    served: Sequence[Served],
+    ttft_slo: float,
+    tpot_slo: float,
+    x_title: str = "arrival (s after the crowd began)",
+) -> go.Figure:
     """TTFT (top) and TPOT (bottom) of every request by its arrival, with the SLO lines: what a user
     waits for the first token, and then for each next one."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
@@ -134,5 +139,5 @@ def serving_figure(served: Sequence[Served], ttft_slo: float, tpot_slo: float) -
         )
         fig.add_hline(y=slo * scale, line_dash="dot", line_color=RECOMPUTED, row=row, col=1)
         fig.update_yaxes(title_text=f"{label} ({unit})", rangemode="tozero", row=row, col=1)
-    fig.update_xaxes(title_text="arrival (s after the crowd began)", row=2, col=1)
+    fig.update_xaxes(title_text=x_title, row=2, col=1)
     return style(fig, 420)

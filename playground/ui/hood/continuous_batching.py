@@ -19,6 +19,7 @@ from playground.serving.crowd import CrowdView, iter_crowd
 from playground.serving.metrics import Slo
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
+from playground.ui.i18n import DEFAULT, i18n, session_lang, t
 
 # arrival iteration | new tokens | prompt: one request per line
 PRESETS = {
@@ -36,11 +37,6 @@ PRESETS = {
     ),
 }
 SLO = Slo()  # TTFT <= 2 s, TPOT <= 300 ms: what the crowd's status line counts as served well
-CROWD_BUTTON = "Crowd: send them to this app's engine"
-CROWD_EXPLAIN = (
-    "Requests arrive on their own clock, as an audience's do (Poisson; bursty: gamma, shape 0.5): chat "
-    "turns of 16-48 tokens, one-token steps and a long prompt, straight to this app's running batch."
-)
 
 
 class ContinuousBatchingView(LessonView):
@@ -119,7 +115,8 @@ class ContinuousBatchingView(LessonView):
             and each one's TTFT and TPOT, live."""
             ctx = tab.context(request, "crowd")
             count = as_whole(crowd_requests, "requests")
-            yield from crowd(ctx.engine, float(crowd_rate), count, 0.5 if crowd_bursty else 1.0, ctx.control)
+            bursty = 0.5 if crowd_bursty else 1.0
+            yield from crowd(ctx.engine, float(crowd_rate), count, bursty, ctx.control, session_lang(request))
 
         connect(w["cb_preset"].input, cb_preset, w, ["cb_requests"], api_name=None, model=False)
         connect(
@@ -134,14 +131,14 @@ class ContinuousBatchingView(LessonView):
 
 def crowd_layout(w: dict[str, Any]) -> None:
     """The crowd's controls, its status line, and its two live figures side by side."""
-    gr.Markdown(CROWD_EXPLAIN, elem_classes=["stage-hide"])
+    gr.Markdown(i18n("hood.crowd.explain"), elem_classes=["stage-hide"])
     with gr.Row(elem_classes=["stage-hide"]):
         w["crowd_rate"] = gr.Slider(
             0.1,
             serving_crowd.MAX_RATE,
             value=1.0,
             step=0.1,
-            label="arrivals per second",
+            label=i18n("hood.crowd.rate"),
             scale=2,
             elem_id="hood-crowd-rate",
         )
@@ -150,20 +147,18 @@ def crowd_layout(w: dict[str, Any]) -> None:
             serving_crowd.MAX_REQUESTS,
             value=12,
             step=1,
-            label="requests",
+            label=i18n("hood.crowd.requests"),
             scale=2,
             elem_id="hood-crowd-requests",
         )
-        w["crowd_bursty"] = gr.Checkbox(label="bursty", value=False, scale=1, elem_id="hood-crowd-bursty")
-        w["crowd_run"] = gr.Button(CROWD_BUTTON, scale=2, elem_id="hood-crowd-run")
+        w["crowd_bursty"] = gr.Checkbox(
+            label=i18n("hood.crowd.bursty"), value=False, scale=1, elem_id="hood-crowd-bursty"
+        )
+        w["crowd_run"] = gr.Button(i18n("hood.crowd.run"), scale=2, elem_id="hood-crowd-run")
     w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
     with gr.Row():
-        w["crowd_gantt"] = gr.Plot(
-            label="their live schedule in the app's own batch", elem_id="hood-crowd-gantt", scale=3
-        )
-        w["crowd_latency"] = gr.Plot(
-            label="TTFT and TPOT of each request (dotted: the SLO)", elem_id="hood-crowd-latency", scale=2
-        )
+        w["crowd_gantt"] = gr.Plot(label=i18n("hood.crowd.gantt"), elem_id="hood-crowd-gantt", scale=3)
+        w["crowd_latency"] = gr.Plot(label=i18n("hood.crowd.latency"), elem_id="hood-crowd-latency", scale=2)
 
 
 def parse_requests(lm: Engine, text: str) -> list[Arrival]:
@@ -230,14 +225,19 @@ def summary(result: ContinuousBatching) -> str:
 
 
 def crowd(
-    lm: Engine, rate: float, count: int, burstiness: float = 1.0, control: Control | None = None
+    lm: Engine,
+    rate: float,
+    count: int,
+    burstiness: float = 1.0,
+    control: Control | None = None,
+    lang: str = DEFAULT,
 ) -> Iterator[dict[str, Any]]:
     """The crowd (playground/serving/crowd.py) drawn as it goes: the schedule, TTFT and TPOT."""
     for view in iter_crowd(lm, rate, count, burstiness, control):
-        yield crowd_views(view)
+        yield crowd_views(view, lang)
 
 
-def crowd_views(view: CrowdView) -> dict[str, Any]:
+def crowd_views(view: CrowdView, lang: str = DEFAULT) -> dict[str, Any]:
     names = [f"request {i + 1}" for i in range(len(view.requests))]
     cells = [
         plots.Cell(_request_row(job.name, view.stamp), it.index - view.first_iteration, job.kind, job.tokens)
@@ -251,39 +251,49 @@ def crowd_views(view: CrowdView) -> dict[str, Any]:
         if t.token_times
     ]
     return {
-        "crowd_status": crowd_status(view),
+        "crowd_status": crowd_status(view, lang),
         "crowd_gantt": plots.gantt_figure(cells, rows, {}),
-        "crowd_latency": plots.serving_figure(served, SLO.ttft_s, SLO.tpot_s),
+        "crowd_latency": plots.serving_figure(served, SLO.ttft_s, SLO.tpot_s, t("hood.crowd.arrival", lang)),
     }
 
 
-def crowd_status(view: CrowdView) -> str:
-    """What the crowd has got so far, in the field's terms."""
+def crowd_status(view: CrowdView, lang: str = DEFAULT) -> str:
+    """What the crowd has got so far, in the field's terms, in the session's language."""
     summary, finished = view.summary(SLO), view.finished
-    arrived = sum(at <= view.elapsed for at in view.arrivals)
-    state = "Done" if view.done else "Running"
-    most = max((len(it.jobs) for it in view.schedule), default=0)
-    bursty = " (bursty)" if view.burstiness < 1 else ""
-    line = (
-        f"{state}: {len(finished)} of {len(view.requests)} requests answered ({arrived} arrived) at "
-        f"{view.rate:g}/s{bursty}, in **{len(view.schedule)} iterations** of the app's batch, up to "
-        f"**{most}** requests in one forward."
+    line = t(
+        "hood.crowd.status",
+        lang,
+        state=t("hood.crowd.done" if view.done else "hood.crowd.running", lang),
+        answered=len(finished),
+        count=len(view.requests),
+        arrived=sum(at <= view.elapsed for at in view.arrivals),
+        rate=view.rate,
+        bursty=t("hood.crowd.bursty_note", lang) if view.burstiness < 1 else "",
+        iterations=len(view.schedule),
+        most=max((len(it.jobs) for it in view.schedule), default=0),
     )
     if finished:
         ttft, tpot = summary.latency["ttft"], summary.latency["tpot"]
-        line += (
-            f" TTFT p50 **{ttft['p50']:.2f} s**, p95 {ttft['p95']:.2f} s; TPOT p50 "
-            f"**{_ms(tpot['p50'])}**, p95 {_ms(tpot['p95'])}; **{summary.attained:.0%}** within "
-            f"TTFT <= {SLO.ttft_s:g} s and TPOT <= {SLO.tpot_s * 1000:.0f} ms."
+        na = t("hood.crowd.no_tpot", lang)
+        line += t(
+            "hood.crowd.figures",
+            lang,
+            ttft50=ttft["p50"],
+            ttft95=ttft["p95"],
+            tpot50=_ms(tpot["p50"], na),
+            tpot95=_ms(tpot["p95"], na),
+            within=summary.attained,
+            slo_ttft=SLO.ttft_s,
+            slo_tpot=SLO.tpot_s * 1000,
         )
-    failed = [t.error for t in finished if t.error]
+    failed = [timing.error for timing in finished if timing.error]
     if failed:
-        line += f" **{len(failed)} failed**: {failed[0]}"
+        line += t("hood.crowd.failed", lang, failed=len(failed), first=failed[0])
     return line
 
 
-def _ms(seconds: float) -> str:
-    return "n/a" if seconds != seconds else f"{seconds * 1000:.0f} ms"  # NaN: no request had two tokens
+def _ms(seconds: float, na: str) -> str:
+    return na if seconds != seconds else f"{seconds * 1000:.0f} ms"  # NaN: no request had two tokens
 
 
 def _request_row(name: str, stamp: str) -> str:
