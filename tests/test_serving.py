@@ -118,3 +118,19 @@ def test_the_batch_threads_time_is_sorted_from_py_spys_native_stacks():
         "forward: waiting for the GIL": 0.15,
         "scheduling, tokens, records: running": 0.1,
     }
+
+
+def test_the_crowd_status_is_said_in_the_session_language():
+    from playground.serving.crowd import CrowdView
+    from playground.serving.load import GREEDY, LoadRequest
+    from playground.ui.hood.continuous_batching import crowd_status
+
+    request = LoadRequest("chat", (1, 2), 4, GREEDY, 0, 0)
+    timing = RequestTiming("chat", 0.0, [0.5, 0.6, 0.7, 0.8])
+    view = CrowdView(2.0, 0.5, [request], [0.0], "crowd1", [timing], [True], elapsed=1.0, done=True)
+    english, chinese = crowd_status(view), crowd_status(view, "zh")
+    assert english.startswith("Done: 1 of 1 requests answered (1 arrived) at 2/s (bursty)")
+    assert (
+        "TTFT p50 **0.50 s**" in english and "TPOT p50 **100 ms**" in english and "**100%** within" in english
+    )
+    assert chinese.startswith("完成：1 个请求中已回答 1 个") and "TTFT p50 **0.50 秒**" in chinese
