@@ -134,6 +134,32 @@ def test_stop_says_so_without_an_error(page):
         assert page.locator(".toast-body.error").count() == 0  # no red "Error" toast
 
 
+def test_the_crowd_draws_ttft_and_tpot_live_next_to_the_schedule(page):
+    """The crowd button sends requests at the chosen rate to the app's own batch: while they run, the
+    status line, the schedule and each request's TTFT and TPOT are redrawn; at the end every request is
+    drawn, the two figures side by side in the 1280-pixel window."""
+    open_view(page, "Continuous batching")
+    for name, value in (("rate", 3), ("requests", 5)):
+        page.locator(f"#hood-crowd-{name} input[type=number]").fill(str(value))
+        page.locator(f"#hood-crowd-{name} input[type=number]").press("Enter")
+    page.locator("#hood-crowd-run").click()
+    points = "document.querySelector('#hood-crowd-latency .js-plotly-plot')?.data[0].x.length || 0"
+    page.wait_for_function(
+        f"document.querySelector('#hood-crowd-status')?.innerText.startsWith('Running') && {points} > 0",
+        timeout=RUN_TIMEOUT,
+    )  # drawn live, before the crowd is done
+    page.wait_for_function(
+        "document.querySelector('#hood-crowd-status')?.innerText.startsWith('Done')", timeout=RUN_TIMEOUT
+    )
+    status = page.locator("#hood-crowd-status").inner_text()
+    assert status.startswith("Done: 5 of 5 requests answered") and "TTFT p50" in status, status
+    assert page.evaluate(points) == 5  # every request's TTFT at its arrival
+    assert page.locator("#hood-crowd-gantt .js-plotly-plot").evaluate("gd => gd.data.length") >= 1
+    gantt, latency = (page.locator(f"#hood-crowd-{n}").bounding_box() for n in ("gantt", "latency"))
+    assert gantt["x"] + gantt["width"] <= latency["x"] + 1  # side by side
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
 def test_attention_thumbnail_click_enlarges_it(page):
     open_view(page, "Attention")
     run_and_wait(page, "attn")

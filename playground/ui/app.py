@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import html
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from playground.api import ModelLookup, OneModel, openai_routes
 from playground.engine.base import Engine
 from playground.settings import Settings, load_settings
 from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
@@ -39,6 +41,8 @@ LANGUAGE_NOW_JS = "() => window.playgroundLanguage()"
 # server (every later request carries it), and stays for a reload.
 SET_LANGUAGE_JS = "(lang) => window.playgroundSetLanguage(lang)"
 # The full link from the query the server built: shown, and copied when the browser allows it.
+# Each app's OpenAI-compatible routes (/v1/...), added to its server at launch (launch_options).
+_API_ROUTES: weakref.WeakKeyDictionary[gr.Blocks, list[Any]] = weakref.WeakKeyDictionary()
 SHOW_LINK_JS = """(query) => {
   const link = `${location.origin}${location.pathname}?${query}`;
   navigator.clipboard?.writeText(link).catch(() => {});
@@ -102,10 +106,15 @@ def remote_header_markdown(engine: Engine, lang: str = "en") -> str:
 
 
 def build_demo(
-    engine: Engine, settings: Settings, draft: Engine | None = None, workspaces: Workspaces | None = None
+    engine: Engine,
+    settings: Settings,
+    draft: Engine | None = None,
+    workspaces: Workspaces | None = None,
+    models: ModelLookup | None = None,
 ) -> gr.Blocks:
     """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
-    tabs' objects (default: a store bounded by settings)."""
+    tabs' objects (default: a store bounded by settings); models: which engine serves which model name
+    on the OpenAI-compatible API (default: engine, under its model id)."""
     concurrency = engine.concurrency or settings.model_concurrency  # a running batch: its places
     set_model_concurrency(concurrency)
     if workspaces is None:
@@ -138,6 +147,12 @@ def build_demo(
         say_when_clamped(demo)  # every slider names a typed value its box brought into range
     demo.queue(default_concurrency_limit=concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
+    _API_ROUTES[demo] = openai_routes(
+        models or OneModel(engine),
+        api_key=settings.api_key,
+        max_tokens_limit=settings.max_new_tokens_limit,
+        unbatched_places=settings.model_concurrency,
+    )
     return demo
 
 
@@ -346,13 +361,14 @@ def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood: HoodTa
     ).success(to_hood, None, tabs, api_visibility="private")
 
 
-def launch_options(settings: Settings | None = None) -> dict[str, object]:
+def launch_options(settings: Settings | None = None, demo: gr.Blocks | None = None) -> dict[str, object]:
     """Theme, CSS, JS and the languages' strings belong to launch() in Gradio 6; so does the bound on
     Gradio's per-tab state, which follows the workspace bound (settings from the environment when
-    not given)."""
+    not given); and demo's OpenAI-compatible routes, which its FastAPI app gets when it is made
+    (`app_kwargs`)."""
     scripts = [(STATIC_DIR / name).read_text().strip() for name in JS_FILES]
     settings = settings or load_settings()
-    return {
+    options: dict[str, object] = {
         "state_session_capacity": settings.max_workspaces,
         "theme": gr.themes.Soft(),
         "css_paths": [STATIC_DIR / name for name in CSS_FILES],
@@ -360,13 +376,23 @@ def launch_options(settings: Settings | None = None) -> dict[str, object]:
         "js": "() => {\n" + "".join(f"({script})();\n" for script in [browser_script(), *scripts]) + "}",
         "i18n": gradio_i18n(),
     }
+    return with_api(demo, options) if demo is not None else options
+
+
+def with_api(demo: gr.Blocks, options: dict[str, Any]) -> dict[str, Any]:
+    """launch() options that also serve demo's OpenAI-compatible API (/v1/...) on the same server: its
+    routes go first in the FastAPI app Gradio makes (FastAPI's own `routes` argument)."""
+    app_kwargs = dict(options.get("app_kwargs") or {})
+    app_kwargs.setdefault("routes", list(_API_ROUTES.get(demo, [])))
+    return {**options, "app_kwargs": app_kwargs}
 
 
 LAUNCH_ATTEMPTS = 3
 
 
 def launch_local(demo: gr.Blocks, port: int | None = None, **options: Any) -> str:
-    """demo.launch() on 127.0.0.1 without blocking (tests, benchmarks, scripts); its base URL.
+    """demo.launch() on 127.0.0.1 without blocking (tests, benchmarks, scripts), with its OpenAI-compatible
+    API; its base URL.
 
     Gradio checks at launch that localhost answers a HEAD request within 3 s and refuses to start
     otherwise ("When localhost is not accessible..."). On a machine under load the first answer can
@@ -374,7 +400,11 @@ def launch_local(demo: gr.Blocks, port: int | None = None, **options: Any) -> st
     for attempt in range(1, LAUNCH_ATTEMPTS + 1):
         try:
             _, url, _ = demo.launch(
-                server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **options
+                server_name="127.0.0.1",
+                server_port=port,
+                prevent_thread_lock=True,
+                quiet=True,
+                **with_api(demo, options),
             )
             return url.rstrip("/")
         except ValueError as exc:

@@ -186,6 +186,26 @@ STRINGS: dict[str, str] = {
     "kv.server.reported": "; the engine reports {size} per GPU",
     "kv.server.predicted": ".\n\nPredicted by the calculator for the served config ({note}): "
     "{per_token:,} B per token, so {tokens:,} tokens take **{size}**{reported}.",
+    # --- the crowd of "Continuous batching" (ui/hood/continuous_batching.py: issue 32) ---------------
+    "hood.crowd.explain": "Requests arrive on their own clock, as an audience's do (Poisson; bursty: gamma, "
+    "shape 0.5): chat turns of 16-48 tokens, one-token steps and a long prompt, straight to this app's "
+    "running batch.",
+    "hood.crowd.rate": "arrivals per second",
+    "hood.crowd.requests": "requests",
+    "hood.crowd.bursty": "bursty",
+    "hood.crowd.run": "Crowd: send them to this app's engine",
+    "hood.crowd.gantt": "their live schedule in the app's own batch",
+    "hood.crowd.latency": "TTFT and TPOT of each request (dotted: the SLO)",
+    "hood.crowd.running": "Running",
+    "hood.crowd.done": "Done",
+    "hood.crowd.bursty_note": " (bursty)",
+    "hood.crowd.status": "{state}: {answered} of {count} requests answered ({arrived} arrived) at {rate:g}/s"
+    "{bursty}, in **{iterations} iterations** of the app's batch, up to **{most}** requests in one forward.",
+    "hood.crowd.figures": " TTFT p50 **{ttft50:.2f} s**, p95 {ttft95:.2f} s; TPOT p50 **{tpot50}**, p95 "
+    "{tpot95}; **{within:.0%}** within TTFT <= {slo_ttft:g} s and TPOT <= {slo_tpot:.0f} ms.",
+    "hood.crowd.failed": " **{failed} failed**: {first}",
+    "hood.crowd.no_tpot": "n/a",
+    "hood.crowd.arrival": "arrival (s after the crowd began)",
     # --- Under the hood (ui/hood/: issue 35) ----------------------------------------------------------
     # --- the browser's own text (static/*.js: playgroundT("js.…")) ----------------------------------
     "js.title": "LLM generation playground",

@@ -296,6 +296,30 @@ STRINGS: dict[str, str] = {
     "kv.quant.unbuildable": "无法为这个模型构建 {label}：{why}",
     "kv.quant.on_server": "{kind} 引擎把缓存放在服务器上：这里没有可构建的。",
     "kv.quant.length": "提示词长度必须在 1 到 {most:,} 个词元之间，收到的是 {n:,}。",
+    # --- the crowd of "Continuous batching" (ui/hood/continuous_batching.py: issue 32) ---------------
+    "hood.crowd.explain": "请求按各自的时间到达，就像观众一样（泊松；突发：伽马分布，形状 0.5）："
+    "16-48 个 token 的对话、单 token 的单步操作和一个长提示，直接进入本应用正在运行的批次。",
+    "hood.crowd.rate": "每秒到达的请求数",
+    "hood.crowd.requests": "请求数",
+    "hood.crowd.bursty": "突发",
+    "hood.crowd.run": "人群：把它们发给本应用的引擎",
+    "hood.crowd.gantt": "它们在本应用批次中的实时调度",
+    "hood.crowd.latency": "每个请求的 TTFT 与 TPOT（虚线：SLO）",
+    "hood.crowd.running": "运行中",
+    "hood.crowd.done": "完成",
+    "hood.crowd.bursty_note": "（突发）",
+    "hood.crowd.status": "{state}：{count} 个请求中已回答 {answered} 个（已到达 {arrived} 个），"
+    "每秒 {rate:g} 个{bursty}，用了本应用批次的 **{iterations} 次迭代**，一次前向最多 **{most}** 个请求。",
+    "hood.crowd.figures": " TTFT p50 **{ttft50:.2f} 秒**，p95 {ttft95:.2f} 秒；TPOT p50 **{tpot50}**，p95 "
+    "{tpot95}；**{within:.0%}** 满足 TTFT <= {slo_ttft:g} 秒且 TPOT <= {slo_tpot:.0f} 毫秒。",
+    "hood.crowd.failed": " **{failed} 个失败**：{first}",
+    "hood.crowd.no_tpot": "无",
+    "hood.crowd.arrival": "到达时间（人群开始后的秒数）",
+    "serving.crowd.no_batch": "本应用没有连续批处理（PLAYGROUND_BATCHING=off 或远程引擎）："
+    "没有正在运行的批次可以接收人群。",
+    "serving.crowd.rate": "到达率必须大于 0 且不超过每秒 {most:g} 个，收到 {rate}。",
+    "serving.crowd.count": "人群包含 1 到 {most} 个请求，收到 {count}。",
+    "serving.crowd.burstiness": "突发度必须在 (0, 1] 之间，收到 {burstiness}。",
     # --- Under the hood (ui/hood/: issue 35) ----------------------------------------------------------
     # --- the browser's own text (static/*.js: playgroundT("js.…")) ----------------------------------
     "js.title": "LLM 生成实验场",
