@@ -1,7 +1,8 @@
 """LLM generation playground: `python app.py` runs it; `app.demo` is the Gradio app (Spaces).
 
 Options (each also settable as an environment variable):
-  --model   PLAYGROUND_MODEL   Hub id, local dir or .gguf path (default: the embedded SmolLM2-135M-Instruct)
+  --model   PLAYGROUND_MODEL   gemma-3-270m (the second embedded model), a Hub id, local dir or .gguf path
+                               (default: the embedded SmolLM2-135M-Instruct)
   --draft-model PLAYGROUND_DRAFT_MODEL  a model with the same tokenizer: the speculative-decoding draft
   --quantize PLAYGROUND_QUANTIZE  serve on quantized weights: int8 (torchao), hqq8/4/3/2 (slower)
   --device  PLAYGROUND_DEVICE  auto, cpu, cuda, cuda:N, mps (default auto)
@@ -17,6 +18,7 @@ Options (each also settable as an environment variable):
   --engine-tokenizer  PLAYGROUND_ENGINE_TOKENIZER  the served model's tokenizer (dir, .gguf or Hub id;
                                                    default: found from the server, checked against it)
   --engine-top-n      PLAYGROUND_ENGINE_TOP_N      alternatives per position (default: the server's maximum)
+  --api-key PLAYGROUND_API_KEY a bearer token the OpenAI-compatible API (/v1/...) requires (default: none)
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     defaults = load_settings()
     parser = argparse.ArgumentParser(description="LLM generation playground")
     parser.add_argument(
-        "--model", default=defaults.model, help="Hub id, local dir or .gguf (default: embedded)"
+        "--model",
+        default=defaults.model,
+        help="gemma-3-270m (embedded), a Hub id, local dir or .gguf (default: embedded SmolLM2)",
     )
     parser.add_argument(
         "--draft-model",
@@ -113,6 +117,11 @@ def _engine_args(parser: argparse.ArgumentParser, defaults: Settings) -> None:
         "--engine-tokenizer",
         default=defaults.engine_tokenizer,
         help="the served model's tokenizer: a directory, .gguf file or Hub id (default: from the server)",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=defaults.api_key,
+        help="require this bearer token on the OpenAI-compatible API (/v1/...; default: none asked)",
     )
     parser.add_argument(
         "--engine-top-n",
@@ -240,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             inbrowser=opened,
             quiet=True,
             prevent_thread_lock=True,
-            **launch_options(settings),
+            **launch_options(settings, demo),
         )
         print(ready_line(local_url, share_url, opened), flush=True)
         demo.block_thread()

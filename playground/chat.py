@@ -40,6 +40,9 @@ from playground.engine.tokens import check_token_id, decode_ids
 from playground.errors import Cancelled, PlaygroundError
 from playground.tree import ROOT, GenerationTree
 
+# Said with an answer of a model that has no chat template (a base model, e.g. gemma-3-270m).
+NO_TEMPLATE_NOTE = "no chat template: a base model continues your text (the system prompt is unused)"
+
 
 @dataclass(frozen=True)
 class ChatRequest:
@@ -149,7 +152,7 @@ def build_prompt(engine: Engine, request: ChatRequest) -> tuple[list[int], list[
             f"{engine.context_length} tokens (prompt + answer). Shorten the message."
         )
     if not engine.has_chat_template:
-        notes.append("This model has no chat template: plain completion of the text (system prompt unused).")
+        notes.append(NO_TEMPLATE_NOTE)
     return ids, notes
 
 

@@ -16,17 +16,19 @@ from typing import Any
 from playground.engine.prompts import Message
 
 # Each shown answer ends with its statistics in this footer; it is display only, and
-# normalize_history strips it so the model never sees it.
-FOOTER_START = "\n\n<sub>⏱ "
+# normalize_history strips it so the model never sees it. It starts with a dash, which every font has
+# (a stopwatch emoji showed as a box where no emoji font is installed).
+FOOTER_START = "\n\n<sub>— "
 # An answer that opens a code block and never closes it (cut by max new tokens, or stopped) would
 # show the footer as raw text inside the block: the block is closed before the footer by a fence
 # marked as ours (an HTML comment, not shown), which normalize_history removes with the footer.
 FENCE_MARK = "<!-- closed before the statistics -->"
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 # An answer of only whitespace comes back stripped, footer first; a footer left in would make the
-# next answer depend on its timings (how busy the server was).
+# next answer depend on its timings (how busy the server was). Histories saved before carry "⏱ ".
 _FOOTER_PATTERN = re.compile(
-    r"(?:\n(?:`{3,}|~{3,})\n" + re.escape(FENCE_MARK) + r")?(?:\n\n|^\s*)<sub>⏱ .*?</sub>\s*$", re.DOTALL
+    r"(?:\n(?:`{3,}|~{3,})\n" + re.escape(FENCE_MARK) + r")?(?:\n\n|^\s*)<sub>(?:— |⏱ ).*?</sub>\s*$",
+    re.DOTALL,
 )
 
 # A user message is shown inside this span with every character Markdown or HTML could read

@@ -18,7 +18,8 @@ def _default_cache_dir() -> str:
 
 @dataclass
 class Settings:
-    # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; else a Hub id, a dir or a .gguf path.
+    # Model to load: None/"" = the embedded SmolLM2-135M-Instruct; "gemma-3-270m" = the second embedded
+    # model; else a Hub id, a dir or a .gguf path.
     model: str | None = None
     # A second, smaller model with the same tokenizer: a draft for speculative decoding ("Under the hood").
     draft_model: str | None = None
@@ -77,6 +78,9 @@ class Settings:
     engine_timeout: int = 120
     # Bearer token for engines started with an API key (vLLM --api-key, SGLang --api-key).
     engine_api_key: str | None = None
+    # The app's own OpenAI-compatible API (/v1/...): a bearer token every request must send (--api-key);
+    # None = no key asked (the default: on 127.0.0.1 only this machine can connect).
+    api_key: str | None = None
     # On a GPU, decode with a static KV cache and CUDA graphs captured at load; False (--no-compile)
     # keeps the eager path (the only path on CPU unless decode="static" is asked for).
     compile: bool = True
@@ -87,6 +91,11 @@ class Settings:
     # allocated on the GPU at load, full size: static_tokens x the KV bytes per token (SmolLM2-135M in
     # bf16: 22.5 KiB/token, 180 MiB for 8192 tokens; Llama-3.1-8B: 1 GiB).
     static_tokens: int = 8192
+    # Models loaded in this process at once (playground/models): loading one more unloads the least
+    # recently used idle one (never the app's own model); with none idle, the load is refused.
+    max_models: int = 2
+    # Memory a model load must leave free (MiB) beyond the model's own estimate (models/estimate.py).
+    memory_reserve_mib: int = 512
 
 
 def _parse(name: str, value: str, kind: type | str) -> object:

@@ -5,17 +5,20 @@
       document.activeElement.blur();
     }
   });
-  // One-line tooltips for buttons (Gradio buttons take no title): what the button teaches.
+  // One-line tooltips for buttons (Gradio buttons take no title): what the button teaches, in the
+  // page's language (keys of the string tables, static/i18n.js).
   const tips = {
-    "step-open-lens": "This step's next token after every layer: the logit lens (Under the hood)",
-    "step-continue-chat": "Continue this path as a chat answer with the same settings",
+    "step-open-lens": "js.tip.open_lens",
+    "step-continue-chat": "js.tip.continue_chat",
   };
   const addTips = () => {
-    for (const [id, tip] of Object.entries(tips)) {
+    for (const [id, key] of Object.entries(tips)) {
       const el = document.getElementById(id);
-      if (el && !el.title) el.title = tip;
+      const tip = window.playgroundT(key);
+      if (el && el.title !== tip) el.title = tip;
     }
   };
+  window.addEventListener("playground-language", addTips);
   // On stage the step text and a chat answer are scrolling boxes (static/stage.css), the answer's
   // down to the window's bottom: each new text (a new element on every update) opens at its end, and
   // stays there while the page around it changes (the status line above grows, the box shrinks); a

@@ -1,26 +1,34 @@
 () => {
   // Keyboard control for talks, with a "?" help overlay. Keys act only when no text box has the
   // focus, and a key whose button is not on screen (another tab) does nothing.
+  // [keys, what they do (a key of the string tables: playground/ui/i18n, static/i18n.js)]
   const HELP = [
-    ["1 – 9", "Step by step: pick that candidate"],
-    ["n  or  →", "Step by step: next token (a greedy step)"],
-    ["s", "Step by step: sample the next token"],
-    ["u  or  ←", "Step by step: undo"],
-    ["[  and  ]", "previous / next tab"],
-    ["p", "presenter mode on / off"],
-    ["?", "this help"],
-    ["Esc", "close this help, or a pinned token card"],
+    ["1 – 9", "js.keys.pick"],
+    ["n  or  →", "js.keys.next"],
+    ["s", "js.keys.sample"],
+    ["u  or  ←", "js.keys.undo"],
+    ["[  and  ]", "js.keys.tabs"],
+    ["p", "js.keys.presenter"],
+    ["?", "js.keys.help"],
+    ["Esc", "js.keys.escape"],
   ];
+  const T = (key) => window.playgroundT(key);
   let overlay = null;
+  // Its text in the page's language, written again when the language changes.
+  const fill = () => {
+    if (!overlay) return;
+    overlay.setAttribute("aria-label", T("js.keys.label"));
+    const rows = HELP.map(([key, what]) => `<tr><td><kbd>${key}</kbd></td><td>${T(what)}</td></tr>`).join("");
+    overlay.innerHTML = `<div class="keys-help-box"><h3>${T("js.keys.title")}</h3><table>${rows}</table>` +
+      `<p>${T("js.keys.close")}</p></div>`;
+  };
+  window.addEventListener("playground-language", fill);
   const toggleHelp = (show) => {
     if (!overlay) {
       overlay = document.createElement("div");
       overlay.id = "keys-help";
       overlay.setAttribute("role", "dialog");
-      overlay.setAttribute("aria-label", "Keyboard shortcuts");
-      const rows = HELP.map(([key, what]) => `<tr><td><kbd>${key}</kbd></td><td>${what}</td></tr>`).join("");
-      overlay.innerHTML = `<div class="keys-help-box"><h3>Keyboard</h3><table>${rows}</table>` +
-        `<p>Press <kbd>?</kbd> or <kbd>Esc</kbd> to close.</p></div>`;
+      fill();
       overlay.addEventListener("click", (event) => { if (event.target === overlay) toggleHelp(false); });
       document.body.appendChild(overlay);
     }

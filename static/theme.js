@@ -106,7 +106,7 @@
     context.toImageButtonOptions = { format: "png", scale: 3, filename: name };
     context.modeBarButtonsToAdd = [
       {
-        name: "Download as SVG",
+        name: window.playgroundT("js.svg"),
         icon: window.Plotly.Icons.disk,
         click: (plot) => window.Plotly.downloadImage(plot, { format: "svg", filename: name }),
       },
@@ -156,8 +156,9 @@
     const button = document.getElementById("presenter-toggle");
     if (button && button.getAttribute("aria-pressed") !== String(presenter())) {
       button.setAttribute("aria-pressed", String(presenter()));
-      button.title = "Presenter mode: larger text, each tab's main view fits the window (key p)";
     }
+    const tip = window.playgroundT("js.presenter.tip");
+    if (button && button.title !== tip) button.title = tip;
   };
   // On stage a figure's fitted height depends on what lies above it, which may change after it was
   // styled (a figure or a text drawn above it later): once per frame after the page changes, a

@@ -22,6 +22,14 @@ def embedded_lm() -> LocalEngine:
     return load_model(device="cpu")
 
 
+@pytest.fixture(scope="session")
+def gemma_lm() -> LocalEngine:
+    """The second embedded model, Gemma 3 270M (base model, sliding-window layers), on CPU in float32:
+    loaded once per test session (about 80 s the first time ever, to convert its GGUF file; seconds
+    from the cache after that)."""
+    return load_model("gemma-3-270m", device="cpu")
+
+
 def make_tiny_llama(tokenizer: AutoTokenizer, seed: int = 0, **config_overrides: object) -> LocalEngine:
     """A tiny random Llama with the embedded model's tokenizer: fast unit tests, never instead
     of the real model."""

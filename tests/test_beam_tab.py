@@ -232,7 +232,10 @@ def test_stop_ends_a_running_search_at_its_next_step_and_draws_its_tree_so_far(t
         node = tree.nodes[h.node_id]
         assert node.step == tree.steps_run and h.score == pytest.approx(node.cum_logprob / node.step)
     title = json.loads(views["plot"].plot)["layout"]["title"]["text"]
-    assert f"(stopped by you at step {tree.steps_run} of 64: the tree as it stood)" in title
+    assert f"(stopped by you at step {tree.steps_run} of 64)" in title
+    assert f"由你在第 {tree.steps_run} 步（共 64 步）停止" in status_markdown(
+        tree, "zh"
+    )  # said in the page's language
     assert BeamTree.from_dict(json.loads(json.dumps(tree.to_dict()))).stopped  # a trace keeps the mark
 
 

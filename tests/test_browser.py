@@ -246,8 +246,8 @@ def test_after_an_error_the_status_line_says_it_not_an_older_line(page):
 
 
 def test_a_refused_import_file_leaves_its_box_and_the_next_upload_imports(page, tmp_path):
-    """A file that is not a session is refused (a toast says why) and leaves the import box empty,
-    so the next file uploads at once: the gallery's step trace imports."""
+    """A file that is not a session is refused (a toast and the status line say why) and leaves the
+    import box empty, so the next file uploads at once: the gallery's step trace imports."""
     page.get_by_role("tab", name="Step by step").click()
     page.locator("#step-cand-1").wait_for(state="visible")
     page.get_by_role("button", name="Start").click()  # a path of no tokens: the imported one has 4
@@ -255,7 +255,7 @@ def test_a_refused_import_file_leaves_its_box_and_the_next_upload_imports(page, 
     bad = tmp_path / "notes.json"
     bad.write_text('{"not": "a session"}', encoding="utf-8")
     page.locator("#step-import input[type=file]").set_input_files(str(bad))
-    page.locator(".toast-body").filter(has_text="Not a valid step-by-step session file").first.wait_for()
+    page.locator(".toast-body").filter(has_text="Can't import notes.json").first.wait_for()
     page.wait_for_function(  # the box is empty again, ready for the next file
         "() => document.querySelector('#step-import').innerText.includes('Drop File Here')"
         " && !document.querySelector('#step-import').innerText.includes('notes.json')"

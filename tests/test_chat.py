@@ -217,6 +217,9 @@ def test_statistics_footer_is_stripped_before_the_model_sees_the_history():
     assert shown != "Paris." and "prefill 80 ms" in shown
     history = [{"role": "user", "content": "Capital?"}, {"role": "assistant", "content": shown}]
     assert normalize_history(history)[-1] == {"role": "assistant", "content": "Paris."}
+    assert "⏱" not in shown  # a glyph the page's font may lack (it showed as a box)
+    saved = [*history[:1], {"role": "assistant", "content": "Paris.\n\n<sub>⏱ prefill 80 ms</sub>"}]
+    assert normalize_history(saved)[-1]["content"] == "Paris."  # histories saved before still strip
 
 
 @pytest.mark.parametrize(
@@ -235,7 +238,7 @@ def test_a_code_block_left_open_is_closed_before_the_footer_and_the_model_reads_
     from playground.chat_history import FENCE_MARK
 
     shown = with_footer(answer, "prompt 30 tokens · prefill 80 ms")
-    body, _, footer = shown.partition("\n\n<sub>⏱ ")
+    body, _, footer = shown.partition("\n\n<sub>— ")
     assert footer == "prompt 30 tokens · prefill 80 ms</sub>"
     assert (FENCE_MARK in body) is closed and body.startswith(answer)
     history = [{"role": "user", "content": "Code?"}, {"role": "assistant", "content": shown}]

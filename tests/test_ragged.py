@@ -143,3 +143,78 @@ class DynamicCacheOf:
 
     def __init__(self, layer: GrowableLayer) -> None:
         self.layers = [layer]
+
+
+def _tiny_gemma(tokenizer, batching: str):
+    """A tiny random Gemma 3 (window 8: a sliding layer, then a full one, twice) with SmolLM2's
+    tokenizer, on the app's engine: its prompts cross the window many times."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from playground.engine.batcher import BatchConfig
+    from playground.engine.local import LocalEngine
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    model = Gemma3ForCausalLM(config).eval()
+    return LocalEngine(
+        model,
+        tokenizer,
+        torch.device("cpu"),
+        torch.float32,
+        "tiny-gemma",
+        batching=BatchConfig(batching, 8, 24),
+        prefill_chunk=16,
+    )
+
+
+def test_sliding_window_layers_batched_equal_alone_and_generate(embedded_lm):
+    """Three streams in the running batch (prompts read in 16-token chunks past the 8-token window,
+    a decode beside them) make the tokens each makes alone, and plain generate's."""
+    import threading
+
+    from playground.engine import DecodePlan
+    from playground.engine.sampling import SamplingSettings
+
+    batched = _tiny_gemma(embedded_lm.tokenizer, "continuous")
+    alone = _tiny_gemma(embedded_lm.tokenizer, "off")
+    assert batched.batcher is not None and "continuous" in batched.batching_line
+    prompts = [list(range(10, 50)), list(range(100, 105)), list(range(200, 233))]
+    plan = DecodePlan(SamplingSettings(temperature=0), 12, seed=0)
+
+    def run(engine, ids):
+        return [r.id for r in engine.stream(ids, plan) if hasattr(r, "id")]
+
+    solo = [run(alone, p) for p in prompts]
+    with torch.inference_mode():
+        reference = [
+            alone.model.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False, min_new_tokens=12)[
+                0, len(p) :
+            ]
+            for p in prompts
+        ]
+    assert solo == [r.tolist() for r in reference]
+    results: dict[int, list[int]] = {}
+    threads = [
+        threading.Thread(target=lambda i=i: results.__setitem__(i, run(batched, prompts[i])))
+        for i in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert [results[i] for i in range(3)] == solo
+    assert max(len(it.jobs) for it in batched.batcher.log) >= 2

@@ -37,6 +37,7 @@ from playground.engine.records import TokenRecord, raw_logprobs
 from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import decode_ids
 from playground.errors import Cancelled, PlaygroundError
+from playground.messages import Message
 from playground.tree import ROOT as ROOT_ID
 
 MAX_BEAMS = 16
@@ -421,7 +422,12 @@ class _Search:
             hypotheses = builder.best_so_far(s.num_return_sequences)
             rows = [h.token_ids for h in hypotheses]
             scores = [h.score for h in hypotheses]
-            self.stop_reason = f"by you at step {len(self.records)} of {s.max_new_tokens}"
+            self.stop_reason = Message(
+                "beam.stopped_by_you",
+                "stopped by you at step {step} of {steps}",
+                step=len(self.records),
+                steps=s.max_new_tokens,
+            )
         else:
             scores = self.beam_scores[0, : s.num_return_sequences].tolist()
             rows = self.sequences[0, : s.num_return_sequences, self.prompt_len :].tolist()  # (R, steps)

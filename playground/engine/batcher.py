@@ -159,6 +159,7 @@ class Batcher:
         self.iterations = 0
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._closing = False  # close(): the loop thread ends once nothing is left to serve
 
     @property
     def budget(self) -> int:
@@ -285,10 +286,20 @@ class Batcher:
 
     # --- the loop -------------------------------------------------------------------------------
 
+    def close(self) -> None:
+        """End the loop thread as soon as nothing is left to serve (the engine is being unloaded: its
+        weights are freed without waiting for the idle minute). A later job starts a new thread."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify_all()
+
     def _serve(self) -> None:
         while True:
             with self._wake:
                 while not (self.waiting or self.running):
+                    if self._closing:
+                        self._thread, self._closing = None, False
+                        return
                     idle = not self._wake.wait(timeout=60)
                     if idle and not (self.waiting or self.running):  # idle a minute: the thread ends
                         self._thread = None

@@ -174,11 +174,7 @@ class Forwarder:
 
     def free_memory_bytes(self) -> int | None:
         """Memory free for new tensors on the device (None when it cannot be told)."""
-        if self.device.type == "cuda":
-            return int(torch.cuda.mem_get_info(self.device)[0])
-        if self.device.type == "cpu":
-            return meminfo_available()
-        return None
+        return free_device_memory(self.device)
 
 
 def drop_cache(entry: CacheEntry) -> None:
@@ -200,6 +196,16 @@ def crop_entry(entry: CacheEntry, length: int) -> None:
             return
     del entry.ids[length:]
     entry.forget_after(length)
+
+
+def free_device_memory(device: torch.device) -> int | None:
+    """Memory free for new tensors on a device: the free GPU memory on CUDA, MemAvailable on a CPU
+    (Linux); None when it cannot be told."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type == "cpu":
+        return meminfo_available()
+    return None
 
 
 def meminfo_available(path: str = "/proc/meminfo") -> int | None:

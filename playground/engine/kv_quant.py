@@ -15,8 +15,9 @@ it fills) is 16 tokens, not transformers' default 128, which would leave a short
 Every format's bytes follow the KV tab's formula (playground/kv/) to the byte, scales included.
 
 optimum-quanto unpacks int4/int2 with a C++ kernel it compiles on first use (about 2 minutes on 2
-cores). It is built once per machine into the playground's cache folder (PLAYGROUND_CACHE_DIR):
-scripts/setup.sh does it at set-up (`from playground.engine.kv_quant import main; main()`).
+cores). It is built once per machine into the playground's cache folder (PLAYGROUND_CACHE_DIR), the
+first time a cache needs it (the quantization lesson says so while it waits), so it never delays the
+app's start; test.sh builds it beforehand (`from playground.engine.kv_quant import main; main()`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import torch
 
 from playground.engine.quant_bytes import filled_bytes
 from playground.errors import PlaygroundError
+from playground.messages import Message
 from playground.settings import load_settings
 
 RESIDUAL_TOKENS = 16  # newest tokens kept unquantized (transformers' default: 128)
@@ -55,13 +57,26 @@ class KVFormat:
     def missing(self, device: torch.device) -> str | None:
         """Why this cache cannot be built here (None: it can)."""
         if self.library != "transformers" and importlib.util.find_spec(_MODULES[self.library]) is None:
-            return (
-                f"{self.label} needs the {self.library} package, which is not installed (requirements.txt)."
+            return Message(
+                "kv.quant.not_installed",
+                "{label} needs the {library} package, which is not installed (requirements.txt).",
+                label=self.label,
+                library=self.library,
             )
         if self.backend == "fp8" and device.type == "mps":
-            return f"{self.label} needs float8 tensors, which torch does not have on mps."
+            return Message(
+                "kv.quant.no_float8",
+                "{label} needs float8 tensors, which torch does not have on mps.",
+                label=self.label,
+            )
         if self.backend in ("hqq", "quanto") and device.type not in ("cpu", "cuda"):
-            return f"{self.label} ({self.library}) runs on cpu and cuda only, not on {device.type}."
+            return Message(
+                "kv.quant.device",
+                "{label} ({library}) runs on cpu and cuda only, not on {device}.",
+                label=self.label,
+                library=self.library,
+                device=device.type,
+            )
         return None
 
     @property
@@ -88,7 +103,12 @@ def kv_format(name: Any) -> KVFormat:
     """The KV format called name, or a PlaygroundError listing the known ones."""
     key = str(name or "").strip().lower()
     if key not in KV_FORMATS:
-        raise PlaygroundError(f"Unknown KV cache format {name!r}: use one of {', '.join(KV_FORMATS)}.")
+        raise PlaygroundError(
+            "Unknown KV cache format {name!r}: use one of {allowed}.",
+            key="kv.quant.unknown",
+            name=name,
+            allowed=", ".join(KV_FORMATS),
+        )
     return KV_FORMATS[key]
 
 
@@ -104,7 +124,12 @@ def quantized_cache(config: Any, fmt: KVFormat, device: torch.device, cache_dir:
     try:
         cache = QuantizedCache(fmt.backend, config, **fmt.options)
     except (ValueError, ImportError) as exc:
-        raise PlaygroundError(f"{fmt.label} cannot be built for this model: {exc}") from None
+        raise PlaygroundError(
+            "{label} cannot be built for this model: {why}",
+            key="kv.quant.unbuildable",
+            label=fmt.label,
+            why=str(exc),
+        ) from None
     cache.fork = lambda: fork_cache(cache)  # engine/cache.py copy_cache() calls it (a sequence's fork)
     return cache
 
@@ -224,7 +249,7 @@ def measure_quantized(engine: Any, name: str, seq_len: int, seed: int = 0) -> Ca
 
 
 def main() -> None:
-    """Build quanto's C++ kernel into the cache folder (scripts/setup.sh runs this once)."""
+    """Build quanto's C++ kernel into the cache folder (test.sh runs this before the tests)."""
     if importlib.util.find_spec("optimum.quanto") is None:
         print("optimum-quanto is not installed: nothing to build")
         return

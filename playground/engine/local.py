@@ -440,6 +440,15 @@ class LocalEngine:
         if self.batcher is not None:
             self.batcher.model = self.twins.ragged()
 
+    def close(self) -> None:
+        """Free what this engine holds beside its weights (unloaded by the model registry): every kept
+        KV cache, the twins, the running batch's thread once idle."""
+        for key in list(self.kv_store.keys()):
+            self.kv_store.drop(key)
+        self.twins = Twins(self.model)
+        if self.batcher is not None:
+            self.batcher.close()
+
     def synchronize(self) -> None:
         """Wait for the model's queued device work."""
         self.forwarder.synchronize()

@@ -13,6 +13,12 @@ T tokens: the reason batching pays on memory-bound decoding. Attention stays per
   each sequence's new keys and values into its own buffers and runs one scaled-dot-product
   attention per sequence over its own keys: causal within the new tokens, all earlier ones
   visible. Without a plan (any other call) it is transformers' sdpa.
+- A sliding-window layer (Gemma 3: five of every six layers, window 512) keeps transformers' own
+  `DynamicSlidingWindowLayer` in each sequence's cache (its last window - 1 keys, what a plain
+  forward keeps, so the KV bytes stay the formula's): `attend_window` attends each sequence's new
+  queries over those keys and its new ones under the same mask transformers builds (a key at most
+  window - 1 positions back), then keeps the last window - 1. Each request gets the tokens it gets
+  alone (tests/test_gemma.py).
 
 The per-sequence loop of one layer is ONE TorchScript call (`attend_segments`), not a dozen
 Python-level torch calls per sequence. Every torch call releases Python's GIL and takes it back,
@@ -57,7 +63,7 @@ class Segment:
 
     start: int
     stop: int
-    cache: Any  # the sequence's own DynamicCache (full-attention GrowableLayers)
+    cache: Any  # the sequence's own DynamicCache (GrowableLayers; sliding-window layers as transformers')
     rows: int = 1
 
     @property
@@ -95,11 +101,16 @@ class RaggedCache(Cache):
         """key_states (1, kv_heads, T, head_dim): room for each segment's tokens in its own layer."""
         for seg in self.plan.segments:
             layer = seg.cache.layers[layer_idx]
-            if not isinstance(layer, GrowableLayer):
+            if isinstance(layer, GrowableLayer):
+                layer.make_room(key_states, value_states, seg.advance)
+            elif getattr(layer, "is_sliding", False):  # attend_window appends to it
+                if not layer.is_initialized:
+                    layer.lazy_initialization(key_states, value_states)
+            else:
                 raise TypeError(
-                    f"the batched attention needs GrowableLayer caches, got {type(layer).__name__}"
+                    f"the batched attention needs GrowableLayer or sliding-window caches, got "
+                    f"{type(layer).__name__}"
                 )
-            layer.make_room(key_states, value_states, seg.advance)
         return key_states, value_states  # the new ones: ragged_attention writes them
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -124,6 +135,9 @@ def ragged_attention(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
     layers = [seg.cache.layers[module.layer_idx] for seg in ragged.segments]
+    window = kwargs.get("sliding_window")
+    if window:
+        return attend_window(query, key, value, layers, ragged.segments, int(window), scaling), None
     keys = [layer.buffers[0] for layer in layers]
     values = [layer.buffers[1] for layer in layers]
     lengths = [layer.length for layer in layers]
@@ -178,6 +192,45 @@ def attend_segments(
     return torch.cat(outputs, dim=2).transpose(1, 2).contiguous()
 
 
+def attend_window(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layers: list[Any],
+    segments: tuple[Segment, ...],
+    window: int,
+    scale: float | None,
+) -> torch.Tensor:
+    """One sliding-window layer of the packed forward: each segment's queries attend over its layer's
+    kept keys and its new ones, none further back than window - 1 positions (transformers' sliding
+    mask); the layer then keeps the last window - 1 (as DynamicSlidingWindowLayer.update does).
+    (1, T, heads, head_dim)."""
+    outputs: list[torch.Tensor] = []
+    for layer, seg in zip(layers, segments, strict=True):
+        q, k, v = (t[:, :, seg.start : seg.stop] for t in (query, key, value))
+        if seg.rows > 1:  # (1, heads, rows, dim) -> (rows, heads, 1, dim): a row's token is its own query
+            q, k, v = (t.transpose(0, 2) for t in (q, k, v))
+        kept = layer.keys.shape[-2] if layer.keys.dim() == 4 else 0  # before any token: an empty 1-D tensor
+        keys = torch.cat([layer.keys, k], dim=-2) if kept else k
+        values = torch.cat([layer.values, v], dim=-2) if kept else v
+        mask = window_mask(kept, q.shape[-2], window, q.device)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
+        outputs.append(out.transpose(0, 2) if seg.rows > 1 else out)
+        layer.keys, layer.values = keys[:, :, -window + 1 :], values[:, :, -window + 1 :]
+        layer.cumulative_length += seg.advance
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous()
+
+
+def window_mask(kept: int, new: int, window: int, device: torch.device) -> torch.Tensor | None:
+    """Which of kept + new keys each of the new queries sees (new, kept + new): itself, the keys before
+    it, at most window - 1 back. None for one new token (kept <= window - 1: it sees every key)."""
+    if new == 1:
+        return None
+    keys = torch.arange(kept + new, device=device)
+    queries = keys[kept:, None]
+    return (keys[None, :] <= queries) & (keys[None, :] > queries - window)
+
+
 @cache
 def _attend() -> Callable[..., torch.Tensor]:
     """attend_segments compiled by TorchScript (see the module docstring; torch marks it deprecated
@@ -196,9 +249,10 @@ def warm_attention() -> None:
     _attend()
 
 
-def full_attention_reason(model: Any) -> str | None:
-    """Why a forward with given positions and a 4D mask over full-attention caches cannot run this
-    model (None: it can): what the batched attention and the static path both need."""
+def full_attention_reason(model: Any, layer_kinds: tuple[str, ...] = ("full_attention",)) -> str | None:
+    """Why a forward with given positions and a 4D mask over caches of these layer kinds cannot run
+    this model (None: it can): what the batched attention (full and sliding-window layers) and the
+    static path (full attention only) both need."""
     config = model.config
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder models are not supported"
@@ -209,9 +263,9 @@ def full_attention_reason(model: Any) -> str | None:
     if len(devices) > 1:
         return f"the model is spread over {len(devices)} devices"
     layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
-    other = sorted(set(layer_types) - {"full_attention"})
+    other = sorted(set(layer_types) - set(layer_kinds))
     if other:
-        return f"layers of type {', '.join(other)} (only full attention is supported)"
+        return f"layers of type {', '.join(other)} (supported: {', '.join(layer_kinds)})"
     wanted = {"input_ids", "position_ids", "attention_mask", "past_key_values"}
     if not wanted <= set(inspect.signature(model.forward).parameters):
         return "the model's forward does not take position ids, a 4D mask and a cache"
@@ -220,7 +274,8 @@ def full_attention_reason(model: Any) -> str | None:
 
 def unsupported(model: Any) -> str | None:
     """Why this model cannot be batched this way (None: it can)."""
-    reason = full_attention_reason(model)  # full attention everywhere, positions and a 4D mask taken
+    # full or sliding-window attention everywhere, positions and a 4D mask taken
+    reason = full_attention_reason(model, ("full_attention", "sliding_attention"))
     if reason:
         return reason
     config = getattr(model, "config", None)

@@ -35,6 +35,7 @@ __all__ = [
     "TeacherForcing",
     "check_continuation",
     "error_accumulation",
+    "forced_scores",
     "iter_error_accumulation",
     "iter_run",
     "run",
@@ -103,11 +104,7 @@ def iter_run(
     n = len(ids) - start
     pick = greedy_picker(lm, ids[:start])
     rows, result.parallel_seconds = probes.sequence(control=control).advance(ids[:-1], last=n)  # (n, vocab)
-    logprobs = torch.log_softmax(rows.float(), dim=-1)
-    targets = torch.tensor(result.reference_ids, device=logprobs.device)
-    chosen = logprobs.gather(1, targets[:, None])[:, 0]  # (n,)
-    result.logprobs = chosen.tolist()
-    result.ranks = ((logprobs > chosen[:, None]).sum(dim=-1) + 1).tolist()
+    result.logprobs, result.ranks = forced_scores(rows, result.reference_ids)
     result.argmax_ids = [pick(rows[i], ids[: start + i]) for i in range(n)]
     result.phase = f"1 forward scored {n} reference tokens"
     yield result
@@ -119,6 +116,15 @@ def iter_run(
         result.phase = f"free running: token {i + 1}/{n}, one forward each"
         yield result
     return result
+
+
+def forced_scores(rows: torch.Tensor, targets: Sequence[int]) -> tuple[list[float], list[int]]:
+    """Each target's log-probability and rank (1 = the top choice) under its row of raw scores
+    (n, vocab): row i is the model's prediction before targets[i] (playground.scoring reads texts
+    with it too)."""
+    logprobs = torch.log_softmax(rows.float(), dim=-1)
+    chosen = logprobs.gather(1, torch.tensor(list(targets), device=logprobs.device)[:, None])[:, 0]  # (n,)
+    return chosen.tolist(), ((logprobs > chosen[:, None]).sum(dim=-1) + 1).tolist()
 
 
 def _checked_reference(lm: Engine, ids: Sequence[int], start: int) -> list[int]:

@@ -38,6 +38,7 @@ __all__ = [
     "TokensResult",
     "bpe_merges",
     "iter_run",
+    "text_tokens",
     "tokenize",
 ]
 
@@ -162,8 +163,11 @@ def check_text(text: Any, what: str = "text") -> str:
 
 def tokenize(lm: Engine, text: str) -> list[Token]:
     """The tokens of text (no special tokens added), with the tokenizer's own ids and offsets."""
-    tokenizer = lm.tokenizer
-    text = check_text(text)
+    return text_tokens(lm.tokenizer, check_text(text))
+
+
+def text_tokens(tokenizer: Any, text: str) -> list[Token]:
+    """tokenize for any length of text (playground.scoring reads whole answers with it)."""
     if not getattr(tokenizer, "is_fast", False):
         raise PlaygroundError("Token offsets need a fast (Rust) tokenizer, and this one is not.")
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

@@ -7,7 +7,8 @@ from typing import Any
 
 from playground.errors import PlaygroundError
 from playground.kv.dtypes import GB, GIB, SCALE_BYTES, KVDtype, resolve_kv_dtype
-from playground.kv.geometry import KVGeometry, LayerSpec, kv_geometry, positive_int
+from playground.kv.geometry import KIND_NAMES, KVGeometry, LayerSpec, kv_geometry, positive_int
+from playground.messages import Message
 
 MAX_TOKENS = 2**24  # longest context the calculator considers (16.7 M tokens)
 
@@ -49,10 +50,15 @@ class KVBreakdown:
 
 
 def check_lengths(seq_len: Any, batch_size: Any) -> tuple[int, int]:
-    seq = positive_int(seq_len, "Sequence length")
-    batch = positive_int(batch_size, "Batch size")
+    seq = positive_int(seq_len, Message("kv.name.seq_len", "Sequence length"))
+    batch = positive_int(batch_size, Message("kv.name.batch_size", "Batch size"))
     if seq > MAX_TOKENS:
-        raise PlaygroundError(f"Sequence length {seq} is beyond what this calculator handles ({MAX_TOKENS}).")
+        raise PlaygroundError(
+            "Sequence length {seq} is beyond what this calculator handles ({most}).",
+            key="kv.error.too_long",
+            seq=seq,
+            most=MAX_TOKENS,
+        )
     return seq, batch
 
 
@@ -74,7 +80,10 @@ def scale_size(scale_dtype: Any) -> int:
     name = str(scale_dtype).strip().lower().removeprefix("torch.")
     if name not in SCALE_BYTES:
         raise PlaygroundError(
-            f"Scales are stored in the model's dtype: {', '.join(SCALE_BYTES)}, got {scale_dtype!r}."
+            "Scales are stored in the model's dtype: {allowed}, got {value!r}.",
+            key="kv.error.scale_dtype",
+            allowed=", ".join(SCALE_BYTES),
+            value=scale_dtype,
         )
     return SCALE_BYTES[name]
 
@@ -133,7 +142,7 @@ def format_bytes(n: float) -> str:
     return f"{n / 2**20:,.2f} MiB ({n / 10**6:,.2f} MB)"
 
 
-def formula_lines(breakdown: KVBreakdown) -> list[str]:
+def formula_lines(breakdown: KVBreakdown) -> list[Message]:
     """The formula with the model's numbers substituted, one line per group of identical layers."""
     groups: dict[tuple[str, int, int, int, int], list[int]] = {}
     for layer in breakdown.layers:
@@ -143,44 +152,106 @@ def formula_lines(breakdown: KVBreakdown) -> list[str]:
     lines = [_group_formula(key, len(sizes), sum(sizes), breakdown) for key, sizes in groups.items()]
     skipped = sum(layer.kind == "none" for layer in breakdown.layers)
     if skipped:
-        lines.append(f"{skipped} layers without a KV cache (linear attention, state space, shared) = 0 bytes")
-    return lines or ["No layer holds a KV cache: 0 bytes."]
+        lines.append(
+            Message(
+                "kv.formula.no_cache",
+                "{count} layers without a KV cache (linear attention, state space, shared) = 0 bytes",
+                count=skipped,
+            )
+        )
+    return lines or [Message("kv.formula.empty", "No layer holds a KV cache: 0 bytes.")]
 
 
-def _group_formula(key: tuple[str, int, int, int, int], count: int, total: int, b: KVBreakdown) -> str:
+def _group_formula(key: tuple[str, int, int, int, int], count: int, total: int, b: KVBreakdown) -> Message:
     kind, heads, k_dim, v_dim, tokens = key
     d = b.dtype
     if kind == "mla":
-        per_token = d.row_bytes(k_dim) + d.row_bytes(v_dim)
-        return (
-            f"{count} MLA layers × ({k_dim} latent + {v_dim} rotary-key values = {per_token} B in {d.name})"
-            f" × {tokens:,} tokens × batch {b.batch_size} = {total:,} bytes"
+        return Message(
+            "kv.formula.mla",
+            "{count} MLA layers × ({latent} latent + {rope} rotary-key values = {per_token} B in {dtype})"
+            " × {tokens:,} tokens × batch {batch} = {total:,} bytes",
+            count=count,
+            latent=k_dim,
+            rope=v_dim,
+            per_token=d.row_bytes(k_dim) + d.row_bytes(v_dim),
+            dtype=d.name,
+            tokens=tokens,
+            batch=b.batch_size,
+            total=total,
         )
     if d.group:
         return _grouped_formula(key, count, total, b)
-    if d.block or d.bits % 8:
-        per_row = f"{d.row_bytes(k_dim)} B per {k_dim}-value row ({d.name})"
-    else:
-        per_row = f"{k_dim} head_dim × {d.bits // 8} B ({d.name})"
-    capped = kind in ("sliding", "chunked") and tokens < b.seq_len
-    held = f"{tokens:,} tokens" + (" (window)" if capped else "")
-    scales = f" + 2 × {count} × {d.tensor_scale_bytes} B float32 scales" if d.tensor_scale_bytes else ""
-    return (
-        f"2 (K and V) × {count} {kind} layers × {heads} KV heads × {per_row} × {held} × batch "
-        f"{b.batch_size}{scales} = {total:,} bytes"
+    return Message(
+        "kv.formula.layers",
+        "2 (K and V) × {count} {kind} layers × {heads} KV heads × {per_row} × {held} × batch {batch}"
+        "{scales} = {total:,} bytes",
+        count=count,
+        kind=KIND_NAMES[kind],
+        heads=heads,
+        per_row=_per_row(d, k_dim),
+        held=_held(tokens, kind in ("sliding", "chunked") and tokens < b.seq_len),
+        batch=b.batch_size,
+        scales=_tensor_scales(d, count),
+        total=total,
     )
 
 
-def _grouped_formula(key: tuple[str, int, int, int, int], count: int, total: int, b: KVBreakdown) -> str:
+def _per_row(d: KVDtype, k_dim: int) -> Message:
+    if d.block or d.bits % 8:
+        return Message(
+            "kv.formula.row",
+            "{bytes} B per {dim}-value row ({dtype})",
+            bytes=d.row_bytes(k_dim),
+            dim=k_dim,
+            dtype=d.name,
+        )
+    return Message(
+        "kv.formula.element",
+        "{dim} head_dim × {bytes} B ({dtype})",
+        dim=k_dim,
+        bytes=d.bits // 8,
+        dtype=d.name,
+    )
+
+
+def _held(tokens: int, windowed: bool) -> Message:
+    if windowed:
+        return Message("kv.formula.window_tokens", "{tokens:,} tokens (window)", tokens=tokens)
+    return Message("kv.formula.tokens", "{tokens:,} tokens", tokens=tokens)
+
+
+def _tensor_scales(d: KVDtype, count: int) -> str:
+    if not d.tensor_scale_bytes:
+        return ""
+    return Message(
+        "kv.formula.scales",
+        " + 2 × {count} × {bytes} B float32 scales",
+        count=count,
+        bytes=d.tensor_scale_bytes,
+    )
+
+
+def _grouped_formula(key: tuple[str, int, int, int, int], count: int, total: int, b: KVBreakdown) -> Message:
     """A QuantizedCache integer format: packed values per layer tensor, a scale and a zero per group."""
     kind, heads, k_dim, _, tokens = key
-    d, per_byte = b.dtype, 8 // b.dtype.bits
-    groups = -(-b.batch_size * tokens * heads * k_dim // d.group)
-    return (
-        f"2 (K and V) × {count} {kind} layers × (⌈{groups:,} groups / {per_byte}⌉ × {d.group} B of "
-        f"{d.bits}-bit values + {groups:,} groups × 2 × {b.scale_bytes} B scale and zero), groups = batch "
-        f"{b.batch_size} × {tokens:,} tokens × {heads} KV heads × {k_dim} head_dim / {d.group} "
-        f"= {total:,} bytes"
+    d = b.dtype
+    return Message(
+        "kv.formula.grouped",
+        "2 (K and V) × {count} {kind} layers × (⌈{groups:,} groups / {per_byte}⌉ × {group} B of "
+        "{bits}-bit values + {groups:,} groups × 2 × {scale} B scale and zero), groups = batch "
+        "{batch} × {tokens:,} tokens × {heads} KV heads × {dim} head_dim / {group} = {total:,} bytes",
+        count=count,
+        kind=KIND_NAMES[kind],
+        groups=-(-b.batch_size * tokens * heads * k_dim // d.group),
+        per_byte=8 // d.bits,
+        group=d.group,
+        bits=d.bits,
+        scale=b.scale_bytes,
+        batch=b.batch_size,
+        tokens=tokens,
+        heads=heads,
+        dim=k_dim,
+        total=total,
     )
 
 

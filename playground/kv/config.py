@@ -39,10 +39,18 @@ def _parse_json(config: str) -> dict[str, Any]:
         parsed = json.loads(config)
     except json.JSONDecodeError as exc:
         raise PlaygroundError(
-            f"The config is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+            "The config is not valid JSON: {why} at line {line}, column {column}.",
+            key="kv.error.json",
+            why=exc.msg,
+            line=exc.lineno,
+            column=exc.colno,
         ) from exc
     if not isinstance(parsed, dict):
-        raise PlaygroundError(f"A config.json must be a JSON object {{...}}, got {type(parsed).__name__}.")
+        raise PlaygroundError(
+            "A config.json must be a JSON object {{...}}, got {kind}.",
+            key="kv.error.json_object",
+            kind=type(parsed).__name__,
+        )
     return parsed
 
 
@@ -55,7 +63,9 @@ def as_config_dict(config: Any) -> dict[str, Any]:
     if hasattr(config, "to_dict"):
         return config.to_dict()
     raise PlaygroundError(
-        f"Expected a config.json dict or a transformers config, got {type(config).__name__}."
+        "Expected a config.json dict or a transformers config, got {kind}.",
+        key="kv.error.config_type",
+        kind=type(config).__name__,
     )
 
 
@@ -106,7 +116,12 @@ def build_config_object(raw: dict[str, Any]) -> Any:
         return obj.get_text_config(decoder=True)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise PlaygroundError(f"transformers rejects this {raw.get('model_type')!r} config: {first}") from exc
+        raise PlaygroundError(
+            "transformers rejects this {model_type!r} config: {why}",
+            key="kv.error.rejected",
+            model_type=raw.get("model_type"),
+            why=first,
+        ) from exc
 
 
 CONFIG_NAME = "config.json"  # the only file name the loader opens
@@ -121,7 +136,10 @@ def load_config_file(path_or_id: str) -> dict[str, Any]:
     may be reachable by others (--host 0.0.0.0, --share, Spaces)."""
     text = str(path_or_id or "").strip()
     if not text:
-        raise PlaygroundError("Enter a path to a config.json (or its model directory) or a Hub model id.")
+        raise PlaygroundError(
+            "Enter a path to a config.json (or its model directory) or a Hub model id.",
+            key="kv.error.no_path",
+        )
     path = Path(text).expanduser()
     if _HUB_ID.fullmatch(text) and not text.endswith(".json") and not path.exists():
         return _require_model_config(_config_from_hub(text), repr(text))
@@ -132,15 +150,25 @@ def _local_config_path(path: Path) -> Path:
     """`path` itself if it is a file named config.json, or the config.json in a model directory."""
     if path.is_dir():
         if not (path / CONFIG_NAME).is_file():
-            raise PlaygroundError(f"The directory {path} has no {CONFIG_NAME}: give a model directory.")
+            raise PlaygroundError(
+                "The directory {path} has no config.json: give a model directory.",
+                key="kv.error.no_config",
+                path=path,
+            )
         return path / CONFIG_NAME
     if path.name != CONFIG_NAME:
         raise PlaygroundError(
-            f"Refused {path}: only a file named {CONFIG_NAME} (or a model directory holding one) "
-            "can be loaded, or a Hub id such as Qwen/Qwen2.5-7B."
+            "Refused {path}: only a file named config.json (or a model directory holding one) "
+            "can be loaded, or a Hub id such as Qwen/Qwen2.5-7B.",
+            key="kv.error.not_config_name",
+            path=path,
         )
     if not path.is_file():
-        raise PlaygroundError(f"No file {path}: give an existing config.json or model directory.")
+        raise PlaygroundError(
+            "No file {path}: give an existing config.json or model directory.",
+            key="kv.error.no_file",
+            path=path,
+        )
     return path
 
 
@@ -148,13 +176,23 @@ def _read_local_config(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
             raise PlaygroundError(
-                f"Refused {path}: over {MAX_CONFIG_BYTES // 2**20} MiB, not a model config."
+                "Refused {path}: over {mib} MiB, not a model config.",
+                key="kv.error.too_big",
+                path=path,
+                mib=MAX_CONFIG_BYTES // 2**20,
             )
         raw = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PlaygroundError(f"Cannot read {path}: {exc.strerror or type(exc).__name__}.") from exc
+        raise PlaygroundError(
+            "Cannot read {path}: {why}.",
+            key="kv.error.unreadable",
+            path=path,
+            why=exc.strerror or type(exc).__name__,
+        ) from exc
     except UnicodeDecodeError as exc:
-        raise PlaygroundError(f"Refused {path}: not UTF-8 text, so not a model config.") from exc
+        raise PlaygroundError(
+            "Refused {path}: not UTF-8 text, so not a model config.", key="kv.error.not_utf8", path=path
+        ) from exc
     return _parse_json(raw)
 
 
@@ -164,9 +202,11 @@ def _require_model_config(config: dict[str, Any], where: str) -> dict[str, Any]:
     if any(key in part for part in (config, text) for key in _MODEL_MARKERS):
         return config
     raise PlaygroundError(
-        f"Refused {where}: it does not look like a model config. It has no model_type, no architectures, "
-        f"and none of the layer/head keys the calculator needs ({', '.join(KEY_ALIASES['layers'])}; "
-        f"{', '.join(KEY_ALIASES['heads'])}; {', '.join(KEY_ALIASES['hidden'])})."
+        "Refused {where}: it does not look like a model config. It has no model_type, no architectures, "
+        "and none of the layer/head keys the calculator needs ({keys}).",
+        key="kv.error.not_a_model",
+        where=where,
+        keys=[", ".join(KEY_ALIASES[q]) for q in ("layers", "heads", "hidden")],
     )
 
 
@@ -180,12 +220,19 @@ def _config_from_hub(model_id: str) -> dict[str, Any]:
     import os
 
     if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise PlaygroundError(f"{model_id!r} is not a local file or directory, and the Hub is offline here.")
+        raise PlaygroundError(
+            "{model_id!r} is not a local file or directory, and the Hub is offline here.",
+            key="kv.error.offline",
+            model_id=model_id,
+        )
     unreachable = hub_unreachable()
     if unreachable:
         raise PlaygroundError(
-            f"{model_id!r} is not a local file or directory, and the Hub cannot be reached from here "
-            f"({unreachable}): give a local config.json or model directory."
+            "{model_id!r} is not a local file or directory, and the Hub cannot be reached from here "
+            "({why}): give a local config.json or model directory.",
+            key="kv.error.unreachable",
+            model_id=model_id,
+            why=unreachable,
         )
     try:
         from huggingface_hub import hf_hub_download
@@ -194,7 +241,12 @@ def _config_from_hub(model_id: str) -> dict[str, Any]:
     except PlaygroundError:
         raise
     except Exception as exc:  # network, auth and not-found errors all end up here
-        raise PlaygroundError(f"Cannot fetch config.json for {model_id!r} from the Hub: {exc}") from exc
+        raise PlaygroundError(
+            "Cannot fetch config.json for {model_id!r} from the Hub: {why}",
+            key="kv.error.hub",
+            model_id=model_id,
+            why=str(exc),
+        ) from exc
 
 
 def hub_unreachable(timeout: float = HUB_TIMEOUT_S) -> str | None:

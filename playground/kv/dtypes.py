@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 GIB = 2**30  # gibibyte: what nvidia-smi (MiB) and torch report
 GB = 10**9  # gigabyte: what GPU vendors print on the box
@@ -15,9 +16,10 @@ _SIZE = re.compile(
     r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(gb|gib|tb|tib|mb|mib)?\s*(?:·.*)?", re.IGNORECASE | re.DOTALL
 )
 _UNIT_BYTES = {"gb": GB, "gib": GIB, "tb": 10**12, "tib": 2**40, "mb": 10**6, "mib": 2**20}
+GPU_MEMORY = Message("kv.name.gpu_memory", "GPU memory")
 
 
-def memory_gb(value: Any, label: str = "GPU memory") -> float:
+def memory_gb(value: Any, label: str = GPU_MEMORY) -> float:
     """A memory size in GB (10^9 B): a number (GB), or text with a unit (GB when none); the error
     names the value and what is allowed."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -27,8 +29,11 @@ def memory_gb(value: Any, label: str = "GPU memory") -> float:
         number, unit = (float(match[1]), (match[2] or "gb").lower()) if match else (0.0, "gb")
     if not 0 < number < float("inf"):
         raise PlaygroundError(
-            f"{label} must be a positive size in GB (e.g. 80, 12.5 or 12.5 GB; GiB and TB work too), "
-            f"got {value!r}."
+            "{name} must be a positive size in GB (e.g. 80, 12.5 or 12.5 GB; GiB and TB work too), "
+            "got {value!r}.",
+            key="kv.error.memory",
+            name=label,
+            value=value,
         )
     return number * _UNIT_BYTES[unit] / GB
 
@@ -44,7 +49,7 @@ class KVDtype:
     bits: int  # bits per element (the quantized payload for block formats)
     block: int = 0  # elements per block for block formats (llama.cpp), else 0
     scale_bytes: int = 0  # bytes of the per-block scale (a float16 in q8_0 / q4_0)
-    note: str = ""
+    note: str = ""  # a Message: how its bytes come about, said in the page's language
     # transformers' QuantizedCache integer formats: values per group, each group with a scale and a
     # zero in the model's dtype; the values are packed 8 // bits per byte across groups
     group: int = 0
@@ -79,38 +84,61 @@ class KVDtype:
 KV_DTYPES: dict[str, KVDtype] = {
     d.name: d
     for d in (
-        KVDtype("float32", 32, note="4 bytes per value"),
-        KVDtype("float16", 16, note="2 bytes per value"),
-        KVDtype("bfloat16", 16, note="2 bytes per value"),
+        KVDtype("float32", 32, note=Message("kv.dtype.float32", "4 bytes per value")),
+        KVDtype("float16", 16, note=Message("kv.dtype.float16", "2 bytes per value")),
+        KVDtype("bfloat16", 16, note=Message("kv.dtype.bfloat16", "2 bytes per value")),
         KVDtype(
             "fp8",
             8,
             tensor_scale_bytes=4,
-            note="1 byte per value (e4m3) + one float32 scale per layer for K and one for V",
+            note=Message(
+                "kv.dtype.fp8", "1 byte per value (e4m3) + one float32 scale per layer for K and one for V"
+            ),
         ),
         KVDtype(
             "int8",
             8,
             group=64,
-            note="transformers QuantizedCache (hqq): 1 byte per value + a scale and a zero per 64 values",
+            note=Message(
+                "kv.dtype.int8",
+                "transformers QuantizedCache (hqq): 1 byte per value + a scale and a zero per 64 values",
+            ),
         ),
         KVDtype(
             "int4",
             4,
             group=64,
-            note="QuantizedCache (quanto): two values per byte + a scale and a zero per 64 values",
+            note=Message(
+                "kv.dtype.int4",
+                "QuantizedCache (quanto): two values per byte + a scale and a zero per 64 values",
+            ),
         ),
         KVDtype(
             "int2",
             2,
             group=64,
-            note="QuantizedCache (quanto): four values per byte + a scale and a zero per 64 values",
+            note=Message(
+                "kv.dtype.int2",
+                "QuantizedCache (quanto): four values per byte + a scale and a zero per 64 values",
+            ),
         ),
         KVDtype(
-            "q8_0", 8, 32, 2, note="llama.cpp: blocks of 32 int8 + one float16 scale = 34 bytes / 32 values"
+            "q8_0",
+            8,
+            32,
+            2,
+            note=Message(
+                "kv.dtype.q8_0", "llama.cpp: blocks of 32 int8 + one float16 scale = 34 bytes / 32 values"
+            ),
         ),
         KVDtype(
-            "q4_0", 4, 32, 2, note="llama.cpp: blocks of 32 4-bit + one float16 scale = 18 bytes / 32 values"
+            "q4_0",
+            4,
+            32,
+            2,
+            note=Message(
+                "kv.dtype.q4_0", "llama.cpp: blocks of 32 4-bit + one float16 scale = 18 bytes / 32 values"
+            ),
         ),
     )
 }
@@ -136,5 +164,10 @@ def resolve_kv_dtype(dtype: Any) -> KVDtype:
     name = str(dtype).strip().lower().removeprefix("torch.")
     name = _DTYPE_ALIASES.get(name, name)
     if name not in KV_DTYPES:
-        raise PlaygroundError(f"Unknown dtype {dtype!r}: use one of {', '.join(KV_DTYPES)}.")
+        raise PlaygroundError(
+            "Unknown dtype {dtype!r}: use one of {allowed}.",
+            key="kv.error.dtype",
+            dtype=dtype,
+            allowed=", ".join(KV_DTYPES),
+        )
     return KV_DTYPES[name]

@@ -9,7 +9,14 @@ from typing import Any
 from playground.errors import PlaygroundError
 from playground.kv.bytes import MAX_TOKENS, check_lengths, total_bytes
 from playground.kv.dtypes import KVDtype, resolve_kv_dtype
-from playground.kv.geometry import ConfigReader, KVGeometry, kv_geometry, make_reader
+from playground.kv.geometry import (
+    ATTENTION_HEADS,
+    HIDDEN_SIZE,
+    ConfigReader,
+    KVGeometry,
+    kv_geometry,
+    make_reader,
+)
 
 # --- weights and what fits ------------------------------------------------------------------------
 
@@ -30,7 +37,7 @@ _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 
 def _attention_params(r: ConfigReader, hidden: int, geometry: KVGeometry) -> int:
     """Q, K, V, O projections of one layer (MLA: its down/up projections)."""
-    heads = r.get("heads", "attention heads") or 1
+    heads = r.get("heads", ATTENTION_HEADS) or 1
     if geometry.layers and geometry.layers[0].kind == "mla":
         rank, rope = geometry.layers[0].k_dim, geometry.layers[0].v_dim
         nope = r.get("qk_nope_head_dim", "qk_nope_head_dim") or 0
@@ -62,9 +69,12 @@ def estimate_parameters(config: Any) -> int:
     """Parameters estimated from a config (embeddings, attention, MLP / MoE; norms and biases left out)."""
     geometry = kv_geometry(config, "ideal")
     reader, _ = make_reader(config)
-    hidden = reader.get("hidden", "hidden size")
+    hidden = reader.get("hidden", HIDDEN_SIZE)
     if hidden is None:
-        raise PlaygroundError("Cannot estimate the weights without hidden_size: enter the parameter count.")
+        raise PlaygroundError(
+            "Cannot estimate the weights without hidden_size: enter the parameter count.",
+            key="kv.error.no_hidden",
+        )
     vocab = reader.text.get("vocab_size") or getattr(reader.obj, "vocab_size", None) or 0
     tied = reader.text.get("tie_word_embeddings", getattr(reader.obj, "tie_word_embeddings", False))
     total = vocab * hidden * (1 if tied else 2)
@@ -78,7 +88,11 @@ def estimate_parameters(config: Any) -> int:
 def weights_bytes(num_parameters: float, dtype: str = "bfloat16") -> int:
     """Bytes of `num_parameters` weights stored in `dtype` (block formats include their scales)."""
     if num_parameters < 0:
-        raise PlaygroundError(f"The parameter count must not be negative, got {num_parameters!r}.")
+        raise PlaygroundError(
+            "The parameter count must not be negative, got {count!r}.",
+            key="kv.error.negative",
+            count=num_parameters,
+        )
     return math.ceil(resolve_kv_dtype(dtype).bytes_for(num_parameters))
 
 
@@ -109,9 +123,15 @@ def fit_on_gpu(
 ) -> FitResult:
     """The largest context (at `batch_size`) and batch (at `seq_len`) that fit next to the weights."""
     if gpu_bytes <= 0:
-        raise PlaygroundError(f"GPU memory must be positive, got {gpu_bytes!r} bytes.")
+        raise PlaygroundError(
+            "GPU memory must be positive, got {value!r} bytes.", key="kv.error.gpu", value=gpu_bytes
+        )
     if not 0 <= overhead_fraction < 1:
-        raise PlaygroundError(f"The overhead fraction must be in [0, 1), got {overhead_fraction!r}.")
+        raise PlaygroundError(
+            "The overhead fraction must be in [0, 1), got {value!r}.",
+            key="kv.error.overhead",
+            value=overhead_fraction,
+        )
     seq, batch = check_lengths(seq_len, batch_size)
     geometry, spec = kv_geometry(config, mode), resolve_kv_dtype(dtype)
     overhead = int(gpu_bytes * overhead_fraction)

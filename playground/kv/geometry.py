@@ -11,8 +11,22 @@ from typing import Any
 
 from playground.errors import PlaygroundError
 from playground.kv.config import KEY_ALIASES, NO_CACHE_TYPES, as_config_dict, build_config_object, text_dict
+from playground.messages import Message
 
 MODES = ("ideal", "transformers")
+# A layer's kind as people read it (the formula, the per-layer table): translatable words.
+KIND_NAMES = {
+    "full": Message("kv.kind.full", "full"),
+    "sliding": Message("kv.kind.sliding", "sliding"),
+    "chunked": Message("kv.kind.chunked", "chunked"),
+    "mla": Message("kv.kind.mla", "MLA"),
+    "none": Message("kv.kind.none", "none"),
+}
+# The quantities of "Where the numbers come from" (a config key's own name is never translated).
+KV_HEADS = Message("kv.quantity.kv_heads", "KV heads")
+LAYER_KINDS = Message("kv.quantity.layer_kinds", "layer kinds")
+ATTENTION_HEADS = Message("kv.quantity.heads", "attention heads")
+HIDDEN_SIZE = Message("kv.quantity.hidden", "hidden size")
 
 # --- geometry: what each layer caches ------------------------------------------------------------
 
@@ -37,6 +51,7 @@ class KVGeometry:
     mode: str
     layers: tuple[LayerSpec, ...]
     sources: tuple[tuple[str, str, str], ...]  # (quantity, value, config key or rule it came from)
+    # quantities and rules are Messages (a UI says them in its language), config keys plain str
     notes: tuple[str, ...] = ()
     context_limit: int | None = None  # the model's own longest context (max_position_embeddings)
 
@@ -72,19 +87,30 @@ class ConfigReader:
         if value is None and self.obj is not None:
             for name in KEY_ALIASES.get(quantity, (quantity,)):
                 if getattr(self.obj, name, None) is not None:
-                    value, key = getattr(self.obj, name), f"default of {type(self.obj).__name__}"
+                    value, key = getattr(self.obj, name), default_of(self.obj)
                     break
         if value is not None:
             self.note(label, value, key or "")
         return value
 
     def note(self, label: str, value: Any, source: str) -> None:
-        self.sources.append((label, str(value), source))
+        self.sources.append((label, value if isinstance(value, Message) else str(value), source))
+
+
+def default_of(obj: Any) -> Message:
+    """Where a value came from when the config does not set it: the config class's default."""
+    return Message("kv.source.default", "default of {cls}", cls=type(obj).__name__)
 
 
 def positive_int(value: Any, label: str) -> int:
+    """value as an int; label (a config key, or a Message naming the setting) names it in the error."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value <= 0:
-        raise PlaygroundError(f"{label} must be a positive whole number, got {value!r}.")
+        raise PlaygroundError(
+            "{name} must be a positive whole number, got {value!r}.",
+            key="kv.error.not_positive",
+            name=label,
+            value=value,
+        )
     return int(value)
 
 
@@ -101,10 +127,17 @@ def _require(reader: ConfigReader, strict: bool) -> None:
         if all(reader.explicit(q)[0] is None for q in group):
             names = " or ".join(KEY_ALIASES[q][0] for q in group)
             aliases = ", ".join(a for q in group for a in KEY_ALIASES[q][1:])
-            missing.append(f"{names} (or one of {aliases})")
+            missing.append(
+                Message("kv.error.key_aliases", "{names} (or one of {aliases})", names=names, aliases=aliases)
+            )
     if missing:
-        where = f" in {reader.prefix[:-1]}" if reader.prefix else ""
-        raise PlaygroundError(f"The config lacks the key(s) it needs{where}: {'; '.join(missing)}.")
+        where = Message("kv.error.lacks_in", " in {part}", part=reader.prefix[:-1]) if reader.prefix else ""
+        raise PlaygroundError(
+            "The config lacks the key(s) it needs{where}: {keys}.",
+            key="kv.error.lacks_keys",
+            where=where,
+            keys=missing,
+        )
 
 
 def _head_dim(reader: ConfigReader, heads: int | None) -> int:
@@ -116,13 +149,16 @@ def _head_dim(reader: ConfigReader, heads: int | None) -> int:
     hidden, hidden_key = reader.explicit("hidden")
     if hidden is None and reader.obj is not None:
         hidden = getattr(reader.obj, "hidden_size", None)
-        hidden_key = f"default of {type(reader.obj).__name__}"
+        hidden_key = default_of(reader.obj)
     obj_dim = getattr(reader.obj, "head_dim", None) if reader.obj is not None else None
     if isinstance(obj_dim, int) and (hidden is None or not heads or obj_dim != hidden // heads):
-        reader.note("head_dim", obj_dim, f"default of {type(reader.obj).__name__}")
+        reader.note("head_dim", obj_dim, default_of(reader.obj))
         return obj_dim
     if hidden is None or not heads:
-        raise PlaygroundError("The config lacks head_dim and hidden_size / num_attention_heads to derive it.")
+        raise PlaygroundError(
+            "The config lacks head_dim and hidden_size / num_attention_heads to derive it.",
+            key="kv.error.no_head_dim",
+        )
     reader.note("head_dim", hidden // heads, f"{hidden_key} / num_attention_heads = {hidden} / {heads}")
     return positive_int(hidden // heads, "head_dim")
 
@@ -132,13 +168,14 @@ def _kv_heads(reader: ConfigReader, heads: int, mode: str) -> int:
     text, family = reader.text, reader.text.get("model_type")
     if family == "falcon" or (reader.obj is not None and type(reader.obj).__name__ == "FalconConfig"):
         return _falcon_kv_heads(reader, heads, mode)
-    value = reader.get("kv_heads", "KV heads")
+    value = reader.get("kv_heads", KV_HEADS)
     if value is not None:
         return positive_int(value, "num_key_value_heads")
     if text.get("multi_query"):
-        reader.note("KV heads", 1, reader.prefix + "multi_query = true (MQA)")
+        reader.note(KV_HEADS, 1, reader.prefix + "multi_query = true (MQA)")
         return 1
-    reader.note("KV heads", heads, "num_attention_heads (no KV-head key: multi-head attention)")
+    rule = Message("kv.source.mha", "num_attention_heads (no KV-head key: multi-head attention)")
+    reader.note(KV_HEADS, heads, rule)
     return heads
 
 
@@ -148,16 +185,21 @@ def _falcon_kv_heads(reader: ConfigReader, heads: int, mode: str) -> int:
     if text.get("new_decoder_architecture"):
         kv = positive_int(reader.explicit("kv_heads")[0] or heads, "num_kv_heads")
         if mode == "transformers":
-            reader.note(
-                "KV heads", heads, "num_attention_heads: transformers caches Falcon K/V for every head"
+            rule = Message(
+                "kv.source.falcon_every_head",
+                "num_attention_heads: transformers caches Falcon K/V for every head",
             )
+            reader.note(KV_HEADS, heads, rule)
             return heads
-        reader.note("KV heads", kv, reader.prefix + "num_kv_heads (new_decoder_architecture)")
+        reader.note(KV_HEADS, kv, reader.prefix + "num_kv_heads (new_decoder_architecture)")
         return kv
     if text.get("multi_query", True):
-        reader.note("KV heads", 1, reader.prefix + "multi_query (Falcon default true: MQA)")
+        rule = Message(
+            "kv.source.falcon_mqa", "{key} (Falcon default true: MQA)", key=reader.prefix + "multi_query"
+        )
+        reader.note(KV_HEADS, 1, rule)
         return 1
-    reader.note("KV heads", heads, reader.prefix + "multi_query = false (MHA)")
+    reader.note(KV_HEADS, heads, reader.prefix + "multi_query = false (MHA)")
     return heads
 
 
@@ -211,7 +253,9 @@ def _types_from_dict(text: dict[str, Any], n_layers: int) -> tuple[list[str], li
     chunk = text.get("attention_chunk_size")
     windows = [window if k == "sliding" else chunk if k == "chunked" else None for k in kinds]
     if any(k == "sliding" for k in kinds) and window is None:
-        raise PlaygroundError("The config has sliding-window layers but no sliding_window size.")
+        raise PlaygroundError(
+            "The config has sliding-window layers but no sliding_window size.", key="kv.error.no_window"
+        )
     return kinds, windows
 
 
@@ -229,11 +273,13 @@ def _layer_kinds(reader: ConfigReader, n_layers: int, mode: str) -> tuple[list[s
     found = _types_from_transformers(reader.obj) if reader.obj is not None else None
     if found is not None and len(found[0]) == n_layers:
         kinds, windows = found
-        source = f"as transformers derives them ({type(reader.obj).__name__})"
-        reader.note("layer kinds", _summarize(kinds, windows), source)
+        source = Message(
+            "kv.source.transformers", "as transformers derives them ({cls})", cls=type(reader.obj).__name__
+        )
+        reader.note(LAYER_KINDS, _summarize(kinds, windows), source)
     else:
         kinds, windows = _types_from_dict(reader.text, n_layers)
-        reader.note("layer kinds", _summarize(kinds, windows), _kinds_source(reader.text))
+        reader.note(LAYER_KINDS, _summarize(kinds, windows), _kinds_source(reader.text))
     if mode == "ideal":
         _gpt_neo_local(reader.obj if reader.obj is not None else reader.text, kinds, windows)
     return kinds, windows
@@ -244,26 +290,40 @@ def _kinds_source(text: dict[str, Any]) -> str:
         if key in text:
             return key
     if text.get("use_sliding_window") is False:
-        return "use_sliding_window = false (no window)"
-    return "sliding_window on every layer" if _window_value(text) else "no sliding_window: full attention"
+        return Message("kv.source.no_window", "use_sliding_window = false (no window)")
+    if _window_value(text):
+        return Message("kv.source.window_everywhere", "sliding_window on every layer")
+    return Message("kv.source.full", "no sliding_window: full attention")
 
 
-def _summarize(kinds: list[str], windows: list[int | None]) -> str:
-    counts: dict[str, int] = {}
+def _summarize(kinds: list[str], windows: list[int | None]) -> Message:
+    """'26 × sliding (window 512), 6 × full', its words translatable."""
+    counts: dict[tuple[str, int | None], int] = {}
     for kind, window in zip(kinds, windows, strict=True):
-        label = f"{kind} (window {window})" if window else kind
-        counts[label] = counts.get(label, 0) + 1
-    return ", ".join(f"{n} × {label}" for label, n in counts.items())
+        counts[kind, window] = counts.get((kind, window), 0) + 1
+    parts = [
+        Message(
+            "kv.source.windowed", "{count} × {kind} (window {window})", count=n, kind=KIND_NAMES[k], window=w
+        )
+        if w
+        else Message("kv.source.counted", "{count} × {kind}", count=n, kind=KIND_NAMES[k])
+        for (k, w), n in counts.items()
+    ]
+    return Message("kv.source.kinds", "{kinds}", kinds=parts)
 
 
 def _mla_dims(reader: ConfigReader) -> tuple[int, int] | None:
     """(kv_lora_rank, qk_rope_head_dim) for Multi-head Latent Attention (DeepSeek-V2/V3), else None."""
-    rank = reader.get("kv_lora_rank", "kv_lora_rank (MLA latent)")
+    rank = reader.get("kv_lora_rank", Message("kv.quantity.mla_latent", "kv_lora_rank (MLA latent)"))
     if rank is None:
         return None
-    rope = reader.get("qk_rope_head_dim", "qk_rope_head_dim (MLA rotary key)")
+    rope = reader.get(
+        "qk_rope_head_dim", Message("kv.quantity.mla_rope", "qk_rope_head_dim (MLA rotary key)")
+    )
     if rope is None:
-        raise PlaygroundError("An MLA config (kv_lora_rank set) also needs qk_rope_head_dim.")
+        raise PlaygroundError(
+            "An MLA config (kv_lora_rank set) also needs qk_rope_head_dim.", key="kv.error.mla_rope"
+        )
     return positive_int(rank, "kv_lora_rank"), positive_int(rope, "qk_rope_head_dim")
 
 
@@ -281,16 +341,21 @@ def _standard_layers(
     reader: ConfigReader, kinds: list[str], windows: list[int | None], mode: str
 ) -> list[LayerSpec]:
     """MHA / GQA / MQA layers: kv_heads K and V vectors of head_dim each per token."""
-    heads_value = reader.get("heads", "attention heads")
+    heads_value = reader.get("heads", ATTENTION_HEADS)
     if heads_value is None:
-        raise PlaygroundError("The config lacks num_attention_heads (or n_head, num_heads, n_heads).")
+        raise PlaygroundError(
+            "The config lacks num_attention_heads (or n_head, num_heads, n_heads).", key="kv.error.no_heads"
+        )
     heads = positive_int(heads_value, "num_attention_heads")
     head_dim = _head_dim(reader, heads)
     kv = _kv_heads(reader, heads, mode)
     if heads % kv:
         raise PlaygroundError(
-            f"num_attention_heads ({heads}) must be a multiple of the KV heads ({kv}): in grouped-query "
-            "attention every KV head serves the same number of query heads."
+            "num_attention_heads ({heads}) must be a multiple of the KV heads ({kv}): in grouped-query "
+            "attention every KV head serves the same number of query heads.",
+            key="kv.error.heads_multiple",
+            heads=heads,
+            kv=kv,
         )
     return [
         LayerSpec(i, k, kv, head_dim, head_dim, w)
@@ -301,7 +366,9 @@ def _standard_layers(
 def _build_geometry(config: Any, mode: str) -> KVGeometry:
     reader, strict = make_reader(config)
     _require(reader, strict)
-    n_layers = positive_int(reader.get("layers", "layers"), "num_hidden_layers")
+    n_layers = positive_int(
+        reader.get("layers", Message("kv.quantity.layers", "layers")), "num_hidden_layers"
+    )
     kinds, windows = _layer_kinds(reader, n_layers, mode)
     for window in windows:
         if window is not None:
@@ -313,7 +380,7 @@ def _build_geometry(config: Any, mode: str) -> KVGeometry:
         pairs = enumerate(zip(kinds, windows, strict=True))
         layers = [LayerSpec(i, "none" if k == "none" else "mla", 1, mla[0], mla[1], w) for i, (k, w) in pairs]
     model_type = reader.text.get("model_type") or getattr(reader.obj, "model_type", None)
-    limit = reader.get("context", "context limit")
+    limit = reader.get("context", Message("kv.quantity.context", "context limit"))
     limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
     notes = _notes(layers, mode)
     return KVGeometry(model_type, mode, tuple(layers), tuple(reader.sources), notes, limit)
@@ -323,15 +390,25 @@ def _notes(layers: list[LayerSpec], mode: str) -> tuple[str, ...]:
     notes = []
     if any(layer.kind == "none" for layer in layers):
         notes.append(
-            "Layers without attention (linear attention / state-space / shared KV) hold no per-token "
-            "cache; their fixed-size recurrent state is not counted here."
+            Message(
+                "kv.note.no_cache",
+                "Layers without attention (linear attention / state-space / shared KV) hold no per-token "
+                "cache; their fixed-size recurrent state is not counted here.",
+            )
         )
     if mode == "transformers" and any(layer.window for layer in layers):
-        notes.append("transformers' DynamicSlidingWindowLayer keeps the last window - 1 tokens.")
+        notes.append(
+            Message(
+                "kv.note.window", "transformers' DynamicSlidingWindowLayer keeps the last window - 1 tokens."
+            )
+        )
     if any(layer.kind == "mla" for layer in layers):
         notes.append(
-            "MLA caches one latent (kv_lora_rank) plus one shared rotary key (qk_rope_head_dim) per "
-            "token, for all heads together; transformers caches the same latents."
+            Message(
+                "kv.note.mla",
+                "MLA caches one latent (kv_lora_rank) plus one shared rotary key (qk_rope_head_dim) per "
+                "token, for all heads together; transformers caches the same latents.",
+            )
         )
     return tuple(notes)
 
@@ -344,7 +421,9 @@ def _geometry_cached(canonical_json: str, mode: str) -> KVGeometry:
 def kv_geometry(config: Any, mode: str = "ideal") -> KVGeometry:
     """Per-layer cache geometry from a config.json dict, a JSON string or a transformers config object."""
     if mode not in MODES:
-        raise PlaygroundError(f"Unknown mode {mode!r}: use 'ideal' or 'transformers'.")
+        raise PlaygroundError(
+            "Unknown mode {mode!r}: use 'ideal' or 'transformers'.", key="kv.error.mode", mode=mode
+        )
     if isinstance(config, (str, Mapping)):
         raw = as_config_dict(config)
         try:
@@ -373,8 +452,8 @@ def model_dims(config: Any) -> ModelDims:
     geometry = kv_geometry(config, "transformers")
     cached = next((layer for layer in geometry.layers if layer.kind != "none"), geometry.layers[0])
     reader, _ = make_reader(config)
-    heads = positive_int(reader.get("heads", "attention heads") or cached.kv_heads, "num_attention_heads")
-    hidden = reader.get("hidden", "hidden size") or heads * cached.k_dim
+    heads = positive_int(reader.get("heads", ATTENTION_HEADS) or cached.kv_heads, "num_attention_heads")
+    hidden = reader.get("hidden", HIDDEN_SIZE) or heads * cached.k_dim
     inner = reader.text.get("intermediate_size") or getattr(reader.obj, "intermediate_size", None)
     return ModelDims(
         layers=len(geometry.layers),

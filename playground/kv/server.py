@@ -12,6 +12,7 @@ from typing import Any
 
 from playground.kv.bytes import kv_cache_bytes
 from playground.kv.dtypes import KV_DTYPES
+from playground.messages import Message
 
 # Engine names of cache dtypes -> the calculator's.
 ENGINE_DTYPES = {
@@ -42,7 +43,7 @@ class ServerKVComparison:
     block_size: int | None
     num_blocks: int | None
     dtype: str  # the calculator's name of the cache dtype used for the prediction
-    dtype_note: str  # how that dtype was chosen
+    dtype_note: str  # how that dtype was chosen (a Message)
     bytes_per_token: int  # all layers, keys and values, one sequence
     predicted_bytes: int  # capacity_tokens x bytes_per_token
     reported_bytes: int | None  # the engine's own pool bytes (vLLM, per GPU), when it says
@@ -53,13 +54,22 @@ def cache_dtype(engine_dtype: str | None, config: Any) -> tuple[str, str]:
     """The calculator's dtype for an engine's cache dtype; "auto"/unknown: the model's own dtype."""
     name = (engine_dtype or "auto").lower()
     if name in ENGINE_DTYPES:
-        return ENGINE_DTYPES[name], f"the engine's cache dtype {engine_dtype}"
+        return ENGINE_DTYPES[name], Message(
+            "kv.server.engine_dtype", "the engine's cache dtype {dtype}", dtype=engine_dtype
+        )
     model = str(_get(config, "dtype") or _get(config, "torch_dtype") or "").removeprefix("torch.")
+    asked = engine_dtype or "auto"
     if model in KV_DTYPES:
-        return model, f"cache dtype {engine_dtype or 'auto'} = the model's dtype {model}"
-    return (
-        "bfloat16",
-        f"cache dtype {engine_dtype or 'auto'}; the model's dtype is unknown here, bfloat16 assumed",
+        return model, Message(
+            "kv.server.model_dtype",
+            "cache dtype {asked} = the model's dtype {model}",
+            asked=asked,
+            model=model,
+        )
+    return "bfloat16", Message(
+        "kv.server.assumed",
+        "cache dtype {asked}; the model's dtype is unknown here, bfloat16 assumed",
+        asked=asked,
     )
 
 

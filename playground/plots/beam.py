@@ -341,10 +341,9 @@ def early_stopping_word(value: bool | str) -> str:
 
 def _title(tree: BeamTree) -> str:
     s = tree.settings
-    why = f"stopped {tree.stop_reason}: the tree as it stood" if tree.stopped else tree.stop_reason
     return (
         f"Beam search: {s.num_beams} beams, {tree.steps_run} steps, length penalty {s.length_penalty:g}, "
-        f"early stopping {early_stopping_word(s.early_stopping)} ({why})"
+        f"early stopping {early_stopping_word(s.early_stopping)} ({tree.stop_reason})"
     )
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import html
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from playground.api import ModelLookup, OneModel, openai_routes
 from playground.engine.base import Engine
 from playground.settings import Settings, load_settings
 from playground.ui.beam_tab import build_beam_tab
@@ -16,7 +19,10 @@ from playground.ui.common import MODEL_QUEUE, connect, set_model_concurrency
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
-from playground.ui.kv_tab import build_kv_tab
+from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
+from playground.ui.kv_tab import CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
+from playground.ui.links import TAB_TITLES
+from playground.ui.ranges import say_when_clamped
 from playground.ui.share import app_link_rules, wire_links
 from playground.ui.state import TabStates
 from playground.ui.step_tab import VIEW_OUTPUTS, build_step_tab
@@ -24,50 +30,80 @@ from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css")
-JS_FILES = ("plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
+JS_FILES = ("i18n.js", "plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
+# The header's language switch: the page's language now (static/i18n.js decides it on load)...
+LANGUAGE_NOW_JS = "() => window.playgroundLanguage()"
+# ...and a choice: Gradio's own and our static text change at once; ?lang= in the address tells the
+# server (every later request carries it), and stays for a reload.
+SET_LANGUAGE_JS = "(lang) => window.playgroundSetLanguage(lang)"
+# Each app's OpenAI-compatible routes (/v1/...), added to its server at launch (launch_options).
+_API_ROUTES: weakref.WeakKeyDictionary[gr.Blocks, list[Any]] = weakref.WeakKeyDictionary()
 
 
-def header_markdown(engine: Engine) -> str:
+def header_markdown(engine: Engine, lang: str = "en") -> str:
+    """The title and the loaded model (its decode path and quantization, engine-made lines), in lang."""
     if engine.url:  # a serving engine (playground.engine.remote)
-        return remote_header_markdown(engine)
-    size = f" · {engine.num_parameters / 1e6:,.1f} M parameters" if engine.num_parameters else ""
+        return remote_header_markdown(engine, lang)
+    size = t("app.header.size", lang, millions=engine.num_parameters / 1e6) if engine.num_parameters else ""
     dtype = str(engine.dtype).removeprefix("torch.") if engine.dtype is not None else None
-    dtype_text = f" · **dtype** {dtype}" if dtype else ""
-    load_text = f" · loaded in {engine.load_seconds:.1f} s ({engine.source})"
     decode = engine.describe_decode()
     decode_text = info_line(decode, "decode-info") if decode else ""
     if engine.quantization:  # --quantize: the served weights are not the loaded ones
         decode_text += info_line(engine.quantization_line, "quant-info")
-    line = (
-        f"**Model:** {engine.name}{size} · **engine** {engine.kind} · **device** {engine.device_summary()}"
-        f"{dtype_text}{load_text} · context {engine.context_length:,} tokens"
+    details = t(
+        "app.header.details",
+        lang,
+        size=size,
+        kind=engine.kind,
+        device=engine.device_summary(),
+        dtype=t("app.header.dtype", lang, dtype=dtype) if dtype else "",
+        seconds=engine.load_seconds,
+        source=engine.source,
+        context=engine.context_length,
     )
-    return f"## LLM generation playground\n{info_line(line)}{decode_text}"
+    return f"## {t('app.title', lang)}\n{model_line(engine.name, details, lang)}{decode_text}"
 
 
-def info_line(text: str, extra_class: str = "") -> str:
-    """One header line (static/app.css ends a long one in "…"); the whole line is its tooltip."""
-    tooltip = html.escape(text.replace("**", ""), quote=True)
+def model_line(name: str, details: str, lang: str) -> str:
+    """The model's line: its name, then its details; a note in brackets after the name ("(embedded
+    Q4_1 GGUF)") goes with the details, so on stage the name alone fits one line."""
+    short, bracket, note = name.partition(" (")
+    return info_line(t("app.header.name", lang, name=short), details=f"{bracket}{note}{details}")
+
+
+def info_line(text: str, extra_class: str = "", details: str = "") -> str:
+    """One header line (static/app.css wraps a long one); details: the part presenter mode leaves to
+    the tooltip, which holds the whole line."""
+    tooltip = html.escape((text + details).replace("**", ""), quote=True)
     classes = f"model-info {extra_class}".strip()
-    return f"<span class='{classes}' title='{tooltip}'>{text}</span>"
+    more = f"<span class='model-details'>{details}</span>" if details else ""
+    return f"<span class='{classes}' title='{tooltip}'>{text}{more}</span>"
 
 
-def remote_header_markdown(engine: Engine) -> str:
+def remote_header_markdown(engine: Engine, lang: str = "en") -> str:
     """The served model, which engine computes every number (and whether that adapter was tested live)."""
-    caps = engine.capabilities
-    untested = "" if engine.tested_live else " · ⚠️ not yet tested against a live server"
-    line = (
-        f"**Model:** {engine.name} · **engine** {engine.kind} at {engine.url} (every number comes from it) · "
-        f"top {caps.top_n:,} alternatives per position · context {engine.context_length:,} tokens{untested}"
+    details = t(
+        "app.header.remote",
+        lang,
+        kind=engine.kind,
+        url=engine.url,
+        top=engine.capabilities.top_n,
+        context=engine.context_length,
+        untested="" if engine.tested_live else t("app.header.untested", lang),
     )
-    return f"## LLM generation playground\n{info_line(line)}"
+    return f"## {t('app.title', lang)}\n{model_line(engine.name, details, lang)}"
 
 
 def build_demo(
-    engine: Engine, settings: Settings, draft: Engine | None = None, workspaces: Workspaces | None = None
+    engine: Engine,
+    settings: Settings,
+    draft: Engine | None = None,
+    workspaces: Workspaces | None = None,
+    models: ModelLookup | None = None,
 ) -> gr.Blocks:
     """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
-    tabs' objects (default: a store bounded by settings)."""
+    tabs' objects (default: a store bounded by settings); models: which engine serves which model name
+    on the OpenAI-compatible API (default: engine, under its model id)."""
     concurrency = engine.concurrency or settings.model_concurrency  # a running batch: its places
     set_model_concurrency(concurrency)
     if workspaces is None:
@@ -75,50 +111,111 @@ def build_demo(
     states = TabStates(settings.max_workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
         toolbar = _header(engine)
-        with gr.Tabs() as tabs:
-            with gr.Tab("Chat", id="chat"):
+        names = TAB_TITLES
+        with gr.Tabs(elem_id="main-tabs") as tabs:
+            with gr.Tab(i18n(names["chat"]), id="chat", elem_id="tab-chat") as toolbar["tab_chat"]:
                 chat_w, chat_h = build_chat_tab(engine, settings, workspaces)
-            with gr.Tab("Step by step", id="step"):
+            with gr.Tab(i18n(names["step"]), id="step", elem_id="tab-step") as toolbar["tab_step"]:
                 step_w, step_h = build_step_tab(engine, workspaces)
-            with gr.Tab("Beam search", id="beam"):
+            with gr.Tab(i18n(names["beam"]), id="beam", elem_id="tab-beam") as toolbar["tab_beam"]:
                 beam_w, beam_h = build_beam_tab(engine, workspaces, states)
-            with gr.Tab("KV cache", id="kv"):
+            with gr.Tab(i18n(names["kv"]), id="kv", elem_id="tab-kv") as toolbar["tab_kv"]:
                 kv_w, kv_h = build_kv_tab(engine)
-            with gr.Tab("Under the hood", id="hood"):
+            with gr.Tab(i18n(names["hood"]), id="hood", elem_id="tab-hood") as toolbar["tab_hood"]:
                 hood_w, hood_h = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
         _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
         _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
         tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w, "hood": hood_w}
-        rules = app_link_rules(settings.max_new_tokens_limit, hood_w)
         handlers = {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
-        wire_links(demo, tabs, toolbar, tab_widgets, handlers, rules)
+        # A tab whose server-built text must follow a language switch adds its handlers here.
+        texts = [(kv_w, kv_h.kv_texts, TEXT_OUTPUTS)]
+        reruns = [(kv_w, kv_h.kv_calculate, CALCULATOR_OUTPUTS)]
+        opened = _wire_language(demo, engine, toolbar, texts, reruns)
+        rules = app_link_rules(settings.max_new_tokens_limit, hood_w)
+        wire_links(opened, tabs, toolbar, tab_widgets, handlers, rules)
         release_closed_tabs(demo, workspaces, states)
+        say_when_clamped(demo)  # every slider names a typed value its box brought into range
     demo.queue(default_concurrency_limit=concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
+    _API_ROUTES[demo] = openai_routes(
+        models or OneModel(engine),
+        api_key=settings.api_key,
+        max_tokens_limit=settings.max_new_tokens_limit,
+        unbatched_places=settings.model_concurrency,
+    )
     return demo
 
 
 def _header(engine: Engine) -> dict[str, Any]:
-    """The model line, then the speaker's tools: presenter mode, keyboard help, a link to this view."""
-    t: dict[str, Any] = {}
+    """The model line, then the speaker's tools: the language, presenter mode, keyboard help, a link
+    to this view."""
+    tools: dict[str, Any] = {}
     with gr.Row(elem_id="toolbar", equal_height=True):
         with gr.Column(scale=4, min_width=400):
-            gr.Markdown(header_markdown(engine), elem_id="header")
+            tools["header"] = gr.Markdown(header_markdown(engine), elem_id="header")
         with gr.Row(elem_id="toolbar-buttons"):
-            t["presenter"] = gr.Button("Presenter", size="sm", min_width=100, elem_id="presenter-toggle")
-            t["help"] = gr.Button("Keys (?)", size="sm", min_width=70, elem_id="help-toggle")
-            t["copy_link"] = gr.Button("Copy link", size="sm", min_width=80, elem_id="copy-link")
-    t["link"] = gr.Textbox(
-        label="Link to this view",
+            tools["language"] = gr.Radio(
+                [(language.name, code) for code, language in LANGUAGES.items()],
+                value="en",
+                label=i18n("app.language"),
+                show_label=False,
+                container=False,
+                min_width=120,
+                elem_id="language-switch",
+            )
+            tools["presenter"] = gr.Button(
+                i18n("app.presenter"), size="sm", min_width=100, elem_id="presenter-toggle"
+            )
+            tools["help"] = gr.Button(i18n("app.keys"), size="sm", min_width=70, elem_id="help-toggle")
+            tools["copy_link"] = gr.Button(
+                i18n("app.copy_link"), size="sm", min_width=80, elem_id="copy-link"
+            )
+    tools["link"] = gr.Textbox(
+        label=i18n("app.link"),
         buttons=["copy"],
         visible=False,
         elem_id="share-link",
-        info="Opens this tab with the same prompt, settings and seed: the same answer.",
+        info=i18n("app.link.info"),
     )
-    t["current_tab"] = gr.Textbox(visible=False)
-    t["presenter"].click(None, js="() => { window.playgroundTogglePresenter(); }")
-    t["help"].click(None, js="() => { window.playgroundToggleHelp(); }")
-    return t
+    tools["current_tab"] = gr.Textbox(visible=False)
+    tools["presenter"].click(None, js="() => { window.playgroundTogglePresenter(); }")
+    tools["help"].click(None, js="() => { window.playgroundToggleHelp(); }")
+    return tools
+
+
+Relabel = tuple[dict[str, Any], Callable[..., dict[str, Any]], list[str]]  # widgets, handler, outputs
+
+
+def _wire_language(
+    demo: gr.Blocks, engine: Engine, toolbar: dict, texts: list[Relabel], reruns: list[Relabel]
+) -> Any:
+    """The page's language (playground/ui/i18n): static text follows it in the browser; text the
+    server built is built again in it, on page load and on each switch of the header's radio: the
+    header and the tabs' names, then each tab's `texts` (a handler giving its server-built text in
+    the session's language), and on a switch its `reruns` (a calculation shown again: the page load
+    runs those through its link openers). Returns the page-load event (shared links open after it)."""
+
+    def header_text(request: gr.Request = None) -> dict[str, Any]:
+        """The header and the tabs' names in the session's language (Gradio's own translation misses
+        the name of a tab not opened yet)."""
+        lang = session_lang(request)
+        names = {f"tab_{tab}": gr.Tab(label=t(key, lang)) for tab, key in TAB_TITLES.items()}
+        return {"header": header_markdown(engine, lang), **names}
+
+    def shown(event: Any) -> Any:
+        """After event, the server's text in the session's language."""
+        outputs = ["header", *(f"tab_{tab}" for tab in TAB_TITLES)]
+        last = connect(event.then, header_text, toolbar, outputs, api_name=None, model=False)
+        for widgets, handler, names in texts:
+            last = connect(last.then, handler, widgets, names, api_name=None, model=False)
+        return last
+
+    opened = shown(demo.load(None, None, toolbar["language"], js=LANGUAGE_NOW_JS))
+    chosen = toolbar["language"].input(None, toolbar["language"], None, js=SET_LANGUAGE_JS, queue=False)
+    switched = shown(chosen)
+    for widgets, handler, names in reruns:
+        connect(switched.then, handler, widgets, names, api_name=None, model=False)
+    return opened
 
 
 def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict) -> None:
@@ -185,25 +282,38 @@ def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood: HoodTa
     ).success(to_hood, None, tabs, api_visibility="private")
 
 
-def launch_options(settings: Settings | None = None) -> dict[str, object]:
-    """Theme, CSS and JS belong to launch() in Gradio 6; so does the bound on Gradio's per-tab state,
-    which follows the workspace bound (settings from the environment when not given)."""
+def launch_options(settings: Settings | None = None, demo: gr.Blocks | None = None) -> dict[str, object]:
+    """Theme, CSS, JS and the languages' strings belong to launch() in Gradio 6; so does the bound on
+    Gradio's per-tab state, which follows the workspace bound (settings from the environment when
+    not given); and demo's OpenAI-compatible routes, which its FastAPI app gets when it is made
+    (`app_kwargs`)."""
     scripts = [(STATIC_DIR / name).read_text().strip() for name in JS_FILES]
     settings = settings or load_settings()
-    return {
+    options: dict[str, object] = {
         "state_session_capacity": settings.max_workspaces,
         "theme": gr.themes.Soft(),
         "css_paths": [STATIC_DIR / name for name in CSS_FILES],
         # Each file is one `() => {...}` function; launch() takes one, so call them in turn.
-        "js": "() => {\n" + "".join(f"({script})();\n" for script in scripts) + "}",
+        "js": "() => {\n" + "".join(f"({script})();\n" for script in [browser_script(), *scripts]) + "}",
+        "i18n": gradio_i18n(),
     }
+    return with_api(demo, options) if demo is not None else options
+
+
+def with_api(demo: gr.Blocks, options: dict[str, Any]) -> dict[str, Any]:
+    """launch() options that also serve demo's OpenAI-compatible API (/v1/...) on the same server: its
+    routes go first in the FastAPI app Gradio makes (FastAPI's own `routes` argument)."""
+    app_kwargs = dict(options.get("app_kwargs") or {})
+    app_kwargs.setdefault("routes", list(_API_ROUTES.get(demo, [])))
+    return {**options, "app_kwargs": app_kwargs}
 
 
 LAUNCH_ATTEMPTS = 3
 
 
 def launch_local(demo: gr.Blocks, port: int | None = None, **options: Any) -> str:
-    """demo.launch() on 127.0.0.1 without blocking (tests, benchmarks, scripts); its base URL.
+    """demo.launch() on 127.0.0.1 without blocking (tests, benchmarks, scripts), with its OpenAI-compatible
+    API; its base URL.
 
     Gradio checks at launch that localhost answers a HEAD request within 3 s and refuses to start
     otherwise ("When localhost is not accessible..."). On a machine under load the first answer can
@@ -211,7 +321,11 @@ def launch_local(demo: gr.Blocks, port: int | None = None, **options: Any) -> st
     for attempt in range(1, LAUNCH_ATTEMPTS + 1):
         try:
             _, url, _ = demo.launch(
-                server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **options
+                server_name="127.0.0.1",
+                server_port=port,
+                prevent_thread_lock=True,
+                quiet=True,
+                **with_api(demo, options),
             )
             return url.rstrip("/")
         except ValueError as exc:

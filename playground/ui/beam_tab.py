@@ -30,7 +30,9 @@ from playground.errors import Cancelled, PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect, connect_after_ticket
+from playground.ui.i18n import DEFAULT, localize, session_lang, t
 from playground.ui.links import Link, link_opener
+from playground.ui.ranges import CheckedSlider
 from playground.ui.state import BeamView, TabStates
 from playground.workspace import Workspace, Workspaces
 
@@ -93,23 +95,25 @@ def parse_view(view: str) -> tuple[PlotFrame, tuple[float, float, float, float] 
     return frame, None if fit else (x0, x1, y0, y1)
 
 
-def status_markdown(tree: BeamTree) -> str:
-    """Summary: steps, why it stopped, node counts, time, greedy vs best beam."""
+def status_markdown(tree: BeamTree, lang: str = DEFAULT) -> str:
+    """Summary: steps, why it stopped, node counts, time, greedy vs best beam (a search Stop ended part
+    way: marked so, in lang)."""
     counts = {fate: sum(n.fate == fate for n in tree.nodes) for fate in (KEPT, "finished", PRUNED)}
-    steps = (
-        f"**Stopped {tree.stop_reason}**: the tree as it stood"
-        if tree.stopped
-        else (f"**{tree.steps_run} steps**, stopped: {tree.stop_reason}")
-    )
+    if tree.stopped:
+        why = localize(tree.stop_reason, lang)
+        steps = f"**{why[:1].upper()}{why[1:]}**: {t('beam.stopped.as_it_stood', lang)}"
+    else:
+        steps = f"**{tree.steps_run} steps**, stopped: {tree.stop_reason}"
     lines = [
         f"{steps} · {len(tree.nodes) - 1} nodes "
         f"({counts[KEPT]} kept, {counts['finished']} finished, {counts[PRUNED]} pruned) · "
         f"prompt {len(tree.prompt_ids)} tokens · {tree.seconds:.2f} s"
     ]
     best = tree.hypotheses[0]
+    name = t("beam.stopped.best_so_far" if tree.stopped else "beam.stopped.best", lang)
     lines.append(
-        f"**Best beam{' so far' * tree.stopped}** (score {best.score:.3f}, "
-        f"cum log-prob {best.cum_logprob:.3f}): {markdown_text(cut_off_shown(best.text))}"
+        f"**{name}** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): "
+        f"{markdown_text(cut_off_shown(best.text))}"
     )
     if tree.greedy:
         greedy = tree.greedy[-1]
@@ -220,7 +224,7 @@ class BeamHandlers:
                     control=control,
                 )
             except Cancelled:  # stopped before its first step: the shown tree, if any, stays
-                return {"status": self._stopped_before(ws)}
+                return {"status": self._stopped_before(ws, session_lang(request))}
         return self._show_search(tree, (pruned, show_greedy, image_format), request)
 
     def _show_search(
@@ -233,7 +237,7 @@ class BeamHandlers:
         view.unfolded, view.window = set(), None
         return {
             "plot": plot_value(tree, *drawing, ws, view),
-            "status": status_markdown(tree),
+            "status": status_markdown(tree, session_lang(request)),
             "table": hypothesis_rows(tree),
             "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),
             "prefix_text": node_prefix(tree, ws.beam_node, self.engine.tokenizer),
@@ -278,12 +282,14 @@ class BeamHandlers:
         ws = self._workspace(request)
         if ws.stop("beam") == "running":
             return {}
-        return {"status": self._stopped_before(ws, "before it began")}
+        return {"status": self._stopped_before(ws, session_lang(request), began=False)}
 
     @staticmethod
-    def _stopped_before(ws: Workspace, when: str = "before its first step") -> str:
-        shown = f"\n\nShown: the previous search. {status_markdown(ws.beam)}" if ws.beam else ""
-        return f"**Stopped** by you: the search ended {when}.{shown}"
+    def _stopped_before(ws: Workspace, lang: str, began: bool = True) -> str:
+        """Stop before the search's first step (began: it had left the queue), in lang."""
+        said = t("beam.stopped.before_first_step" if began else "beam.stopped.before_began", lang)
+        shown = t("beam.stopped.shown", lang, status=status_markdown(ws.beam, lang)) if ws.beam else ""
+        return f"{said}\n\n{shown}" if shown else said
 
     def beam_redraw(
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
@@ -399,7 +405,7 @@ def _search_settings() -> dict[str, Any]:
     with gr.Row():
         c["beams"] = UncheckedSlider(1, MAX_BEAMS, value=4, step=1, label="Beams", info=info["beams"])
         c["steps"] = UncheckedSlider(1, MAX_NEW_TOKENS, value=12, step=1, label="Steps", info=info["steps"])
-        c["length_penalty"] = gr.Slider(
+        c["length_penalty"] = CheckedSlider(
             -2,
             3,
             value=1.0,
@@ -421,7 +427,7 @@ def _search_settings() -> dict[str, Any]:
 def _view_options() -> dict[str, Any]:
     c: dict[str, Any] = {}
     with gr.Row(elem_classes=["stage-hide"]):
-        c["pruned"] = gr.Slider(
+        c["pruned"] = CheckedSlider(
             0,
             3,
             value=0,

@@ -16,6 +16,7 @@ import torch
 
 from playground.errors import PlaygroundError
 from playground.ui.crowd import mark_queue_status
+from playground.ui.i18n import localize, session_lang, t
 
 log = logging.getLogger(__name__)
 
@@ -50,42 +51,91 @@ def on_gpu(handler: Callable) -> Callable:
     return spaces.GPU(handler)
 
 
-def explain_exception(exc: BaseException) -> str:
-    """A one-line, user-facing message for any failure (never a stack trace)."""
+def explain_exception(exc: BaseException, lang: str = "en") -> str:
+    """A one-line, user-facing message for any failure (never a stack trace), in lang."""
     if isinstance(exc, PlaygroundError):
-        return str(exc)
+        return localize(exc.message, lang)
     if isinstance(exc, torch.OutOfMemoryError):
-        return "Out of memory: try fewer tokens, fewer beams or a shorter prompt."
+        return t("shared.out_of_memory", lang)
     log.exception("Unexpected error in a handler")
-    return f"Something went wrong: {type(exc).__name__}: {str(exc)[:200]}"
+    return t("shared.unexpected", lang, kind=type(exc).__name__, detail=str(exc)[:200])
 
 
 def friendly_errors(handler: Callable) -> Callable:
-    """Turn engine errors into gr.Error (a red toast in the UI, an error through the API). A user's
-    error is no server fault: no traceback in the console (explain_exception logs unexpected ones)."""
+    """Turn engine errors into gr.Error (a red toast in the UI, an error through the API) in the
+    session's language: the wrapper takes the request (Gradio fills it) even when handler does not.
+    A user's error is no server fault: no traceback in the console (explain_exception logs
+    unexpected ones)."""
+    signature, takes_request = with_request(handler)
+    call = functools.partial(_split_request, signature, takes_request)
+
     if inspect.isgeneratorfunction(handler):
 
         @functools.wraps(handler)
         def generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs, request = call(args, kwargs)
             try:
                 yield from handler(*args, **kwargs)
             except gr.Error:
                 raise
             except Exception as exc:  # every failure becomes a clear message
-                raise gr.Error(explain_exception(exc), print_exception=False) from None
+                raise _explained(exc, request) from None
 
-        return generator_wrapper
+        wrapper = generator_wrapper
+    else:
 
-    @functools.wraps(handler)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return handler(*args, **kwargs)
-        except gr.Error:
-            raise
-        except Exception as exc:  # every failure becomes a clear message
-            raise gr.Error(explain_exception(exc), print_exception=False) from None
+        @functools.wraps(handler)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs, request = call(args, kwargs)
+            try:
+                return handler(*args, **kwargs)
+            except gr.Error:
+                raise
+            except Exception as exc:  # every failure becomes a clear message
+                raise _explained(exc, request) from None
 
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**_hints(handler), "request": gr.Request}
     return wrapper
+
+
+def _split_request(
+    signature: inspect.Signature, takes_request: bool, args: tuple, kwargs: dict
+) -> tuple[tuple, dict, Any]:
+    """A wrapped handler's arguments, and the request (kept in them when the handler takes it)."""
+    bound = signature.bind(*args, **kwargs)
+    request = bound.arguments.get("request")
+    if not takes_request:
+        bound.arguments.pop("request", None)
+    return bound.args, bound.kwargs, request
+
+
+def _explained(exc: Exception, request: Any) -> gr.Error:
+    """gr.Error for any failure, in the language of the request's page."""
+    return gr.Error(explain_exception(exc, session_lang(request)), print_exception=False)
+
+
+def with_request(fn: Callable) -> tuple[inspect.Signature, bool]:
+    """fn's signature with a `request` parameter (added last, before any **kwargs, when fn has none),
+    and whether fn has one of its own."""
+    signature = inspect.signature(fn)
+    if "request" in signature.parameters:
+        return signature, True
+    params = list(signature.parameters.values())
+    tail = [p for p in params if p.kind == p.VAR_KEYWORD]
+    head = [p for p in params if p.kind != p.VAR_KEYWORD]
+    varargs = any(p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY) for p in head)
+    kind = inspect.Parameter.KEYWORD_ONLY if varargs else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    request = inspect.Parameter("request", kind, default=None, annotation=gr.Request)
+    return signature.replace(parameters=[*head, request, *tail]), False
+
+
+def _hints(fn: Callable) -> dict[str, Any]:
+    """fn's annotations resolved (Gradio finds gr.Request and gr.Progress by them), {} if they can't be."""
+    try:
+        return typing.get_type_hints(fn)
+    except (NameError, TypeError):
+        return dict(getattr(fn, "__annotations__", {}) or {})
 
 
 def as_number(value: Any, name: str) -> float:
@@ -95,7 +145,9 @@ def as_number(value: Any, name: str) -> float:
     except (TypeError, ValueError):
         number = float("nan")
     if number != number:  # NaN, or not a number at all
-        raise PlaygroundError(f"{name} must be a number, got {value!r}")
+        raise PlaygroundError(
+            "{name} must be a number, got {value!r}", key="shared.not_a_number", name=name, value=value
+        )
     return number
 
 
@@ -106,8 +158,21 @@ def as_whole(value: Any, name: str) -> int:
             return int(value.strip())
     number = as_number(value, name)
     if not number.is_integer():
-        raise PlaygroundError(f"{name} must be a whole number, got {value!r}")
+        raise PlaygroundError(
+            "{name} must be a whole number, got {value!r}", key="shared.not_whole", name=name, value=value
+        )
     return int(number)
+
+
+def table_rows(value: Any) -> list[list[Any]]:
+    """A Dataframe's value as it arrives in a handler (pandas, a {"data": ...} dict, None) as rows."""
+    if value is None:
+        return []
+    if hasattr(value, "values") and hasattr(value, "columns"):  # pandas.DataFrame
+        return value.values.tolist()
+    if isinstance(value, dict):
+        return list(value.get("data") or [])
+    return [list(row) for row in value]
 
 
 def parse_seed(seed: str | float | None) -> int | None:
@@ -221,10 +286,37 @@ def error_on_status(fn: Callable, status: str) -> Callable:
                 yield values
         except gr.Error as exc:
             if exc.message not in shown:
-                yield {status: f"⚠️ {exc.message}"}
+                yield {status: exc.message}
             raise
 
     return generator_wrapper
+
+
+def checked_inputs(fn: Callable, components: Sequence[Any]) -> Callable:
+    """fn with the value of each input whose component checks it (a `checked` method: ui/ranges.py)
+    checked first; a refusal is a PlaygroundError, so friendly_errors says it in the page's language.
+    Gradio hands the inputs over first and in order, positionally."""
+    checks = [(i, c.checked) for i, c in enumerate(components) if callable(getattr(c, "checked", None))]
+    if not checks:
+        return fn
+
+    def check(args: tuple) -> list:
+        values = list(args)
+        for i, checked in checks:
+            if i < len(values):
+                values[i] = checked(values[i])
+        return values
+
+    if inspect.isgeneratorfunction(fn):
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            yield from fn(*check(args), **kwargs)
+    else:
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*check(args), **kwargs)
+
+    return functools.update_wrapper(wrapper, fn)
 
 
 def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
@@ -273,9 +365,10 @@ def connect(
     status: the component that shows queue position, estimate and progress, and the error mark, so
     that no error ever covers an input or the content (the message itself is a toast); an explicit
     show_progress_on=[...] (a move between tabs: both tabs' status lines) replaces it."""
-    flat = grouped_inputs(fn)
-    checked = model_handler(flat) if model else friendly_errors(flat)
-    handler = named_outputs(checked if status is None else error_on_status(checked, status), widgets)
+    inputs = [widgets[name] for name in input_names(fn)]
+    flat = checked_inputs(grouped_inputs(fn), inputs)
+    guarded = model_handler(flat) if model else friendly_errors(flat)
+    handler = named_outputs(guarded if status is None else error_on_status(guarded, status), widgets)
     options: dict[str, Any] = {**(model_event() if model else {"concurrency_limit": None}), **event}
     if api_name is None:
         options["api_visibility"] = "private"
@@ -287,7 +380,6 @@ def connect(
         options.setdefault("show_progress", "hidden")
     for component in options.get("show_progress_on") or []:
         mark_queue_status(component)  # the queue position shows there as a line of text
-    inputs = [widgets[name] for name in input_names(fn)]
     output_components = [widgets[name] for name in outputs]
     if isinstance(trigger, (list, tuple)):
         return gr.on(list(trigger), handler, inputs, output_components, **options)

@@ -12,8 +12,9 @@ from playground.engine.base import Engine
 from playground.engine.kv_quant import KV_FORMATS, RESIDUAL_TOKENS
 from playground.errors import PlaygroundError
 from playground.ui.common import as_whole, connect
+from playground.ui.i18n import i18n, localize, session_lang, t
 
-HEADERS = ["layer", "predicted bytes", "measured bytes", "equal"]
+QUANT_TABLE_HEADERS = ["kv.col.layer", "kv.col.predicted", "kv.col.measured", "kv.col.equal"]
 
 
 def build_quantized_measure(lm: Engine, w: dict[str, Any]) -> None:
@@ -22,50 +23,77 @@ def build_quantized_measure(lm: Engine, w: dict[str, Any]) -> None:
         w["measure_kv_dtype"] = gr.Dropdown(
             list(KV_FORMATS),
             value="int4",
-            label="Quantized KV dtype",
+            label=i18n("kv.quant.dtype"),
             scale=1,
-            info="transformers QuantizedCache: fp8 built in, int8 via HQQ, int4/int2 via optimum-quanto",
+            info=i18n("kv.quant.dtype.info"),
         )
-        w["measure_quant"] = gr.Button("Build a quantized cache and compare", variant="secondary", scale=1)
+        w["measure_quant"] = gr.Button(
+            i18n("kv.quant.run"), variant="secondary", scale=1, elem_id="kv-measure-quant"
+        )
     w["measured_quant"] = gr.Markdown()
     w["measure_quant_table"] = gr.Dataframe(
-        headers=HEADERS, label="Per layer: quantized cache, predicted vs measured", interactive=False
+        headers=[t(key, "en") for key in QUANT_TABLE_HEADERS], label=i18n("kv.quant.table"), interactive=False
     )
 
 
-def measure_quantized(lm: Engine, dtype: str, prompt_len: float) -> dict[str, Any]:
+def measure_quantized(lm: Engine, dtype: str, prompt_len: float, lang: str = "en") -> dict[str, Any]:
     """Handler: a real quantized cache over prompt_len synthetic tokens, its bytes vs the formula."""
     if not lm.capabilities.cache_bytes or lm.probes is None:
-        raise PlaygroundError(f"The {lm.kind} engine keeps its cache on the server: nothing to build here.")
-    n = as_whole(prompt_len, "Prompt length")
+        raise PlaygroundError(
+            "The {kind} engine keeps its cache on the server: nothing to build here.",
+            key="kv.quant.on_server",
+            kind=lm.kind,
+        )
+    n = as_whole(prompt_len, t("kv.field.prompt_length", lang))
     if not 1 <= n <= lm.context_length:
-        raise PlaygroundError(f"Prompt length must be 1 to {lm.context_length:,} tokens, got {n:,}.")
+        raise PlaygroundError(
+            "Prompt length must be 1 to {most:,} tokens, got {n:,}.",
+            key="kv.quant.length",
+            most=lm.context_length,
+            n=n,
+        )
     m = kvm.measure_quantized_vs_predicted(lm, dtype, n)
     rows = [
         [i, p, measured, p == measured]
         for i, (p, measured) in enumerate(zip(m.predicted_layers, m.measured_layers, strict=True))
     ]
     plain = kvm.kv_cache_bytes(lm.config, n, 1, m.model_dtype, "transformers")
-    verdict = "✅ equal to the byte" if m.equal else "❌ they differ"
-    residual = f" + {m.residual_tokens} in the residual window ({m.model_dtype})" if m.residual_tokens else ""
-    text = (
-        f"### {m.dtype} cache: measured {m.measured_bytes:,} bytes · predicted {m.predicted_bytes:,} bytes: "
-        f"{verdict}\n\n"
-        f"{m.quantized_tokens:,} tokens held quantized{residual}; the same tokens in {m.model_dtype} take "
-        f"{plain:,} bytes ({plain / max(m.measured_bytes, 1):.2f}× more). Predicted = "
-        f"`kv_cache_bytes(config, {m.quantized_tokens}, 1, {m.dtype!r}, 'transformers', "
-        f"scale_dtype={m.model_dtype!r})`: {KV_FORMATS[m.dtype].label}, {kvm.KV_DTYPES[m.dtype].note}; "
-        f"scales and zeros are stored in the model's dtype. Decoding appends to a residual window of "
-        f"{RESIDUAL_TOKENS} unquantized tokens, re-quantized into the rest when it fills."
-    )
+    text = quantized_text(m, plain, lang)
     return {"measured_quant": text, "measure_quant_table": rows}
+
+
+def quantized_text(m: kvm.QuantizedMeasurement, plain: int, lang: str = "en") -> str:
+    """A quantized cache's bytes next to the formula's, and next to the same tokens unquantized (plain)."""
+    residual = ""
+    if m.residual_tokens:
+        residual = t("kv.quant.residual", lang, tokens=m.residual_tokens, dtype=m.model_dtype)
+    return t(
+        "kv.quant.measured",
+        lang,
+        dtype=m.dtype,
+        measured=m.measured_bytes,
+        predicted=m.predicted_bytes,
+        verdict=t("kv.equal" if m.equal else "kv.differ", lang),
+        quantized=m.quantized_tokens,
+        residual=residual,
+        model_dtype=m.model_dtype,
+        plain=plain,
+        ratio=plain / max(m.measured_bytes, 1),
+        call=f"kv_cache_bytes(config, {m.quantized_tokens}, 1, {m.dtype!r}, 'transformers', "
+        f"scale_dtype={m.model_dtype!r})",
+        label=KV_FORMATS[m.dtype].label,
+        note=localize(kvm.KV_DTYPES[m.dtype].note, lang),
+        window=RESIDUAL_TOKENS,
+    )
 
 
 def wire_quantized_measure(lm: Engine, w: dict[str, Any]) -> None:
     """Its button: one model event (API /kv_measure_quant); a problem shows in its own Markdown."""
 
-    def kv_measure_quant(measure_kv_dtype: str, measure_length: float) -> dict[str, Any]:
-        return measure_quantized(lm, measure_kv_dtype, measure_length)
+    def kv_measure_quant(
+        measure_kv_dtype: str, measure_length: float, request: gr.Request = None
+    ) -> dict[str, Any]:
+        return measure_quantized(lm, measure_kv_dtype, measure_length, session_lang(request))
 
     connect(
         w["measure_quant"].click,

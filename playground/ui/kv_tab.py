@@ -6,9 +6,7 @@ Every calculation is pure arithmetic (no model queue); only "measure" runs the l
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -18,10 +16,17 @@ from playground.engine.base import Engine
 from playground.errors import PlaygroundError
 from playground.kv.presets import COMPARISON_MODELS, PRESETS
 from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
-from playground.ui.common import as_number, as_whole, connect
-from playground.ui.kv_measured_quant import build_quantized_measure, wire_quantized_measure
+from playground.ui.common import as_number, as_whole, connect, table_rows
+from playground.ui.i18n import i18n, localize, session_lang, t
+from playground.ui.kv_measured_quant import (
+    QUANT_TABLE_HEADERS,
+    build_quantized_measure,
+    wire_quantized_measure,
+)
 from playground.ui.kv_text import (
+    MODE_NAMES,
     formula_markdown,
+    kind_name,
     layer_rows,
     measured_text,
     model_dtype_name,
@@ -29,8 +34,9 @@ from playground.ui.kv_text import (
     summary_markdown,
 )
 from playground.ui.links import Link, link_opener
+from playground.ui.ranges import CheckedSlider, UncheckedNumber
 
-LOADED = "Loaded model"
+LOADED = "Loaded model"  # the choice's value (links say preset=Loaded model); its label is translated
 GPU_CHOICES = [
     ("16 GB · T4, V100-16", 16),
     ("24 GB · RTX 4090, L4, A10", 24),
@@ -42,14 +48,24 @@ GPU_CHOICES = [
     ("192 GB · B200, MI300X", 192),
 ]
 OTHER_DTYPES = ("float16", "fp8", "q4_0")  # drawn dashed for the selected model
-LAYER_HEADERS = ["layer", "kind", "KV heads", "K dim", "V dim", "tokens held", "bytes"]
-WEIGHTS_INFO = "Weights take parameters × bytes per parameter next to the cache."
-MEASURE_HEADERS = ["layer", "kind", "predicted bytes", "measured bytes", "equal"]
+# Table headers (a Dataframe's headers are not translated in the browser: the server sets them)
+LAYER_HEADERS = ["kv.col.layer", "kv.col.kind", "kv.col.kv_heads", "kv.col.k_dim", "kv.col.v_dim"]
+LAYER_HEADERS += ["kv.col.tokens", "kv.col.bytes"]
+MEASURE_HEADERS = ["kv.col.layer", "kv.col.kind", "kv.col.predicted", "kv.col.measured", "kv.col.equal"]
+
+
+def headers(keys: list[str], lang: str = "en") -> list[str]:
+    return [t(key, lang) for key in keys]
 
 
 def preset_choices(lm: Engine | None = None) -> list[str]:
     """The presets, after the loaded model when its config is known here (a served one may not be)."""
     return [LOADED, *PRESETS] if lm is None or loaded_config(lm) else list(PRESETS)
+
+
+def preset_labels(lm: Engine | None = None) -> list[tuple[Any, str]]:
+    """The Model dropdown's choices: (label, value), the loaded model's label translated."""
+    return [(i18n("kv.preset.loaded") if name == LOADED else name, name) for name in preset_choices(lm)]
 
 
 def default_preset(lm: Engine) -> str:
@@ -62,17 +78,17 @@ def loaded_config(lm: Engine) -> dict[str, Any]:
     return json.loads(lm.config.to_json_string(use_diff=False)) if lm.config is not None else {}
 
 
-def weights_dtype_default(lm: Engine, preset: str) -> tuple[str, str]:
+def weights_dtype_default(lm: Engine, preset: str, lang: str = "en") -> tuple[str, str]:
     """Default weights dtype and its info line: the loaded model's own dtype, else bfloat16 for presets."""
     if preset == LOADED:
         name = model_dtype_name(lm)
-        return name, f"As loaded: {name} ({lm.name} runs in it here). {WEIGHTS_INFO}"
-    return "bfloat16", f"bfloat16: how most checkpoints are published. {WEIGHTS_INFO}"
+        return name, t("kv.weights_dtype.loaded", lang, dtype=name, model=lm.name)
+    return "bfloat16", t("kv.weights_dtype.preset", lang)
 
 
-def weights_dtype_update(lm: Engine, preset: str) -> Any:
+def weights_dtype_update(lm: Engine, preset: str, lang: str = "en") -> Any:
     """Handler: reset the weights dtype dropdown when the model changes (as loaded for the loaded model)."""
-    value, info = weights_dtype_default(lm, preset)
+    value, info = weights_dtype_default(lm, preset, lang)
     return gr.Dropdown(choices=list(kvm.KV_DTYPES), value=value, info=info)
 
 
@@ -81,27 +97,33 @@ def preset_config_text(lm: Engine, name: str) -> str:
     if name == LOADED:
         return json.dumps(loaded_config(lm), indent=2)
     if name not in PRESETS:
-        raise PlaygroundError(f"Unknown preset {name!r}: pick one from the list.")
+        raise PlaygroundError(
+            "Unknown preset {name!r}: pick one from the list.", key="kv.error.preset", name=name
+        )
     return json.dumps(PRESETS[name].config, indent=2)
 
 
 def parameter_count(
-    lm: Engine, preset: str, config: dict[str, Any], params_b: float | str | None
+    lm: Engine, preset: str, config: dict[str, Any], params_b: float | str | None, lang: str = "en"
 ) -> tuple[int, str]:
     """Weights' parameter count and where it came from: typed in, the loaded model, a preset, or estimated."""
     if params_b is not None and str(params_b).strip():  # blank: counted or estimated below
-        billions = as_number(params_b, "Parameters (billions)")
+        billions = as_number(params_b, t("kv.field.params_b", lang))
         if billions <= 0:
-            raise PlaygroundError(f"Parameters must be positive, got {params_b!r} billion.")
-        return int(billions * 1e9), "as entered"
+            raise PlaygroundError(
+                "Parameters must be positive, got {value!r} billion.", key="kv.error.params", value=params_b
+            )
+        return int(billions * 1e9), t("kv.params.entered", lang)
     if preset == LOADED and config == loaded_config(lm) and lm.num_parameters:
-        return lm.num_parameters, "counted on the loaded model"
+        return lm.num_parameters, t("kv.params.counted", lang)
     if preset in PRESETS and config == PRESETS[preset].config:
-        return PRESETS[preset].num_parameters, f"published count of {preset}"
-    return kvm.estimate_parameters(config), "estimated from the config (embeddings, attention, MLP)"
+        return PRESETS[preset].num_parameters, t("kv.params.published", lang, preset=preset)
+    return kvm.estimate_parameters(config), t("kv.params.estimated", lang)
 
 
-def curve_figure(config: dict[str, Any], label: str, seq_len: int, batch: int, dtype: str, mode: str) -> Any:
+def curve_figure(
+    config: dict[str, Any], label: str, seq_len: int, batch: int, dtype: str, mode: str, lang: str = "en"
+) -> Any:
     """The selected model in its dtype (solid) and other dtypes (dashed), plus well-known models."""
     configs = [config, *(PRESETS[n].config for n in COMPARISON_MODELS)]
     windows = {w for c in configs for layer in kvm.kv_geometry(c, mode).layers if (w := layer.window)}
@@ -118,7 +140,7 @@ def curve_figure(config: dict[str, Any], label: str, seq_len: int, batch: int, d
         series.append(
             CurveSeries(f"{name} · {dtype}", lengths, kvm.kv_curve(cfg, lengths, batch, dtype, mode), "dot")
         )
-    return kv_curve_figure(series, marker_tokens=seq_len)
+    return kv_curve_figure(series, marker_tokens=seq_len, lang=lang)
 
 
 # --- handlers (thin: parse, call the engine, format) ---------------------------------------------------
@@ -138,109 +160,37 @@ def calculate(
     weights_dtype: str,
     params_b: float | None,
     overhead_pct: float,
+    lang: str = "en",
 ) -> dict[str, Any]:
-    """Everything the calculator shows for one set of inputs: summary, formula, layers, two figures."""
+    """Everything the calculator shows for one set of inputs, in lang: summary, formula, layers, two
+    figures."""
     config = kvm.as_config_dict(config_text or "")
-    b = kvm.kv_cache_breakdown(
-        config, _whole(seq_len, "Sequence length"), _whole(batch, "Batch"), kv_dtype, mode
-    )
-    params, source = parameter_count(lm, preset, config, params_b)
+    seq, sequences = _whole(seq_len, "kv.field.seq_len", lang), _whole(batch, "kv.field.batch", lang)
+    b = kvm.kv_cache_breakdown(config, seq, sequences, kv_dtype, mode)
+    params, source = parameter_count(lm, preset, config, params_b, lang)
     weights = kvm.weights_bytes(params, weights_dtype)
     gpu = int(kvm.memory_gb(gpu_gb) * kvm.GB)
     fit = kvm.fit_on_gpu(config, gpu, weights, b.seq_len, b.batch_size, kv_dtype, mode, overhead_pct / 100)
-    label = preset if preset in PRESETS and config == PRESETS[preset].config else "this config"
+    known = preset in PRESETS and config == PRESETS[preset].config
+    label = preset if known else t("kv.this_config", lang)
     return {
-        "summary": summary_markdown(b, params, source, weights_dtype, fit),
-        "formula": formula_markdown(b),
-        "layers": layer_rows(b),
-        "curves": curve_figure(config, label, b.seq_len, b.batch_size, b.dtype.name, mode),
-        "bars": memory_bar_figure(label, weights, b.total_bytes, fit.overhead_bytes, gpu),
+        "summary": summary_markdown(b, params, source, weights_dtype, fit, lang),
+        "formula": formula_markdown(b, lang),
+        "layers": layer_rows(b, lang),
+        "curves": curve_figure(config, label, b.seq_len, b.batch_size, b.dtype.name, mode, lang),
+        "bars": memory_bar_figure(label, weights, b.total_bytes, fit.overhead_bytes, gpu, lang),
     }
 
 
-def explained(calc: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    """The calculator as a handler: a user error (bad JSON, bad size) replaces every output, so no
-    numbers from an earlier config stay on screen, and shows as a toast too."""
+def refused(exc: PlaygroundError, lang: str = "en") -> dict[str, Any]:
+    """The calculator after a user error (bad JSON, bad size): the summary says why (and a toast), and
+    the last good result stays on screen, marked stale (static/app.css, by the summary's note), until
+    a calculation succeeds."""
+    why = localize(exc.message, lang)
+    gr.Warning(why)
+    note = f"<span class='kv-stale-note'>{t('kv.stale', lang)}</span>"
+    return {"summary": f"{t('kv.cant_calculate', lang, why=why)}\n\n{note}"}
 
-    @functools.wraps(calc)
-    def kv_calculate(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        try:
-            return calc(*args, **kwargs)
-        except PlaygroundError as exc:
-            gr.Warning(str(exc))
-            cleared = (f"**Can't calculate:** {exc}", "", [], None, None)
-            return dict(zip(CALCULATOR_OUTPUTS, cleared, strict=True))
-
-    return kv_calculate
-
-
-class KVHandlers:
-    """The tab's handlers; only `kv_measure` runs the model."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        # The calculator for one set of inputs (calculate's, but for the model), its user errors explained.
-        self.kv_calculate = explained(functools.partial(calculate, engine))
-        # Page load: a shared link's values on the controls, and what they calculate.
-        self.kv_from_link = link_opener("kv", self.kv_calculate, self._open_link)
-
-    def _open_link(self, link: Link, values: dict[str, Any], request: Any = None) -> dict[str, Any]:
-        """A shared link to a calculation (kv_from_link): its model's config (and, as choosing the
-        model does, its weights dtype unless the link sets one), and the result."""
-        views = {}
-        if "preset" in link.values:
-            views["config_text"] = values["config_text"] = preset_config_text(self.engine, values["preset"])
-        if "preset" in link.values and "weights_dtype" not in link.values:
-            views["weights_dtype"] = weights_dtype_update(self.engine, values["preset"])
-            values["weights_dtype"] = weights_dtype_default(self.engine, values["preset"])[0]
-        return {**views, **self.kv_calculate(**values)}
-
-    def kv_preset_config(self, preset: str) -> str:
-        """The config.json text of a preset (or of the loaded model)."""
-        return preset_config_text(self.engine, preset)
-
-    def kv_weights_dtype(self, preset: str) -> dict[str, Any]:
-        return {"weights_dtype": weights_dtype_update(self.engine, preset)}
-
-    def kv_load_config(self, config_path: str) -> str:
-        """Read a config.json (local path, model directory, or Hub id when online) into the editor."""
-        return json.dumps(kvm.load_config_file(config_path), indent=2)
-
-    def kv_measure(self, measure_length: float) -> dict[str, Any]:
-        """Build a real cache with the loaded model and put its bytes next to the prediction."""
-        text, rows = measure(self.engine, measure_length)
-        return {"measured": text, "measure_table": rows}
-
-
-def measure(lm: Engine, prompt_len: float) -> tuple[str, list[list[Any]]]:
-    """Build a real cache with the loaded model and put its bytes next to the prediction (a serving
-    engine: its own KV figures next to the prediction for them)."""
-    if not lm.capabilities.cache_bytes:
-        return server_kv_text(lm), []
-    n = _whole(prompt_len, "Prompt length")
-    if n > lm.context_length:
-        raise PlaygroundError(
-            f"Prompt length {n:,} exceeds the model's context of {lm.context_length:,} tokens."
-        )
-    m = kvm.measure_vs_predicted(lm, n, 1)
-    rows = [
-        [p.index, p.kind, p.bytes, measured, p.bytes == measured]
-        for p, measured in zip(m.predicted.layers, m.measured_layers, strict=False)
-    ]
-    return measured_text(lm, n, m), rows
-
-
-def _whole(value: float | None, label: str) -> int:
-    try:
-        number = as_whole(value, label)
-    except PlaygroundError:
-        number = 0  # not a whole number: the same message as for zero
-    if number <= 0:
-        raise PlaygroundError(f"{label} must be a positive whole number, got {value!r}.")
-    return number
-
-
-# --- layout ------------------------------------------------------------------------------------------
 
 CALCULATOR_INPUTS = [
     "preset",
@@ -254,33 +204,156 @@ CALCULATOR_INPUTS = [
     "params_b",
     "overhead_pct",
 ]
+# What the page's language changes in this tab besides the calculator (KVHandlers.kv_texts)
+TEXT_OUTPUTS = ["measure_intro", "weights_dtype", "layers", "measure_table", "measure_quant_table"]
+
+
+class KVHandlers:
+    """The tab's handlers, in the session's language; only `kv_measure` runs the model."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        # Page load: a shared link's values on the controls, and what they calculate (also without a
+        # link, in the page's language).
+        self.kv_from_link = link_opener("kv", self.kv_calculate, self._open_link, default=True)
+
+    def kv_calculate(
+        self,
+        preset: str,
+        config_text: str,
+        seq_len: float,
+        batch: float,
+        kv_dtype: str,
+        mode: str,
+        gpu_gb: float,
+        weights_dtype: str,
+        params_b: float | None,
+        overhead_pct: float,
+        request: gr.Request = None,
+    ) -> dict[str, Any]:
+        """The calculator for one set of inputs, for the model (see calculate); a user error is told
+        (see refused) and the last good result stays, marked stale."""
+        lang = session_lang(request)
+        inputs = (preset, config_text, seq_len, batch, kv_dtype, mode, gpu_gb, weights_dtype, params_b)
+        try:
+            return calculate(self.engine, *inputs, overhead_pct, lang)
+        except PlaygroundError as exc:
+            return refused(exc, lang)
+
+    def _open_link(self, link: Link, values: dict[str, Any], request: Any = None) -> dict[str, Any]:
+        """A shared link to a calculation (kv_from_link): its model's config (and, as choosing the
+        model does, its weights dtype unless the link sets one), and the result."""
+        lang = session_lang(request)
+        views = {}
+        if "preset" in link.values:
+            views["config_text"] = values["config_text"] = preset_config_text(self.engine, values["preset"])
+        if "preset" in link.values and "weights_dtype" not in link.values:
+            views["weights_dtype"] = weights_dtype_update(self.engine, values["preset"], lang)
+            values["weights_dtype"] = weights_dtype_default(self.engine, values["preset"])[0]
+        return {**views, **self.kv_calculate(**values, request=request)}
+
+    def kv_texts(
+        self, preset: str, measure_table: Any, measure_quant_table: Any, request: gr.Request = None
+    ) -> dict[str, Any]:
+        """What the page's language changes here besides the calculator: the measurement's
+        explanation, the weights dtype's info, the tables' headers (a measured table keeps its rows)."""
+        lang = session_lang(request)
+        return {
+            "measure_intro": measure_intro(self.engine, lang),
+            "weights_dtype": gr.Dropdown(info=weights_dtype_default(self.engine, preset, lang)[1]),
+            "layers": gr.Dataframe(headers=headers(LAYER_HEADERS, lang)),
+            "measure_table": gr.Dataframe(table_rows(measure_table), headers=headers(MEASURE_HEADERS, lang)),
+            "measure_quant_table": gr.Dataframe(
+                table_rows(measure_quant_table), headers=headers(QUANT_TABLE_HEADERS, lang)
+            ),
+        }
+
+    def kv_preset_config(self, preset: str) -> str:
+        """The config.json text of a preset (or of the loaded model)."""
+        return preset_config_text(self.engine, preset)
+
+    def kv_weights_dtype(self, preset: str, request: gr.Request = None) -> dict[str, Any]:
+        return {"weights_dtype": weights_dtype_update(self.engine, preset, session_lang(request))}
+
+    def kv_load_config(self, config_path: str) -> str:
+        """Read a config.json (local path, model directory, or Hub id when online) into the editor."""
+        return json.dumps(kvm.load_config_file(config_path), indent=2)
+
+    def kv_measure(self, measure_length: float, request: gr.Request = None) -> dict[str, Any]:
+        """Build a real cache with the loaded model and put its bytes next to the prediction."""
+        text, rows = measure(self.engine, measure_length, session_lang(request))
+        return {"measured": text, "measure_table": rows}
+
+
+def measure(lm: Engine, prompt_len: float, lang: str = "en") -> tuple[str, list[list[Any]]]:
+    """Build a real cache with the loaded model and put its bytes next to the prediction (a serving
+    engine: its own KV figures next to the prediction for them)."""
+    if not lm.capabilities.cache_bytes:
+        return server_kv_text(lm, lang), []
+    n = _whole(prompt_len, "kv.field.prompt_length", lang)
+    if n > lm.context_length:
+        raise PlaygroundError(
+            "Prompt length {n:,} exceeds the model's context of {context:,} tokens.",
+            key="kv.error.past_context",
+            n=n,
+            context=lm.context_length,
+        )
+    m = kvm.measure_vs_predicted(lm, n, 1)
+    rows = [
+        [p.index, kind_name(p.kind, lang), p.bytes, measured, p.bytes == measured]
+        for p, measured in zip(m.predicted.layers, m.measured_layers, strict=False)
+    ]
+    return measured_text(lm, n, m, lang), rows
+
+
+def _whole(value: float | None, name_key: str, lang: str) -> int:
+    """A positive whole number, or the error that names the setting (in lang)."""
+    name = t(name_key, lang)
+    try:
+        number = as_whole(value, name)
+    except PlaygroundError:
+        number = 0  # not a whole number: the same message as for zero
+    if number <= 0:
+        raise PlaygroundError(
+            "{name} must be a positive whole number, got {value!r}.",
+            key="kv.error.not_positive",
+            name=name,
+            value=value,
+        )
+    return number
+
+
+def measure_intro(lm: Engine, lang: str = "en") -> str:
+    """What "Build a real cache" does, for this model and its dtype."""
+    return t("kv.measure.intro", lang, name=lm.name, dtype=model_dtype_name(lm))
+
+
+# --- layout ------------------------------------------------------------------------------------------
 
 
 def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
-    """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name and handlers."""
-    gr.Markdown(
-        "How much memory does the KV cache take? Pick a model or paste its `config.json`; every number "
-        "below is exact and shows where it came from. GiB = 2^30 bytes, GB = 10^9 bytes.",
-        elem_classes=["stage-hide"],
-    )
+    """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name and handlers.
+    Its text built on the server is English here: the page's load event says it in the page's language."""
+    gr.Markdown(i18n("kv.intro"), elem_classes=["stage-hide"])
     w: dict[str, Any] = {}
     with gr.Row():
         with gr.Column(scale=1):
             _config_inputs(lm, w)
             _size_inputs(w)
             _gpu_inputs(lm, w)
-            w["run"] = gr.Button("Calculate", variant="primary")
-        with gr.Column(scale=2):
+            w["run"] = gr.Button(i18n("kv.calculate"), variant="primary")
+        with gr.Column(scale=2, elem_id="kv-results"):
             first = calculate(lm, *(w[name].value for name in CALCULATOR_INPUTS))
             w["summary"] = gr.Markdown(first["summary"], elem_id="kv-summary")
-            w["curves"] = gr.Plot(first["curves"], label="KV cache vs context length", elem_id="kv-curves")
-            w["bars"] = gr.Plot(first["bars"], label="Weights + KV cache vs GPU memory", elem_id="kv-bars")
+            w["curves"] = gr.Plot(first["curves"], label=i18n("kv.curves"), elem_id="kv-curves")
+            w["bars"] = gr.Plot(first["bars"], label=i18n("kv.bars"), elem_id="kv-bars")
             w["formula"] = gr.Markdown(first["formula"], elem_id="kv-formula", elem_classes=["stage-hide"])
             w["layers"] = gr.Dataframe(
                 first["layers"],
-                headers=LAYER_HEADERS,
-                label="Per-layer breakdown",
+                headers=headers(LAYER_HEADERS),
+                label=i18n("kv.layers"),
                 interactive=False,
+                elem_id="kv-layers",
                 elem_classes=["stage-hide"],
             )
     _measure_section(lm, w)
@@ -291,12 +364,13 @@ def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
 
 def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
     w["preset"] = gr.Dropdown(
-        preset_choices(lm),
+        preset_labels(lm),
         value=default_preset(lm),
-        label="Model",
-        info="A preset fills the config.json below; edit it or paste your own, then Calculate.",
+        label=i18n("kv.preset"),
+        info=i18n("kv.preset.info"),
+        elem_id="kv-preset",
     )
-    with gr.Accordion("config.json: view, edit, paste or load", open=False, elem_classes=["stage-hide"]):
+    with gr.Accordion(i18n("kv.config"), open=False, elem_classes=["stage-hide"]):
         w["config_text"] = gr.Code(
             value=preset_config_text(lm, default_preset(lm)),
             language="json",
@@ -306,40 +380,35 @@ def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
         )
         with gr.Row():
             w["config_path"] = gr.Textbox(
-                label="Local path or Hub id",
-                info="A config.json, a model directory, or (online only) a Hub id such as Qwen/Qwen2.5-7B.",
+                label=i18n("kv.config_path"),
+                info=i18n("kv.config_path.info"),
                 scale=3,
+                elem_id="kv-config-path",
             )
-            w["load"] = gr.Button("Load config", scale=1)
+            w["load"] = gr.Button(i18n("kv.load"), scale=1, elem_id="kv-load")
 
 
 def _size_inputs(w: dict[str, Any]) -> None:
     """Length, batch, dtype and mode inputs."""
-    w["seq_len"] = gr.Number(
+    w["seq_len"] = UncheckedNumber(
         4096,
-        label="Sequence length (tokens)",
+        label=i18n("kv.seq_len"),
         precision=0,
         minimum=1,
-        info="Prompt + generated tokens: every cached layer holds one K and one V per token.",
+        info=i18n("kv.seq_len.info"),
+        elem_id="kv-seq-len",
     )
-    w["batch"] = gr.Number(
-        1,
-        label="Batch",
-        precision=0,
-        minimum=1,
-        info="Sequences decoded together: each keeps its own cache, so bytes scale linearly.",
+    w["batch"] = UncheckedNumber(
+        1, label=i18n("kv.batch"), precision=0, minimum=1, info=i18n("kv.batch.info")
     )
     w["kv_dtype"] = gr.Dropdown(
-        list(kvm.KV_DTYPES),
-        value="float16",
-        label="KV dtype",
-        info="Bytes per cached value; q8_0/q4_0 add a float16 scale per 32 values.",
+        list(kvm.KV_DTYPES), value="float16", label=i18n("kv.kv_dtype"), info=i18n("kv.kv_dtype.info")
     )
     w["mode"] = gr.Radio(
-        list(kvm.MODES),
+        [(i18n(MODE_NAMES[mode]), mode) for mode in kvm.MODES],
         value="ideal",
-        label="Mode",
-        info="ideal: what an efficient engine must hold; transformers: what its DynamicCache keeps.",
+        label=i18n("kv.mode"),
+        info=i18n("kv.mode.info"),
     )
 
 
@@ -348,25 +417,23 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
     w["gpu_gb"] = gr.Dropdown(
         GPU_CHOICES,
         value=80,
-        label="GPU memory (GB = 10^9 B)",
+        label=i18n("kv.gpu"),
         allow_custom_value=True,
-        info="Memory of one GPU as vendors print it; type any other size in GB.",
+        info=i18n("kv.gpu.info"),
+        elem_id="kv-gpu",
     )
     wdtype, winfo = weights_dtype_default(lm, default_preset(lm))
-    w["weights_dtype"] = gr.Dropdown(list(kvm.KV_DTYPES), value=wdtype, label="Weights dtype", info=winfo)
+    w["weights_dtype"] = gr.Dropdown(
+        list(kvm.KV_DTYPES), value=wdtype, label=i18n("kv.weights_dtype"), info=winfo
+    )
     w["params_b"] = gr.Textbox(
         "",
-        label="Parameters (billions, optional)",
-        placeholder="blank: automatic",
-        info="Blank: the loaded model's count, a preset's published count, or an estimate.",
+        label=i18n("kv.params_b"),
+        placeholder=i18n("kv.params_b.placeholder"),
+        info=i18n("kv.params_b.info"),
     )
-    w["overhead_pct"] = gr.Slider(
-        0,
-        50,
-        value=10,
-        step=1,
-        label="Overhead reserve (% of GPU)",
-        info="Kept free for activations, CUDA context and fragmentation (vLLM uses ~10 %).",
+    w["overhead_pct"] = CheckedSlider(
+        0, 50, value=10, step=1, label=i18n("kv.overhead"), info=i18n("kv.overhead.info")
     )
 
 
@@ -400,29 +467,20 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
 
 
 def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
-    with gr.Accordion(
-        "Measured vs predicted: build a real cache with the loaded model",
-        open=True,
-        elem_classes=["stage-hide"],
-    ):
-        gr.Markdown(
-            f"Runs **{lm.name}** once over synthetic tokens with `use_cache=True`, sums the bytes of the "
-            "cache's key and value tensors, and compares them with the *transformers*-mode prediction. "
-            f"The model runs in **{model_dtype_name(lm)}**, so its cache holds {model_dtype_name(lm)} keys "
-            "and values and the prediction uses that dtype (not the KV dtype above)."
-        )
+    with gr.Accordion(i18n("kv.measure"), open=True, elem_classes=["stage-hide"]):
+        w["measure_intro"] = gr.Markdown(measure_intro(lm))
         with gr.Row():
-            w["measure_length"] = gr.Slider(
+            w["measure_length"] = CheckedSlider(
                 1,
                 min(2048, lm.context_length),
                 value=128,
                 step=1,
-                label="Prompt length (tokens)",
-                info="Tokens in the forward pass; the cache then holds this many per layer.",
+                label=i18n("kv.measure_length"),
+                info=i18n("kv.measure_length.info"),
             )
-            w["measure"] = gr.Button("Build a real cache and compare", variant="secondary")
-        w["measured"] = gr.Markdown()
+            w["measure"] = gr.Button(i18n("kv.measure.run"), variant="secondary", elem_id="kv-measure")
+        w["measured"] = gr.Markdown(elem_id="kv-measured")
         w["measure_table"] = gr.Dataframe(
-            headers=MEASURE_HEADERS, label="Per layer: predicted vs measured", interactive=False
+            headers=headers(MEASURE_HEADERS), label=i18n("kv.measure_table"), interactive=False
         )
         build_quantized_measure(lm, w)

@@ -24,18 +24,16 @@ from playground.beam.search import LENGTH_PENALTY_RANGE
 from playground.engine.sampling import DEFAULT_ORDER, validate_settings
 from playground.errors import PlaygroundError
 from playground.kv import KV_DTYPES, MODES, memory_gb
+from playground.messages import Message
 from playground.ui.chat_controls import SLIDERS
+from playground.ui.i18n import LANGUAGES, language_of, localize, session_lang, t
 
 TABS = ("chat", "step", "beam", "kv", "hood")
-TAB_TITLES = {
-    "chat": "Chat",
-    "step": "Step by step",
-    "beam": "Beam search",
-    "kv": "KV cache",
-    "hood": "Under the hood",
-}
-# Query parameters that are not ours and go with any link: Gradio's theme, presenter mode (static/theme.js).
-FOREIGN = ("__theme", "presenter")
+# The keys of the tabs' names (playground/ui/i18n)
+TAB_TITLES = {"chat": "tab.chat", "step": "tab.step", "beam": "tab.beam", "kv": "tab.kv", "hood": "tab.hood"}
+# Query parameters that are not a tab's setting and go with any link: Gradio's theme, presenter mode
+# (static/theme.js), the page's language (static/i18n.js).
+FOREIGN = ("__theme", "presenter", "lang")
 
 
 @dataclass(frozen=True)
@@ -54,16 +52,17 @@ class Param:
 
 def number(low: float | None = None, high: float | None = None) -> Callable[[str], float]:
     """A finite number, within [low, high] where given."""
-    return _bounded(float, "a number", low, high)
+    return _bounded(float, Message("link.a_number", "a number"), low, high)
 
 
 def whole(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """A whole number (as typed: 7, not 7.0), within [low, high] where given."""
-    return _bounded(int, "a whole number", low, high)
+    return _bounded(int, Message("link.a_whole_number", "a whole number"), low, high)
 
 
-def _bounded(read: Callable[[str], Any], what: str, low: float | None, high: float | None) -> Callable:
-    allowed = what + _range(low, high)
+def _bounded(read: Callable[[str], Any], what: Message, low: float | None, high: float | None) -> Callable:
+    """A parser whose ValueError says what is allowed (a Message)."""
+    allowed = _range(what, low, high)
 
     def parse(text: str) -> Any:
         try:
@@ -80,20 +79,18 @@ def _bounded(read: Callable[[str], Any], what: str, low: float | None, high: flo
 def one_of(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
-            raise ValueError(f"one of {', '.join(choices)}")
+            raise ValueError(Message("link.one_of", "one of {choices}", choices=", ".join(choices)))
         return text
 
     return parse
 
 
-def _range(low: float | None, high: float | None) -> str:
+def _range(what: Message, low: float | None, high: float | None) -> Message:
     if low is not None and high is not None:
-        return f" from {_shown(low)} to {_shown(high)}"
-    return f" of at least {_shown(low)}" if low is not None else ""
-
-
-def _shown(value: float) -> str:
-    return str(value) if isinstance(value, int) else f"{value:g}"
+        return Message("link.from_to", "{what} from {low:g} to {high:g}", what=what, low=low, high=high)
+    if low is not None:
+        return Message("link.at_least", "{what} of at least {low:g}", what=what, low=low)
+    return what
 
 
 def _within(value: float, low: float | None, high: float | None) -> bool:
@@ -107,7 +104,11 @@ def _flag(text: str) -> bool:
 def _order(text: str) -> list[str]:
     names = [name for name in text.split(",") if name]
     if not set(names) <= set(DEFAULT_ORDER):
-        raise ValueError(f"stage names from {', '.join(DEFAULT_ORDER)}, separated by commas")
+        raise ValueError(
+            Message(
+                "link.stages", "stage names from {names}, separated by commas", names=", ".join(DEFAULT_ORDER)
+            )
+        )
     return names
 
 
@@ -117,12 +118,14 @@ def _ids(text: str) -> list[int]:
     except ValueError:
         ids = [-1]
     if any(i < 0 for i in ids):
-        raise ValueError("token ids: whole numbers of at least 0 separated by commas, e.g. 7042,28")
+        raise ValueError(
+            Message("link.ids", "token ids: whole numbers of at least 0 separated by commas, e.g. 7042,28")
+        )
     return ids
 
 
 class Refused(ValueError):
-    """A value refused with a whole sentence of why (not only what is allowed)."""
+    """A value refused with a whole sentence of why (not only what is allowed): a str or Message."""
 
 
 def sampling(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -133,7 +136,7 @@ def sampling(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
         try:
             validate_settings({name: value})
         except PlaygroundError as exc:
-            raise Refused(str(exc).rstrip(".")) from None
+            raise Refused(exc.message) from None
         return value
 
     return parse
@@ -143,7 +146,7 @@ def _memory(text: str) -> float:
     try:
         return memory_gb(text)
     except PlaygroundError as exc:
-        raise Refused(str(exc).rstrip(".")) from None
+        raise Refused(exc.message) from None
 
 
 SAMPLING = [
@@ -153,16 +156,14 @@ SAMPLING = [
     Param("minp", "min_p", sampling("min_p", number()), "min-p"),
     Param("rep", "repetition_penalty", sampling("repetition_penalty", number())),
 ]
-SEED = Param("seed", "seed", lambda text: str(whole(0, 2**63 - 1)(text)))
+SEED = Param("seed", "seed", lambda text: str(whole(0)(text)))
 MAX_NEW_TOKENS_LIMIT = 1024  # Settings.max_new_tokens_limit's default (link_rules takes the app's)
 
 
 def chat_params(max_new_tokens_limit: int = MAX_NEW_TOKENS_LIMIT) -> list[Param]:
     """The Chat tab's parameters: each setting within its control's range (a value out of it is
     refused when the page opens, not brought into range later), max new tokens within the app's limit."""
-    sliders = [
-        Param(p.key, p.widget, _on_slider(p.parse, p.widget), SLIDERS[p.widget][0].lower()) for p in SAMPLING
-    ]
+    sliders = [Param(p.key, p.widget, _on_slider(p.parse, p.widget), p.label) for p in SAMPLING]
     limit = Param("max", "max_new_tokens", whole(1, max_new_tokens_limit), "max new tokens")
     return [Param("q", "message", str), Param("sys", "system_prompt", str), *sliders, limit, SEED]
 
@@ -234,6 +235,9 @@ def link_rules(
     return LinkRules({**PARAMS, "chat": chat_params(max_new_tokens_limit)}, dict(lessons or {}))
 
 
+RULES = link_rules()  # an app with its own limit and lessons reads links with its own (ui/share.py)
+
+
 def widget_param(key: str, widget: str, component: Any) -> Param | None:
     """The link parameter `key` of an input component (a lesson's), checked as the component
     would take it: a slider's range and step, a choice among its choices, a box's text. None for
@@ -258,13 +262,11 @@ def _choices(allowed: list[Any]) -> Callable[[str], list[str]]:
     def parse(text: str) -> list[str]:
         chosen = [name for name in text.split(",") if name]
         if not set(chosen) <= set(map(str, allowed)):
-            raise ValueError(f"names from {', '.join(map(str, allowed))}, separated by commas")
+            names = ", ".join(map(str, allowed))
+            raise ValueError(Message("link.names", "names from {names}, separated by commas", names=names))
         return chosen
 
     return parse
-
-
-RULES = link_rules()  # this app's rules replace them where it has its own limit and lessons (ui/share.py)
 
 
 @dataclass(frozen=True)
@@ -294,50 +296,57 @@ class Reading:
     problem: str = ""
 
 
-def read_query(query: Mapping[str, str], rules: LinkRules | None = None) -> Reading:
-    """Every parameter checked; a bad one is named with what is allowed, and then no value of the
-    link is used (a link opens exactly what it says, or the tab's defaults)."""
+def read_query(query: Mapping[str, str], lang: str = "en", rules: LinkRules | None = None) -> Reading:
+    """Every parameter checked (rules: this app's, RULES by default); a bad one is named with what is
+    allowed (in lang), and then no value of the link is used (a link opens exactly what it says, or
+    the tab's defaults)."""
     rules = rules or RULES
     tab = query.get("tab")
     if not tab:
         return Reading(None, None)
     if tab not in TABS:
-        return Reading(None, None, f"This link's tab={tab!r} is not a tab: use one of {', '.join(TABS)}.")
+        return Reading(None, None, t("link.bad_tab", lang, tab=tab, tabs=", ".join(TABS)))
     view = query.get("view") if tab == "hood" else None
     if rules.lessons and view is not None and view not in rules.lessons:
-        lessons = ", ".join(rules.lessons)
-        return Reading(None, tab, f"This link's view={view!r} is not a lesson: use one of {lessons}.")
+        return Reading(None, tab, t("link.bad_lesson", lang, view=view, lessons=", ".join(rules.lessons)))
     params = {param.key: param for param in rules.of(tab, view)}
     values, problems = {}, []
     for key, text in query.items():
         if key == "tab" or key in FOREIGN:
             continue
         if key not in params:
-            where = "lesson" if view else "tab"
-            problems.append(f"{key}={text!r} is not a setting of this {where} (it takes {', '.join(params)})")
+            where = "link.not_a_lesson_setting" if view else "link.not_a_setting"
+            problems.append(t(where, lang, key=key, text=text, keys=", ".join(params)))
             continue
         try:
             values[params[key].widget] = params[key].parse(text)
         except ValueError as exc:
-            why = exc if isinstance(exc, Refused) else f"{params[key].name()} must be {exc}"
-            problems.append(f"{key}={text!r} is not allowed: {why}")
+            problems.append(t("link.refused", lang, key=key, text=text, why=_why(exc, params[key], lang)))
     if problems:
-        return Reading(None, tab, f"This link's {'; '.join(problems)}.")
+        return Reading(None, tab, t("link.problems", lang, problems=t("link.separator", lang).join(problems)))
     return Reading(Link(tab, values), tab)
+
+
+def _why(exc: ValueError, param: Param, lang: str) -> str:
+    """Why a parser refused a value, in lang, without its closing full stop (the sentence goes on)."""
+    said = localize(exc.args[0] if exc.args else "", lang)
+    if not isinstance(exc, Refused):
+        said = t("link.must_be", lang, name=param.name(), allowed=said)
+    return said.rstrip(".。")
 
 
 def read_link(query: Mapping[str, str], rules: LinkRules | None = None) -> Link | None:
     """The link in a page's query parameters (None when it names no tab); a bad value is named."""
-    reading = read_query(query, rules)
+    reading = read_query(query, rules=rules)
     if reading.problem:
         raise PlaygroundError(reading.problem)
     return reading.link
 
 
 def page_query(request: Any, rules: LinkRules | None = None) -> Reading:
-    """The query the page was opened with (a handler's gr.Request), read."""
+    """The query the page was opened with (a handler's gr.Request), read in the page's language."""
     query = getattr(request, "query_params", None)
-    return read_query(dict(query), rules) if query else Reading(None, None)
+    return read_query(dict(query), session_lang(request), rules) if query else Reading(None, None)
 
 
 def link_to(tab: str, request: Any, rules: LinkRules | None = None) -> Link | None:
@@ -348,17 +357,30 @@ def link_to(tab: str, request: Any, rules: LinkRules | None = None) -> Link | No
 
 
 def warn_bad_link(request: Any, rules: LinkRules | None = None) -> str | None:
-    """Page load: a toast for a link that can't be opened; returns the tab to show (None: as usual)."""
-    reading = page_query(request, rules)
+    """Page load: a toast for a link that can't be opened (or a ?lang= that names no language here);
+    returns the tab to show (None: as usual)."""
+    reading, lang = page_query(request, rules), session_lang(request)
     if reading.problem:
-        opened = f"{TAB_TITLES[reading.tab]} opened" if reading.tab else "The page opened"
-        gr.Warning(f"{reading.problem} {opened} with its defaults instead.")
+        if reading.tab:
+            gr.Warning(
+                t("link.tab_opened", lang, problem=reading.problem, tab=t(TAB_TITLES[reading.tab], lang))
+            )
+        else:
+            gr.Warning(t("link.page_opened", lang, problem=reading.problem))
+    asked = dict(getattr(request, "query_params", None) or {}).get("lang")
+    if asked is not None and language_of(asked) is None:
+        gr.Warning(t("link.bad_lang", lang, lang=asked, languages=", ".join(_languages())))
     return reading.tab
 
 
-def warn_unopened(tab: str, exc: Exception) -> None:
+def _languages() -> list[str]:
+    return [f"{code} ({language.name})" for code, language in LANGUAGES.items()]
+
+
+def warn_unopened(tab: str, exc: Exception, lang: str = "en") -> None:
     """A link whose values read well but could not be used (a token id past the vocabulary...)."""
-    gr.Warning(f"This link could not be opened: {exc} {TAB_TITLES[tab]} opened with its defaults instead.")
+    why = localize(exc.message if isinstance(exc, PlaygroundError) else str(exc), lang)
+    gr.Warning(t("link.unopened", lang, why=why, tab=t(TAB_TITLES[tab], lang)))
 
 
 Opener = Callable[..., dict[str, Any]]  # (link, values by name, request=..., progress=...) -> views
@@ -388,7 +410,7 @@ def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: 
             try:
                 views = open_link(link, values, **extra)
             except PlaygroundError as exc:
-                warn_unopened(tab, exc)
+                warn_unopened(tab, exc, session_lang(extra["request"]))
             else:
                 return {**{k: v for k, v in values.items() if k in settable}, **views}
         if not takes_request:
@@ -398,7 +420,7 @@ def link_opener(tab: str, run: Callable[..., dict], open_link: Opener, default: 
     opened.__signature__ = signature  # type: ignore[attr-defined]
     opened.__annotations__ = {**getattr(run, "__annotations__", {}), "request": gr.Request}
     opened.__name__ = f"{tab}_from_link"
-    opened.__doc__ = f"Page load: a shared link to {TAB_TITLES[tab]} opened on its controls."
+    opened.__doc__ = f"Page load: a shared link to the {tab} tab opened on its controls."
     return opened
 
 
@@ -412,17 +434,24 @@ def _with_request(signature: inspect.Signature) -> inspect.Signature:
     return signature.replace(parameters=[*head, inspect.Parameter("request", kind, default=None), *tail])
 
 
-def make_query(tab: str, values: Mapping[str, Any], rules: LinkRules | None = None) -> str:
-    """The query string for a tab's current values (only the parameters that tab has; for Under the
-    hood, those of the lesson values["view"])."""
+def make_query(
+    tab: str, values: Mapping[str, Any], lang: str | None = None, rules: LinkRules | None = None
+) -> str:
+    """The query string for a tab's current values (only the parameters that tab has; Under the
+    hood: those of the lesson values["view"]), and the page's language when given (a link opens in
+    the language it was made in)."""
     if tab not in TABS:
-        raise PlaygroundError(f"Unknown tab {tab!r}: use one of {', '.join(TABS)}.")
+        raise PlaygroundError(
+            "Unknown tab {tab!r}: use one of {tabs}.", key="link.unknown_tab", tab=tab, tabs=", ".join(TABS)
+        )
     pairs = [("tab", tab)]
     for param in (rules or RULES).of(tab, values.get("view")):
         value = values.get(param.widget)
         if value is None or value == "" or value == []:
             continue
         pairs.append((param.key, _text(value)))
+    if lang:
+        pairs.append(("lang", lang))
     return urlencode(pairs)
 
 

@@ -13,19 +13,18 @@ from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS
 from playground.ui.common import connect, friendly_errors
 from playground.ui.hood import VIEWS
 from playground.ui.hood.tab import link_outputs, link_params, link_values, opened_from_link, run_inputs
+from playground.ui.i18n import session_lang
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS
 from playground.ui.links import LinkRules, link_rules, link_to, make_query, warn_bad_link
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS
 
-# The selected tab's id, read in the browser when "Copy link" is pressed (tab buttons have no ids);
-# on Under the hood, with the label of the lesson shown ("hood:Logit lens").
+# The selected tab's id, read in the browser when "Copy link" is pressed (its name is translated); on
+# Under the hood, with the id of the lesson's sub-tab shown ("hood:hood-lens").
 CURRENT_TAB_JS = """(tab, ...rest) => {
-  const ids = {"Chat": "chat", "Step by step": "step", "Beam search": "beam", "KV cache": "kv",
-               "Under the hood": "hood"};
-  const selected = document.querySelector("[role=tab][aria-selected=true]")?.innerText.trim();
+  const selected = document.querySelector("#main-tabs [role=tab][aria-selected=true]")?.dataset.tabId;
   const lesson = [...document.querySelectorAll("#hood-views .hood-lessons [role=tab][aria-selected=true]")]
-    .find((t) => t.offsetParent)?.innerText.trim();
-  const id = ids[selected] || "chat";
+    .find((t) => t.offsetParent)?.dataset.tabId;
+  const id = selected || "chat";
   return [id === "hood" && lesson ? `hood:${lesson}` : id, ...rest];
 }"""
 # The full link from the query the server built: shown, and copied when the browser allows it.
@@ -44,22 +43,22 @@ def app_link_rules(max_new_tokens_limit: int, hood_widgets: dict[str, Any]) -> L
 
 
 def wire_links(
-    demo: gr.Blocks,
+    loaded: Any,
     tabs: gr.Tabs,
     toolbar: dict,
     widgets: dict[str, dict],
     handlers: dict[str, Any],
     rules: LinkRules,
 ) -> None:
-    """Page load opens what a shared link asks for (or starts the Step tab as usual); "Copy link"
-    makes a link to the current tab's state."""
+    """After the page's load event, open what a shared link asks for (or start the Step tab as
+    usual); "Copy link" makes a link to the current tab's state, in the page's language."""
 
     def select_tab(request: gr.Request = None) -> Any:
         """The tab a link names (a bad link is told as a toast; the tabs then open as usual)."""
         tab = warn_bad_link(request, rules)
         return gr.Tabs(selected=tab) if tab else gr.skip()
 
-    opened = demo.load(select_tab, None, tabs, api_visibility="private")
+    opened = loaded.then(select_tab, None, tabs, api_visibility="private")
     _wire_openers(opened, widgets, handlers, rules)
     _wire_copy_link(toolbar, widgets, handlers, rules)
 
@@ -78,7 +77,7 @@ def _wire_openers(opened: Any, widgets: dict[str, dict], handlers: dict[str, Any
 
     def hood_from_link(request: gr.Request = None) -> dict[str, Any]:
         """A shared link to one lesson: its sub-tab, its inputs (nothing runs until Run)."""
-        return opened_from_link(VIEWS, link_to("hood", request, rules))
+        return opened_from_link(VIEWS, link_to("hood", request, rules), session_lang(request))
 
     connect(opened.then, hood_from_link, widgets["hood"], link_outputs(VIEWS), api_name=None, model=False)
 
@@ -101,7 +100,7 @@ def _wire_copy_link(
             values = link_values(VIEWS, lesson, dict(zip(lessons, shown[len(KV_LINKED) :], strict=True)))
         else:
             values = handlers[tab].link_values(request) if tab in handlers else {}
-        return make_query(tab, values, rules)
+        return make_query(tab, values, session_lang(request), rules)
 
     toolbar["copy_link"].click(
         friendly_errors(share_link),

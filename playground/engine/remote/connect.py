@@ -12,7 +12,6 @@ tokenize endpoint on a probe text: a mismatch is a clear error, never wrong numb
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import time
 from collections.abc import Callable
@@ -130,9 +129,10 @@ def resolve_tokenizer(
     if given:
         return load_tokenizer(str(given))
     source = info.model_source or ""
-    if kind == "llama.cpp" and Path(source).name == _embedded_name():
-        report("The server runs the embedded GGUF: using the embedded model's tokenizer.")
-        return embedded_tokenizer(cache_root)
+    embedded = _embedded_served(source) if kind == "llama.cpp" else None
+    if embedded is not None:
+        report(f"The server runs the embedded GGUF of {embedded}: using that model's tokenizer.")
+        return embedded_tokenizer(cache_root, embedded)
     if not source:
         raise PlaygroundError(_no_tokenizer(info, kind, "the server does not say which model it loaded"))
     try:
@@ -164,22 +164,25 @@ def load_tokenizer(source: str) -> Tokenizers:
     )
 
 
-def embedded_tokenizer(cache_root: Path) -> Tokenizers:
-    """The embedded model's tokenizer from its converted cache (fast), else from the GGUF itself."""
+def embedded_tokenizer(cache_root: Path, model: str | None = None) -> Tokenizers:
+    """An embedded model's tokenizer (default SmolLM2's) from its converted cache (fast), else from the
+    GGUF itself."""
     from playground.engine.loading import embedded_cache_dir, embedded_gguf_path, verify_cache
 
-    cached = embedded_cache_dir(cache_root)
+    cached = embedded_cache_dir(cache_root, model)
     if cached.is_dir() and verify_cache(cached) is None:
         tok, _, config, generation = load_tokenizer(str(cached))
         return tok, f"the embedded model ({cached})", config, generation
-    tok, _, config, generation = load_tokenizer(str(embedded_gguf_path()))
+    tok, _, config, generation = load_tokenizer(str(embedded_gguf_path(model, cache_root)))
     return tok, "the embedded GGUF", config, generation
 
 
-def _embedded_name() -> str | None:
-    from playground.engine.loading import EMBEDDED_GGUF, EMBEDDED_PACKAGE
+def _embedded_served(source: str) -> str | None:
+    """The installed embedded model whose GGUF file the server says it loaded (None: another model)."""
+    from playground.engine.embedded import EMBEDDED_MODELS
 
-    return EMBEDDED_GGUF if importlib.util.find_spec(EMBEDDED_PACKAGE) is not None else None
+    name = Path(source).name
+    return next((m.name for m in EMBEDDED_MODELS.values() if m.gguf_name == name and m.installed), None)
 
 
 def _optional(load: Callable[..., Any], where: str, **kwargs: Any) -> Any:

@@ -33,6 +33,8 @@ from playground.ui.hood.base import (
     status,
     verdict,
 )
+from playground.ui.i18n import DEFAULT, i18n, t
+from playground.ui.ranges import CheckedSlider
 
 TEXT = LONG_TEXT + (
     "Printers became publishers, booksellers and newsmen, and the shop with its press, its cases of type "
@@ -67,12 +69,7 @@ QUICK_TEXT = (
     "In Europe, around 1440, a goldsmith from Mainz combined a screw press,"
 )
 QUICK = {"quant_text": QUICK_TEXT, "quant_formats": ["int8", "hqq4", "kv-fp8"], "quant_tokens": 4}
-QUICK_LABEL = "Quick setting: 3 formats over 64 tokens"
 LADDER_TRACE = "hood-quant.json"  # the whole ladder, recorded (docs/traces)
-LADDER_LABEL = "the whole ladder, recorded (while this run measures its formats)"
-LADDER_RECORDED = (
-    "● the whole ladder, recorded {date} from {model}: {what} (while this run measures its formats)"
-)
 
 
 class QuantizationView(LessonView):
@@ -111,7 +108,7 @@ class QuantizationView(LessonView):
                 info="Weights: the decoder's Linear layers; KV: the cache, newest "
                 f"{RESIDUAL_TOKENS} tokens kept unquantized",
             )
-            w["quant_tokens"] = gr.Slider(
+            w["quant_tokens"] = CheckedSlider(
                 1,
                 MAX_NEW_TOKENS,
                 value=32,
@@ -121,12 +118,16 @@ class QuantizationView(LessonView):
                 elem_id="hood-quant-tokens",
                 info="Greedy continuation after the text",
             )
-            w["quant_quick"] = gr.Button(QUICK_LABEL, size="sm", scale=1, elem_id="hood-quant-quick")
+            w["quant_quick"] = gr.Button(
+                i18n("hood.quant.quick"), size="sm", scale=1, elem_id="hood-quant-quick"
+            )
         run_row(w, self)
         w["quant_strip"] = gr.Plot(
             label="KL from the model at every token (one row per format)", elem_id="hood-quant-strip"
         )
-        w["quant_ladder"] = gr.Plot(label=LADDER_LABEL, visible=False, elem_id="hood-quant-ladder")
+        w["quant_ladder"] = gr.Plot(
+            label=i18n("hood.quant.ladder"), visible=False, elem_id="hood-quant-ladder"
+        )
         w["quant_fork"] = gr.HTML(elem_id="hood-quant-fork")
         w["quant_table"] = gr.Dataframe(
             headers=COLUMNS, label="per format", interactive=False, wrap=True, elem_id="hood-quant-table"
@@ -144,7 +145,9 @@ class QuantizationView(LessonView):
         lm = ctx.engine
         ids = list(lm.tokenizer(quant_text, add_special_tokens=True).input_ids)
         tokens, run, drawn = as_whole(quant_tokens, "new tokens"), None, -1
-        ladder = {"quant_ladder": recorded_ladder(lm, quant_formats)}  # shown while the run measures
+        ladder = {
+            "quant_ladder": recorded_ladder(lm, quant_formats, ctx.lang)
+        }  # shown while the run measures
         yield ladder
         for run in quantization_lesson.iter_run(lm, ids, quant_formats, tokens, ctx.control):
             if len(run.results) != drawn:
@@ -195,7 +198,7 @@ class QuantizationView(LessonView):
         connect(w["quant_quick"].click, hood_quant_quick, w, list(QUICK), api_name=None, model=False)
 
 
-def recorded_ladder(lm: Engine, formats: list[str]) -> Any:
+def recorded_ladder(lm: Engine, formats: list[str], lang: str = DEFAULT) -> Any:
     """The gallery's recorded run of the whole ladder (its strip, marked recorded) while a run of
     fewer formats measures them; hidden for the whole ladder, or when that trace is of another model."""
     trace = gallery_trace(LADDER_TRACE)
@@ -205,7 +208,7 @@ def recorded_ladder(lm: Engine, formats: list[str]) -> Any:
     if strip is None:
         return gr.Plot(None, visible=False)
     what = trace.title.split(": ", 1)[-1]
-    label = LADDER_RECORDED.format(date=trace.created[:10], model=trace.model, what=what)
+    label = t("hood.quant.ladder_recorded", lang, date=trace.created[:10], model=trace.model, what=what)
     return gr.Plot(go.Figure(strip["figure"]), label=label, visible=True)
 
 

@@ -23,6 +23,7 @@ from playground.traces import new_trace, save_trace
 from playground.ui.common import connect, connect_after_ticket
 from playground.ui.hood.base import GROUPS, HoodEnv, LessonView, RunContext
 from playground.ui.hood.record import record_views
+from playground.ui.i18n import DEFAULT, session_lang, t
 from playground.ui.links import Link, Param, widget_param
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
@@ -49,7 +50,10 @@ class HoodTab:
         sid = _session(request)
         shown = self.states.get(sid).shown(key)
         workspace = self.workspaces.get(sid)
-        return RunContext(self.engine, self.env.draft, control or Control(), workspace, sid or "", shown)
+        control = control or Control()
+        return RunContext(
+            self.engine, self.env.draft, control, workspace, sid or "", shown, session_lang(request)
+        )
 
     def remember(
         self, request: gr.Request | None, key: str, views: dict[str, Any], fresh: bool = False
@@ -217,9 +221,6 @@ def _lesson_tab(view: LessonView, w: dict[str, Any], env: HoodEnv) -> None:
         main.elem_classes = [*(main.elem_classes or []), "hood-main"]  # static/hood.css
 
 
-LINK_OPENED = "Opened from a link: its inputs are set; press Run."
-
-
 def link_params(views: tuple[LessonView, ...], widgets: dict[str, Any]) -> dict[str, list[Param]]:
     """Each lesson's inputs as link parameters (view key -> parameters): a widget `<key>_<name>` is
     `<name>` in a link (`?tab=hood&view=attn&text=…`), checked as the widget would take it (a choice
@@ -240,19 +241,19 @@ def link_outputs(views: tuple[LessonView, ...]) -> list[str]:
     return ["hood_views", *groups, *inputs, *(f"{view.key}_status" for view in views)]
 
 
-def opened_from_link(views: tuple[LessonView, ...], link: Link | None) -> dict[str, Any]:
+def opened_from_link(views: tuple[LessonView, ...], link: Link | None, lang: str = DEFAULT) -> dict[str, Any]:
     """A link to one lesson: its sub-tab chosen (its group's first), its inputs set; nothing runs
     until Run. A link to the tab without a lesson changes nothing."""
     if link is None or "view" not in link.values:
         return {}
     view = next(view for view in views if view.key == link.values["view"])
     inputs = {name: value for name, value in link.values.items() if name != "view"}
-    return {**open_at(view), **inputs, f"{view.key}_status": LINK_OPENED}
+    return {**open_at(view), **inputs, f"{view.key}_status": t("hood.link_opened", lang)}
 
 
-def link_values(views: tuple[LessonView, ...], label: str, shown: dict[str, Any]) -> dict[str, Any]:
-    """What a link to the lesson whose sub-tab is `label` carries: its key and its inputs as shown."""
-    view = next((view for view in views if view.label == label), None)
+def link_values(views: tuple[LessonView, ...], tab_id: str, shown: dict[str, Any]) -> dict[str, Any]:
+    """What a link to the lesson whose sub-tab is `tab_id` carries: its key and its inputs as shown."""
+    view = next((view for view in views if view.tab_id == tab_id), None)
     if view is None:
         return {}
     return {"view": view.key, **{name: shown[name] for name in run_inputs(view) if name in shown}}
