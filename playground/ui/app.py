@@ -1,4 +1,5 @@
-"""The whole app: a header with the loaded model, one tab per view, and the moves between tabs."""
+"""The whole app: a header with this tab's model and its picker, one tab per view, and the moves
+between tabs."""
 
 from __future__ import annotations
 
@@ -10,22 +11,27 @@ from typing import Any
 import gradio as gr
 
 from playground.engine.base import Engine
+from playground.models import ModelRegistry
 from playground.settings import Settings, load_settings
 from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
 from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab, connect_answer
 from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_model_concurrency
+from playground.ui.compare import LINK_OUTPUTS as COMPARE_LINK_OUTPUTS
+from playground.ui.compare import TEXT_OUTPUTS as COMPARE_TEXT_OUTPUTS
+from playground.ui.compare import build_compare_tab
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
 from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
 from playground.ui.links import TAB_TITLES, make_query, warn_bad_link
+from playground.ui.model_picker import ModelPicker
 from playground.ui.state import TabStates
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css")
+CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css", "compare.css")
 JS_FILES = ("i18n.js", "plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The selected tab's id, read in the browser when "Copy link" is pressed (its name is translated).
 CURRENT_TAB_JS = """(tab, ...rest) => {
@@ -94,17 +100,23 @@ def remote_header_markdown(engine: Engine, lang: str = "en") -> str:
 
 
 def build_demo(
-    engine: Engine, settings: Settings, draft: Engine | None = None, workspaces: Workspaces | None = None
+    engine: Engine,
+    settings: Settings,
+    draft: Engine | None = None,
+    workspaces: Workspaces | None = None,
+    registry: ModelRegistry | None = None,
 ) -> gr.Blocks:
     """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
-    tabs' objects (default: a store bounded by settings)."""
+    tabs' objects (default: a store bounded by settings); registry: the models a tab may pick and
+    compare (default: one holding `engine`, the app's own, never unloaded)."""
     concurrency = engine.concurrency or settings.model_concurrency  # a running batch: its places
     set_model_concurrency(concurrency)
     if workspaces is None:
-        workspaces = Workspaces(engine, settings.max_workspaces)
+        workspaces = Workspaces(engine, settings.max_workspaces, registry or ModelRegistry(settings))
     states = TabStates(settings.max_workspaces)
+    picker = ModelPicker(workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
-        toolbar = _header(engine)
+        toolbar = _header(engine, picker)
         names = TAB_TITLES
         with gr.Tabs(elem_id="main-tabs") as tabs:
             with gr.Tab(i18n(names["chat"]), id="chat", elem_id="tab-chat") as toolbar["tab_chat"]:
@@ -114,17 +126,27 @@ def build_demo(
             with gr.Tab(i18n(names["beam"]), id="beam", elem_id="tab-beam") as toolbar["tab_beam"]:
                 beam_w, beam_h = build_beam_tab(engine, workspaces, states)
             with gr.Tab(i18n(names["kv"]), id="kv", elem_id="tab-kv") as toolbar["tab_kv"]:
-                kv_w, kv_h = build_kv_tab(engine)
+                kv_w, kv_h = build_kv_tab(engine, workspaces)
             with gr.Tab(i18n(names["hood"]), id="hood", elem_id="tab-hood") as toolbar["tab_hood"]:
                 hood_w, hood_h = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
+            with gr.Tab(i18n(names["compare"]), id="compare", elem_id="tab-compare") as toolbar[
+                "tab_compare"
+            ]:
+                compare_w, compare_h = build_compare_tab(workspaces, settings)
         _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
         _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
-        tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w}
-        handlers = {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
-        # A tab whose server-built text must follow a language switch adds its handlers here.
-        texts = [(kv_w, kv_h.kv_texts, TEXT_OUTPUTS)]
+        tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w, "compare": compare_w}
+        handlers = {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h, "compare": compare_h}
+        # A tab whose server-built text must follow a language switch (or the tab's model) adds its
+        # handlers here.
+        texts = [
+            (toolbar, picker.model_choices, ["model"]),
+            (kv_w, kv_h.kv_texts, TEXT_OUTPUTS),
+            (compare_w, compare_h.compare_texts, COMPARE_TEXT_OUTPUTS),
+        ]
         reruns = [(kv_w, kv_h.kv_calculate, CALCULATOR_OUTPUTS)]
-        opened = _wire_language(demo, engine, toolbar, texts, reruns)
+        opened, shown = _wire_language(demo, workspaces, toolbar, texts, reruns)
+        _wire_picker(toolbar, picker, shown, tab_widgets, handlers)
         _wire_links(opened, tabs, toolbar, tab_widgets, handlers)
         release_closed_tabs(demo, workspaces, states)
     demo.queue(default_concurrency_limit=concurrency)
@@ -132,14 +154,24 @@ def build_demo(
     return demo
 
 
-def _header(engine: Engine) -> dict[str, Any]:
-    """The model line, then the speaker's tools: the language, presenter mode, keyboard help, a link
-    to this view."""
+def _header(engine: Engine, picker: ModelPicker) -> dict[str, Any]:
+    """The model line, then the speaker's tools: this tab's model, the language, presenter mode,
+    keyboard help, a link to this view; under them the model picker's status line."""
     tools: dict[str, Any] = {}
     with gr.Row(elem_id="toolbar", equal_height=True):
         with gr.Column(scale=4, min_width=400):
             tools["header"] = gr.Markdown(header_markdown(engine), elem_id="header")
         with gr.Row(elem_id="toolbar-buttons"):
+            tools["model"] = gr.Dropdown(
+                [(picker.workspaces.model, picker.workspaces.model)],
+                value=picker.workspaces.model,
+                label=i18n("picker.label"),
+                show_label=False,
+                container=False,
+                allow_custom_value=True,
+                min_width=220,
+                elem_id="model-picker",
+            )
             tools["language"] = gr.Radio(
                 [(language.name, code) for code, language in LANGUAGES.items()],
                 value="en",
@@ -163,6 +195,7 @@ def _header(engine: Engine) -> dict[str, Any]:
         elem_id="share-link",
         info=i18n("app.link.info"),
     )
+    tools["model_status"] = gr.Markdown("", elem_id="model-status")
     tools["current_tab"] = gr.Textbox(visible=False)
     tools["presenter"].click(None, js="() => { window.playgroundTogglePresenter(); }")
     tools["help"].click(None, js="() => { window.playgroundToggleHelp(); }")
@@ -173,35 +206,84 @@ Relabel = tuple[dict[str, Any], Callable[..., dict[str, Any]], list[str]]  # wid
 
 
 def _wire_language(
-    demo: gr.Blocks, engine: Engine, toolbar: dict, texts: list[Relabel], reruns: list[Relabel]
-) -> Any:
+    demo: gr.Blocks, workspaces: Workspaces, toolbar: dict, texts: list[Relabel], reruns: list[Relabel]
+) -> tuple[Any, Callable[[Any], Any]]:
     """The page's language (playground/ui/i18n): static text follows it in the browser; text the
     server built is built again in it, on page load and on each switch of the header's radio: the
-    header and the tabs' names, then each tab's `texts` (a handler giving its server-built text in
-    the session's language), and on a switch its `reruns` (a calculation shown again: the page load
-    runs those through its link openers). Returns the page-load event (shared links open after it)."""
+    header (this tab's model) and the tabs' names, then each tab's `texts` (a handler giving its
+    server-built text in the session's language), and on a switch its `reruns` (a calculation shown
+    again: the page load runs those through its link openers). Returns the page-load event (shared
+    links open after it) and `shown` (the same server text after another event's .then or .success: a
+    model picked)."""
 
     def header_text(request: gr.Request = None) -> dict[str, Any]:
         """The header and the tabs' names in the session's language (Gradio's own translation misses
         the name of a tab not opened yet)."""
         lang = session_lang(request)
         names = {f"tab_{tab}": gr.Tab(label=t(key, lang)) for tab, key in TAB_TITLES.items()}
+        engine = workspaces.get(getattr(request, "session_hash", None)).engine
         return {"header": header_markdown(engine, lang), **names}
 
-    def shown(event: Any) -> Any:
-        """After event, the server's text in the session's language."""
+    def shown(after: Any) -> Any:
+        """After an event (after: its .then or .success), the server's text in the session's language."""
         outputs = ["header", *(f"tab_{tab}" for tab in TAB_TITLES)]
-        last = connect(event.then, header_text, toolbar, outputs, api_name=None, model=False)
+        last = connect(after, header_text, toolbar, outputs, api_name=None, model=False)
         for widgets, handler, names in texts:
             last = connect(last.then, handler, widgets, names, api_name=None, model=False)
         return last
 
-    opened = shown(demo.load(None, None, toolbar["language"], js=LANGUAGE_NOW_JS))
+    opened = shown(demo.load(None, None, toolbar["language"], js=LANGUAGE_NOW_JS).then)
     chosen = toolbar["language"].input(None, toolbar["language"], None, js=SET_LANGUAGE_JS, queue=False)
-    switched = shown(chosen)
+    switched = shown(chosen.then)
     for widgets, handler, names in reruns:
         connect(switched.then, handler, widgets, names, api_name=None, model=False)
-    return opened
+    return opened, shown
+
+
+def _wire_picker(
+    toolbar: dict, picker: ModelPicker, shown: Callable[[Any], Any], widgets: dict[str, dict], handlers: dict
+) -> None:
+    """A model picked (API /model_pick): its load streams into the status line; once this tab uses
+    it, the header and the server's text say so, the Chat and Beam tabs drop the old model's views
+    (the chat's messages stay: the next answer is the new model's), and Step by step starts afresh
+    on the new model with its prompt."""
+    picked = connect(
+        toolbar["model"].input,
+        picker.model_pick,
+        toolbar,
+        ["model", "model_status"],
+        api_name="model_pick",
+        status="model_status",
+        model=False,
+    )
+    shown(picked.success)
+    cleared = {"chat": ["token_view", "status", "branch"], "beam": ["plot", "status", "table", "prefix_text"]}
+    for tab, outputs in cleared.items():
+        connect(picked.success, _cleared(tab), widgets[tab], outputs, api_name=None, model=False, queue=False)
+    connect(
+        picked.success,
+        handlers["step"].step_start,
+        widgets["step"],
+        VIEW_OUTPUTS,
+        api_name=None,
+        status="status",
+    )
+
+
+def _cleared(tab: str) -> Callable[[], dict[str, Any]]:
+    """A tab's views of the last model's results, emptied (a new model picked)."""
+
+    def clear() -> dict[str, Any]:
+        if tab == "chat":
+            return {
+                "token_view": "",
+                "status": "",
+                "branch": gr.Dropdown(choices=[], value=None, visible=False),
+            }
+        return {"plot": None, "status": "", "table": [], "prefix_text": ""}
+
+    clear.__name__ = f"{tab}_cleared"
+    return clear
 
 
 def _wire_links(
@@ -225,6 +307,8 @@ def _wire_links(
     connect(opened.then, handlers["beam"].beam_from_link, widgets["beam"], beam_outputs, api_name=None, **on)
     kv_outputs = [*CALCULATOR_INPUTS, *CALCULATOR_OUTPUTS]
     connect(opened.then, handlers["kv"].kv_from_link, widgets["kv"], kv_outputs, api_name=None, model=False)
+    compare = (handlers["compare"].compare_from_link, widgets["compare"], COMPARE_LINK_OUTPUTS)
+    connect(opened.then, *compare, api_name=None, status="status_a")
 
     def share_link(
         current_tab: str,

@@ -56,7 +56,7 @@ class StepHandlers:
         """Start a session on `prompt` (chat: wrapped in the chat template as a user turn)."""
         ws = self._workspace(request)
         return self._install(
-            ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
+            ws, StepSession(ws.engine, prompt or "", bool(chat), settings=self._settings(ws))
         )
 
     def _open_link(self, link: Link, values: dict[str, Any], request: Any) -> dict[str, Any]:
@@ -64,7 +64,7 @@ class StepHandlers:
         ws, linked = self._workspace(request), link.values
         settings = {**settings_values(ws.step_settings), **linked}
         settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
-        session = StepSession(self.engine, values["prompt"], values["chat"], settings=settings)
+        session = StepSession(ws.engine, values["prompt"], values["chat"], settings=settings)
         try:
             session.append_tokens(linked.get("path", []))
         except BaseException:
@@ -88,7 +88,7 @@ class StepHandlers:
     ) -> dict[str, Any]:
         """Start a session on `prompt` with given token ids already appended (one forward)."""
         ws = self._workspace(request)
-        session = StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
+        session = StepSession(ws.engine, prompt or "", bool(chat), settings=self._settings(ws))
         session.append_tokens(parse_token_ids(token_ids))
         return self._install(ws, session)
 
@@ -101,7 +101,7 @@ class StepHandlers:
         node_id = 0 if node is None else as_whole(node, "node")
         records = tree.records(tree.tree.node(node_id).id)
         session = StepSession.from_path(
-            self.engine, tree.prompt, tree.settings.chat, records, settings=self._settings(ws)
+            ws.engine, tree.prompt, tree.settings.chat, records, settings=self._settings(ws)
         )
         return self._install(ws, session)
 
@@ -117,7 +117,7 @@ class StepHandlers:
             raise PlaygroundError(f"Token position {position} is outside the answer (0..{len(records) - 1}).")
         messages = chat.request.messages
         session = StepSession.from_path(
-            self.engine,
+            ws.engine,
             messages[-1]["content"],
             True,
             records[: position + 1],
@@ -139,7 +139,7 @@ class StepHandlers:
             raise PlaygroundError("Choose a session or step trace (.json) to import.")
         text = Path(import_file).read_text(encoding="utf-8", errors="replace")
         ws = self._workspace(request)
-        session = session_from_json(self.engine, text)
+        session = session_from_json(ws.engine, text)
         ws.step_settings = session.settings
         return {**self._install(ws, session), **settings_values(session.settings)}
 
@@ -154,7 +154,7 @@ class StepHandlers:
         }
         title = f"Step by step: {session.prompt[:50]}… {len(session.token_ids)} tokens"
         return str(
-            save_trace(new_trace("step", title, self.engine, data), Path(tempfile.mkdtemp(prefix="trace-")))
+            save_trace(new_trace("step", title, ws.engine, data), Path(tempfile.mkdtemp(prefix="trace-")))
         )
 
     def step_export(self, request: gr.Request = None) -> str:

@@ -37,10 +37,6 @@ class HoodTab:
         self.views = {view.key: view for view in views}
         self.plot_labels: dict[str, str] = {}  # figure name -> its label on screen (for traces)
 
-    @property
-    def engine(self) -> Engine:
-        return self.env.engine
-
     # --- per browser tab -------------------------------------------------------------------------
 
     def context(self, request: gr.Request | None, key: str, control: Control | None = None) -> RunContext:
@@ -48,7 +44,7 @@ class HoodTab:
         sid = _session(request)
         shown = self.states.get(sid).shown(key)
         workspace = self.workspaces.get(sid)
-        return RunContext(self.engine, self.env.draft, control or Control(), workspace, sid or "", shown)
+        return RunContext(workspace.engine, self.env.draft, control or Control(), workspace, sid or "", shown)
 
     def remember(
         self, request: gr.Request | None, key: str, views: dict[str, Any], fresh: bool = False
@@ -103,7 +99,8 @@ class HoodTab:
         phase = str(shown.get(f"{view.key}_status", "")).removeprefix("Done: ")
         title = f"{view.lesson.title}: {phase}"[:100]
         folder = Path(tempfile.mkdtemp(prefix="trace-"))
-        return str(save_trace(new_trace("hood", title, self.engine, data), folder))
+        engine = self.workspaces.get(_session(request)).engine
+        return str(save_trace(new_trace("hood", title, engine, data), folder))
 
 
 def _stopped(view: LessonView) -> dict[str, Any]:
