@@ -89,7 +89,7 @@ def _text_views(engines: SideEngines, own: int, letter: str, context: Any, text:
             "compare.score.title", lang, side=letter.upper(), other=SIDES[other].upper(), model=names[other]
         ),
         f"score_{letter}_view": "",
-        f"score_{letter}_table": gr.Dataframe([], headers=headers(lang)),
+        f"score_{letter}_table": [],
     }
     if not text.strip():
         return {**views, f"score_{letter}_summary": t("compare.score.no_text", lang)}
@@ -99,7 +99,7 @@ def _text_views(engines: SideEngines, own: int, letter: str, context: Any, text:
         views[f"score_{letter}_view"] = scored_html(engines.engines[other], scores[other], lang)  # type: ignore[arg-type]
     if all(isinstance(s, ScoredText) for s in scores):
         try:
-            views[f"score_{letter}_table"] = gr.Dataframe(aligned_rows(*scores), headers=headers(lang))  # type: ignore[arg-type]
+            views[f"score_{letter}_table"] = aligned_rows(*scores)  # type: ignore[arg-type]
         except PlaygroundError as exc:  # two tokenizers that can't be aligned: the scores stay
             lines.append(t("compare.score.unaligned", lang, why=localize(exc.message, lang)))
     return {**views, f"score_{letter}_summary": "\n\n".join(lines)}

@@ -105,7 +105,7 @@ def run(engines: SideEngines, prefix: str, chat: bool, k: int) -> Iterator[dict[
         )
         yield {
             **views,
-            f"step_{letter}_table": gr.Dataframe(rows, headers=headers(lang)),
+            f"step_{letter}_table": rows,
             f"step_{letter}_summary": summary,
         }
 
