@@ -47,7 +47,7 @@ def layout(w: dict[str, Any]) -> None:
     with gr.Row(elem_classes=["stage-hide"]):
         w["compare_system"] = gr.Textbox("", label=i18n("compare.chat.system"), scale=3)
         w["compare_max_new_tokens"] = gr.Number(
-            48, label=i18n("compare.chat.max_new_tokens"), precision=0, scale=1, min_width=140
+            32, label=i18n("compare.chat.max_new_tokens"), precision=0, scale=1, min_width=140
         )
     w["compare_ticket"] = gr.State(None)
     gr.HTML(legend_html(), elem_classes=["stage-hide"])
