@@ -31,7 +31,7 @@ from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css", "compare.css")
+CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css", "models.css")
 JS_FILES = ("i18n.js", "plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The selected tab's id, read in the browser when "Copy link" is pressed (its name is translated).
 CURRENT_TAB_JS = """(tab, ...rest) => {
