@@ -286,6 +286,10 @@ class ModelRegistry:
                     model=key,
                 )
             )
+        yield from self._free_memory(key, estimate)
+
+    def _free_memory(self, key: str, estimate: MemoryEstimate) -> Iterator[LoadEvent]:
+        """Unload least recently used idle models until the load leaves the reserve free."""
         needed = estimate.load_bytes + int(self.settings.memory_reserve_mib) * MIB
         while (free := self._free()) is not None and needed > free:
             gone = self._unload_one()

@@ -117,41 +117,54 @@ def build_demo(
     picker = ModelPicker(workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
         toolbar = _header(engine, picker)
-        names = TAB_TITLES
+        built: dict[str, tuple[dict[str, Any], Any]] = {}  # tab -> (its components by name, handlers)
         with gr.Tabs(elem_id="main-tabs") as tabs:
-            with gr.Tab(i18n(names["chat"]), id="chat", elem_id="tab-chat") as toolbar["tab_chat"]:
-                chat_w, chat_h = build_chat_tab(engine, settings, workspaces)
-            with gr.Tab(i18n(names["step"]), id="step", elem_id="tab-step") as toolbar["tab_step"]:
-                step_w, step_h = build_step_tab(engine, workspaces)
-            with gr.Tab(i18n(names["beam"]), id="beam", elem_id="tab-beam") as toolbar["tab_beam"]:
-                beam_w, beam_h = build_beam_tab(engine, workspaces, states)
-            with gr.Tab(i18n(names["kv"]), id="kv", elem_id="tab-kv") as toolbar["tab_kv"]:
-                kv_w, kv_h = build_kv_tab(engine, workspaces)
-            with gr.Tab(i18n(names["hood"]), id="hood", elem_id="tab-hood") as toolbar["tab_hood"]:
-                hood_w, hood_h = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
-            with gr.Tab(i18n(names["compare"]), id="compare", elem_id="tab-compare") as toolbar[
-                "tab_compare"
-            ]:
-                compare_w, compare_h = build_compare_tab(workspaces, settings)
-        _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
-        _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
-        tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w, "compare": compare_w}
-        handlers = {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h, "compare": compare_h}
-        # A tab whose server-built text must follow a language switch (or the tab's model) adds its
-        # handlers here.
-        texts = [
-            (toolbar, picker.model_choices, ["model"]),
-            (kv_w, kv_h.kv_texts, TEXT_OUTPUTS),
-            (compare_w, compare_h.compare_texts, COMPARE_TEXT_OUTPUTS),
-        ]
-        reruns = [(kv_w, kv_h.kv_calculate, CALCULATOR_OUTPUTS)]
-        opened, shown = _wire_language(demo, workspaces, toolbar, texts, reruns)
-        _wire_picker(toolbar, picker, shown, tab_widgets, handlers)
-        _wire_links(opened, tabs, toolbar, tab_widgets, handlers)
+            with _tab(toolbar, "chat"):
+                built["chat"] = build_chat_tab(engine, settings, workspaces)
+            with _tab(toolbar, "step"):
+                built["step"] = build_step_tab(engine, workspaces)
+            with _tab(toolbar, "beam"):
+                built["beam"] = build_beam_tab(engine, workspaces, states)
+            with _tab(toolbar, "kv"):
+                built["kv"] = build_kv_tab(engine, workspaces)
+            with _tab(toolbar, "hood"):
+                built["hood"] = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
+            with _tab(toolbar, "compare"):
+                built["compare"] = build_compare_tab(workspaces, settings)
+        _wire_tabs(demo, tabs, toolbar, picker, built)
         release_closed_tabs(demo, workspaces, states)
     demo.queue(default_concurrency_limit=concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
     return demo
+
+
+def _wire_tabs(
+    demo: gr.Blocks, tabs: gr.Tabs, toolbar: dict, picker: ModelPicker, built: dict[str, tuple[dict, Any]]
+) -> None:
+    """The events between the tabs: moves, the page's language, the model picker, shared links."""
+    widgets = {name: tab[0] for name, tab in built.items()}
+    handlers = {name: tab[1] for name, tab in built.items()}
+    _wire_moves(tabs, widgets["chat"], handlers["chat"], widgets["step"], handlers["step"], widgets["beam"])
+    _wire_lens_from_step(tabs, widgets["step"], widgets["hood"], handlers["hood"])
+    # A tab whose server-built text must follow a language switch (or the tab's model) adds its
+    # handlers here.
+    texts = [
+        (toolbar, picker.model_choices, ["model"]),
+        (widgets["kv"], handlers["kv"].kv_texts, TEXT_OUTPUTS),
+        (widgets["compare"], handlers["compare"].compare_texts, COMPARE_TEXT_OUTPUTS),
+    ]
+    reruns = [(widgets["kv"], handlers["kv"].kv_calculate, CALCULATOR_OUTPUTS)]
+    opened, shown = _wire_language(demo, picker.workspaces, toolbar, texts, reruns)
+    _wire_picker(toolbar, picker, shown, widgets, handlers)
+    del widgets["hood"], handlers["hood"]  # a link to Under the hood only opens the tab
+    _wire_links(opened, tabs, toolbar, widgets, handlers)
+
+
+def _tab(toolbar: dict[str, Any], name: str) -> gr.Tab:
+    """One of the main tabs, named in the page's language; the toolbar keeps it as tab_<name> (its
+    name is built again on the server in the session's language: _wire_language)."""
+    toolbar[f"tab_{name}"] = gr.Tab(i18n(TAB_TITLES[name]), id=name, elem_id=f"tab-{name}")
+    return toolbar[f"tab_{name}"]
 
 
 def _header(engine: Engine, picker: ModelPicker) -> dict[str, Any]:
@@ -162,16 +175,7 @@ def _header(engine: Engine, picker: ModelPicker) -> dict[str, Any]:
         with gr.Column(scale=4, min_width=400):
             tools["header"] = gr.Markdown(header_markdown(engine), elem_id="header")
         with gr.Row(elem_id="toolbar-buttons"):
-            tools["model"] = gr.Dropdown(
-                [(picker.workspaces.model, picker.workspaces.model)],
-                value=picker.workspaces.model,
-                label=i18n("picker.label"),
-                show_label=False,
-                container=False,
-                allow_custom_value=True,
-                min_width=220,
-                elem_id="model-picker",
-            )
+            tools["model"] = picker.dropdown()
             tools["language"] = gr.Radio(
                 [(language.name, code) for code, language in LANGUAGES.items()],
                 value="en",

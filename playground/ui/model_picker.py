@@ -21,7 +21,7 @@ import gradio as gr
 
 from playground.errors import PlaygroundError
 from playground.models import LoadEvent, ModelEntry, ModelRegistry, model_key
-from playground.ui.i18n import localize, session_lang, t
+from playground.ui.i18n import i18n, localize, session_lang, t
 from playground.workspace import Workspace, Workspaces
 
 TICK_S = 1.0  # the status line's seconds count while a load runs
@@ -115,6 +115,20 @@ class ModelPicker:
     @property
     def registry(self) -> ModelRegistry:
         return self.workspaces.registry
+
+    def dropdown(self) -> gr.Dropdown:
+        """The toolbar's list (the page load fills it in the page's language): a name may be typed."""
+        first = self.workspaces.model
+        return gr.Dropdown(
+            [(first, first)],
+            value=first,
+            label=i18n("picker.label"),
+            show_label=False,
+            container=False,
+            allow_custom_value=True,
+            min_width=220,
+            elem_id="model-picker",
+        )
 
     def model_choices(self, request: gr.Request = None) -> dict[str, Any]:
         """The list, in the page's language, with this tab's model chosen (page load, language)."""

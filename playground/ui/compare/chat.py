@@ -20,7 +20,7 @@ from playground.engine.control import Control
 from playground.engine.tokens import stream_pieces
 from playground.errors import PlaygroundError
 from playground.ui.chat_tab import answer_stats, progress_stats
-from playground.ui.compare.sides import SIDES, SideEngines
+from playground.ui.compare.sides import SIDES, SideEngines, side_columns
 from playground.ui.i18n import i18n, localize, t
 from playground.ui.token_html import answer_tokens_html, legend_html
 
@@ -52,14 +52,15 @@ def layout(w: dict[str, Any]) -> None:
     w["compare_ticket"] = gr.State(None)
     gr.HTML(legend_html(), elem_classes=["stage-hide"])
     w["compare_parting"] = gr.Markdown("", elem_id="compare-parting")
-    with gr.Row(elem_id="compare-answers"):
-        for x in SIDES:
-            with gr.Column(elem_classes=["compare-answer"], min_width=300):
-                w[f"chat_{x}_title"] = gr.Markdown("", elem_id=f"compare-chat-{x}-title")
-                w[f"chat_{x}"] = gr.HTML("", elem_id=f"compare-chat-{x}")
-                w[f"chat_{x}_stats"] = gr.Markdown(
-                    "", elem_id=f"compare-chat-{x}-stats", elem_classes=["chat-stats"]
-                )
+    side_columns(w, _column, elem_id="compare-answers")
+
+
+def _column(x: str) -> dict[str, Any]:
+    return {
+        f"chat_{x}_title": gr.Markdown("", elem_id=f"compare-chat-{x}-title"),
+        f"chat_{x}": gr.HTML("", elem_id=f"compare-chat-{x}"),
+        f"chat_{x}_stats": gr.Markdown("", elem_id=f"compare-chat-{x}-stats", elem_classes=["chat-stats"]),
+    }
 
 
 def run(

@@ -15,7 +15,7 @@ from playground.engine.base import Engine
 from playground.engine.tokens import group_text, token_texts
 from playground.errors import PlaygroundError
 from playground.scoring import ScoredText, align_scores, score_text
-from playground.ui.compare.sides import SIDES, SideEngines
+from playground.ui.compare.sides import SIDES, SideEngines, side_columns, titled_view
 from playground.ui.i18n import i18n, localize, t
 from playground.ui.token_html import byte_rows, cell_text, grouped_html, percent, token_span
 
@@ -50,18 +50,19 @@ def layout(w: dict[str, Any]) -> None:
                 "", label=i18n(TEXT_LABELS[x]), lines=2, elem_id=f"compare-score-{x}-text"
             )
     w["score_run"] = gr.Button(i18n("compare.score.run"), variant="primary", elem_id="compare-score-run")
-    with gr.Row():
-        for x in SIDES:
-            with gr.Column(min_width=300):
-                w[f"score_{x}_title"] = gr.Markdown("")
-                w[f"score_{x}_view"] = gr.HTML("", elem_id=f"compare-score-{x}-view")
-                w[f"score_{x}_summary"] = gr.Markdown("", elem_id=f"compare-score-{x}-summary")
-                w[f"score_{x}_table"] = gr.Dataframe(
-                    headers=headers("en"),
-                    label=i18n("compare.score.table"),
-                    interactive=False,
-                    elem_id=f"compare-score-{x}-table",
-                )
+    side_columns(w, _column)
+
+
+def _column(x: str) -> dict[str, Any]:
+    return {
+        **titled_view("score", x),
+        f"score_{x}_table": gr.Dataframe(
+            headers=headers("en"),
+            label=i18n("compare.score.table"),
+            interactive=False,
+            elem_id=f"compare-score-{x}-table",
+        ),
+    }
 
 
 def context_of(context: str, chat: bool, system: str) -> str | list[dict[str, str]]:

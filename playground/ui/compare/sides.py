@@ -10,7 +10,7 @@ that cannot load says why, and the other side still runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,6 +198,27 @@ def _side_controls(w: dict[str, Any], letter: str, choices: list[tuple[str, str]
     w[f"status_{letter}"] = gr.Markdown(
         "", elem_id=f"compare-status-{letter}", elem_classes=["compare-status"]
     )
+
+
+def side_columns(
+    w: dict[str, Any], build: Callable[[str], dict[str, Any]], elem_id: str | None = None
+) -> None:
+    """A view's results: one column per side, side by side; build(letter) makes a column's
+    components (by name, in order)."""
+    with gr.Row(elem_id=elem_id):
+        for letter in SIDES:
+            with gr.Column(min_width=300, elem_classes=["compare-column"]):
+                w.update(build(letter))
+
+
+def titled_view(view: str, letter: str) -> dict[str, Any]:
+    """A column's usual components: its side's title, the view's HTML, a summary line
+    ("tokens_a_title", "tokens_a_view", "tokens_a_summary")."""
+    return {
+        f"{view}_{letter}_title": gr.Markdown(""),
+        f"{view}_{letter}_view": gr.HTML("", elem_id=f"compare-{view}-{letter}-view"),
+        f"{view}_{letter}_summary": gr.Markdown("", elem_id=f"compare-{view}-{letter}-summary"),
+    }
 
 
 def remote_allowed() -> bool:

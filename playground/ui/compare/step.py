@@ -9,10 +9,12 @@ from typing import Any
 
 import gradio as gr
 
+from playground.engine.base import Engine
 from playground.errors import PlaygroundError
 from playground.step import StepSession
+from playground.step.records import Candidate
 from playground.ui.common import as_whole
-from playground.ui.compare.sides import SIDES, SideEngines
+from playground.ui.compare.sides import SIDES, SideChoice, SideEngines, side_columns
 from playground.ui.i18n import i18n, t
 from playground.ui.step_render import DEFAULT_PROMPT
 
@@ -44,14 +46,17 @@ def layout(w: dict[str, Any]) -> None:
             )
             w["step_k"] = gr.Number(CANDIDATES, label=i18n("compare.step.k"), precision=0)
     w["step_run"] = gr.Button(i18n("compare.step.run"), variant="primary", elem_id="compare-step-run")
-    with gr.Row():
-        for x in SIDES:
-            with gr.Column(min_width=300):
-                w[f"step_{x}_title"] = gr.Markdown("")
-                w[f"step_{x}_table"] = gr.Dataframe(
-                    headers=headers("en"), interactive=False, elem_id=f"compare-step-{x}-table"
-                )
-                w[f"step_{x}_summary"] = gr.Markdown("", elem_id=f"compare-step-{x}-summary")
+    side_columns(w, _column)
+
+
+def _column(x: str) -> dict[str, Any]:
+    return {
+        f"step_{x}_title": gr.Markdown(""),
+        f"step_{x}_table": gr.Dataframe(
+            headers=headers("en"), interactive=False, elem_id=f"compare-step-{x}-table"
+        ),
+        f"step_{x}_summary": gr.Markdown("", elem_id=f"compare-step-{x}-summary"),
+    }
 
 
 def check_k(k: Any) -> int:
@@ -71,43 +76,43 @@ def run(engines: SideEngines, prefix: str, chat: bool, k: int) -> Iterator[dict[
     """Load both sides, then each model's top k next tokens after the prefix."""
     yield from engines.load()
     for index, choice in enumerate(engines.choices):
-        letter, lang = choice.letter, engines.lang
-        views: dict[str, Any] = {f"step_{letter}_title": f"**{choice.describe(lang)}**"}
-        engine = engines.engines[index]
+        letter, engine = choice.letter, engines.engines[index]
+        title = {f"step_{letter}_title": f"**{choice.describe(engines.lang)}**"}
         if engine is None:
-            yield {**views, f"step_{letter}_table": [], f"step_{letter}_summary": engines.errors[index]}
-            continue
-        session = StepSession(engine, prefix, chat, settings=choice.settings)
-        try:
-            candidates = session.candidates(k)
-            prompt_tokens = len(session.prompt_ids)
-        finally:
-            session.release()
-        rows = [
-            [
-                c.rank,
-                c.piece.visible,
-                c.token_id,
-                round(c.prob, 4),
-                round(c.logprob, 3),
-                round(c.sampled_prob, 4),
-            ]
-            for c in candidates
-        ]
-        top = candidates[0]
-        summary = t(
-            "compare.step.summary",
-            lang,
-            tokens=prompt_tokens,
-            top=top.piece.visible,
-            prob=top.prob,
-            model=choice.key,
-        )
-        yield {
-            **views,
-            f"step_{letter}_table": rows,
-            f"step_{letter}_summary": summary,
-        }
+            yield {**title, f"step_{letter}_table": [], f"step_{letter}_summary": engines.errors[index]}
+        else:
+            yield {**title, **_candidates(engine, choice, prefix, chat, k, engines.lang)}
+
+
+def _candidates(
+    engine: Engine, choice: SideChoice, prefix: str, chat: bool, k: int, lang: str
+) -> dict[str, Any]:
+    """One side's table of candidates and its summary line."""
+    session = StepSession(engine, prefix, chat, settings=choice.settings)
+    try:
+        candidates = session.candidates(k)
+        prompt_tokens = len(session.prompt_ids)
+    finally:
+        session.release()
+    top = candidates[0]
+    summary = t(
+        "compare.step.summary",
+        lang,
+        tokens=prompt_tokens,
+        top=top.piece.visible,
+        prob=top.prob,
+        model=choice.key,
+    )
+    letter = choice.letter
+    return {f"step_{letter}_table": candidate_rows(candidates), f"step_{letter}_summary": summary}
+
+
+def candidate_rows(candidates: list[Candidate]) -> list[list[Any]]:
+    """rank, token, id, probability, log-prob, probability after the side's sampling settings."""
+    return [
+        [c.rank, c.piece.visible, c.token_id, round(c.prob, 4), round(c.logprob, 3), round(c.sampled_prob, 4)]
+        for c in candidates
+    ]
 
 
 def link_values(prefix: str, chat: bool) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import gradio as gr
 
 from playground.hood import tokens as tokens_lesson
 from playground.hood.tokens import TokensResult, split_chars, words_of
-from playground.ui.compare.sides import SIDES, SideEngines
+from playground.ui.compare.sides import SIDES, SideEngines, side_columns, titled_view
 from playground.ui.hood.tokens import token_view
 from playground.ui.i18n import i18n, t
 
@@ -33,12 +33,7 @@ def layout(w: dict[str, Any]) -> None:
             i18n("compare.tokens.run"), variant="primary", scale=1, elem_id="compare-tokens-run"
         )
     w["tokens_ratio"] = gr.Markdown("", elem_id="compare-tokens-ratio")
-    with gr.Row():
-        for x in SIDES:
-            with gr.Column(min_width=300):
-                w[f"tokens_{x}_title"] = gr.Markdown("")
-                w[f"tokens_{x}_view"] = gr.HTML("", elem_id=f"compare-tokens-{x}-view")
-                w[f"tokens_{x}_summary"] = gr.Markdown("", elem_id=f"compare-tokens-{x}-summary")
+    side_columns(w, lambda x: titled_view("tokens", x))
 
 
 def run(engines: SideEngines, text: str) -> Iterator[dict[str, Any]]:
