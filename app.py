@@ -18,6 +18,7 @@ Options (each also settable as an environment variable):
   --engine-tokenizer  PLAYGROUND_ENGINE_TOKENIZER  the served model's tokenizer (dir, .gguf or Hub id;
                                                    default: found from the server, checked against it)
   --engine-top-n      PLAYGROUND_ENGINE_TOP_N      alternatives per position (default: the server's maximum)
+  --api-key PLAYGROUND_API_KEY a bearer token the OpenAI-compatible API (/v1/...) requires (default: none)
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ def _engine_args(parser: argparse.ArgumentParser, defaults: Settings) -> None:
         "--engine-tokenizer",
         default=defaults.engine_tokenizer,
         help="the served model's tokenizer: a directory, .gguf file or Hub id (default: from the server)",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=defaults.api_key,
+        help="require this bearer token on the OpenAI-compatible API (/v1/...; default: none asked)",
     )
     parser.add_argument(
         "--engine-top-n",
@@ -243,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             inbrowser=opened,
             quiet=True,
             prevent_thread_lock=True,
-            **launch_options(settings),
+            **launch_options(settings, demo),
         )
         print(ready_line(local_url, share_url, opened), flush=True)
         demo.block_thread()

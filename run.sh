@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh requirements.txt
+echo "run: starting the app (importing torch, transformers and gradio: 15-40 s the first time on 2 cores)"
 exec .venv/bin/python app.py "$@"

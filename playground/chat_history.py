@@ -16,11 +16,12 @@ from typing import Any
 from playground.engine.prompts import Message
 
 # Each shown answer ends with its statistics in this footer; it is display only, and
-# normalize_history strips it so the model never sees it.
-FOOTER_START = "\n\n<sub>⏱ "
+# normalize_history strips it so the model never sees it. It starts with a dash, which every font has
+# (a stopwatch emoji showed as a box where no emoji font is installed).
+FOOTER_START = "\n\n<sub>— "
 # An answer of only whitespace comes back stripped, footer first; a footer left in would make the
-# next answer depend on its timings (how busy the server was).
-_FOOTER_PATTERN = re.compile(r"(?:\n\n|^\s*)<sub>⏱ .*?</sub>\s*$", re.DOTALL)
+# next answer depend on its timings (how busy the server was). Histories saved before carry "⏱ ".
+_FOOTER_PATTERN = re.compile(r"(?:\n\n|^\s*)<sub>(?:— |⏱ ).*?</sub>\s*$", re.DOTALL)
 
 # A user message is shown inside this span with every character Markdown or HTML could read
 # (punctuation, line breaks, tabs) as a character reference: `**bold**` and `<img>` show as typed.

@@ -32,6 +32,12 @@ class Message(str):
         text.key, text.template, text.params = key, template, params
         return text
 
+    @classmethod
+    def of_key(cls, key: str, english: str) -> Message:
+        """Text whose key the UI's tables already hold (a component's label, given as i18n(key)),
+        English here: said in a language by that key, like any Message (it takes no values)."""
+        return cls(key, english.replace("{", "{{").replace("}", "}}"))
+
     def __reduce__(self) -> tuple[Any, ...]:
         # copy, deepcopy (gr.State) and pickle rebuild it whole, not as a plain str
         return (_rebuild, (self.key, self.template, self.params))

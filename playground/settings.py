@@ -78,6 +78,9 @@ class Settings:
     engine_timeout: int = 120
     # Bearer token for engines started with an API key (vLLM --api-key, SGLang --api-key).
     engine_api_key: str | None = None
+    # The app's own OpenAI-compatible API (/v1/...): a bearer token every request must send (--api-key);
+    # None = no key asked (the default: on 127.0.0.1 only this machine can connect).
+    api_key: str | None = None
     # On a GPU, decode with a static KV cache and CUDA graphs captured at load; False (--no-compile)
     # keeps the eager path (the only path on CPU unless decode="static" is asked for).
     compile: bool = True

@@ -83,3 +83,38 @@ def open_page(browser: object, url: str, width: int = 1400, height: int = 1000) 
         yield page
     finally:
         context.close()
+
+
+# The characters of an element's text that its font (and every fallback) lacks: each is drawn on a
+# canvas in the element's font and compared with a private-use code point no font has (the box a
+# missing glyph shows as: "▯").
+MISSING_GLYPHS_JS = """el => {
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 96;
+  const pen = canvas.getContext('2d');
+  const draw = ch => {
+    pen.clearRect(0, 0, 96, 96);
+    pen.font = getComputedStyle(el).font;
+    pen.fillText(ch, 8, 64);
+    return pen.getImageData(0, 0, 96, 96).data.join();
+  };
+  const box = draw('\\u{10FFFD}');
+  return [...new Set(el.innerText)].filter(ch => ch.trim() && draw(ch) === box);
+}"""
+
+
+def missing_glyphs(locator: object) -> list[str]:
+    """The characters of the element's text drawn as a box (no font has them)."""
+    return locator.evaluate(MISSING_GLYPHS_JS)
+
+
+# Elements inside the selector whose content runs past their own box (cut off or ended in "…").
+OVERFLOWING_JS = """sel => [...document.querySelectorAll(sel)].filter(e => e.offsetParent)
+  .filter(e => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1
+    || e.getBoundingClientRect().right > innerWidth + 0.5)
+  .map(e => `${e.tagName}#${e.id}.${e.className}: ${e.innerText.slice(0, 60)}`)"""
+
+
+def overflowing(page: object, selector: str) -> list[str]:
+    """Elements matching selector (visible ones) whose text is cut at their edge or the window's."""
+    return page.evaluate(OVERFLOWING_JS, selector)

@@ -291,10 +291,22 @@ def test_an_unexpected_error_in_the_loop_reaches_the_caller_and_the_loop_goes_on
     assert isinstance(stream().out.get(timeout=60), TokenRecord)
 
 
-def test_the_crowd_button_serves_its_users_in_the_batch_and_names_a_failure(embedded_lm, monkeypatch):
-    views = crowd(embedded_lm, 3)
-    assert views["crowd_status"].startswith("3 users served in **") and "failed" not in views["crowd_status"]
-    assert views["crowd_gantt"].data  # the schedule drawn
+def test_the_crowd_button_sends_requests_at_a_rate_and_draws_ttft_and_tpot(embedded_lm, monkeypatch):
+    views = list(crowd(embedded_lm, rate=4.0, count=4))
+    assert len(views) >= 2, "redrawn while it runs"
+    last = views[-1]
+    assert (
+        last["crowd_status"].startswith("Done: 4 of 4 requests answered")
+        and "failed" not in last["crowd_status"]
+    )
+    assert (
+        "TTFT p50 **" in last["crowd_status"]
+        and "within TTFT <= 2 s and TPOT <= 300 ms" in last["crowd_status"]
+    )
+    assert last["crowd_gantt"].data  # the schedule drawn
+    ttft, tpot = last["crowd_latency"].data[:2]
+    assert len(ttft.x) == 4 and all(y > 0 for y in ttft.y)  # every request's TTFT at its arrival
+    assert all(y > 0 for y in tpot.y)  # the ones of more than one token: their TPOT (ms)
     real = embedded_lm.stream
 
     def second_fails(ids, plan, *, key, control):
@@ -303,8 +315,11 @@ def test_the_crowd_button_serves_its_users_in_the_batch_and_names_a_failure(embe
         return real(ids, plan, key=key, control=control)
 
     monkeypatch.setattr(embedded_lm, "stream", second_fails)
-    status = crowd(embedded_lm, 3)["crowd_status"]
-    assert status.startswith("2 users served") and "**1 of 3 failed**: user 2: simulated" in status
+    status = list(crowd(embedded_lm, rate=4.0, count=3))[-1]["crowd_status"]
+    assert (
+        status.startswith("Done: 3 of 3 requests answered")
+        and "**1 failed**: PlaygroundError: simulated" in status
+    )
 
 
 def _messages(job) -> list:

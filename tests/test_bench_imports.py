@@ -15,6 +15,7 @@ BENCHES = [
     "bench_dtype",
     "bench_crowd",
     "bench_ragged",
+    "bench_serving",
 ]
 
 

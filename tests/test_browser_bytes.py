@@ -1,10 +1,14 @@
 """A CJK answer in a real headless Chromium: the token view shows its characters, and each byte
-token keeps its own card ("byte 1 of 3 of 美")."""
+token keeps its own card ("byte 1 of 3 of 美"); a Step candidate that is a character's first bytes
+says which characters it becomes. (This machine's Chromium has no CJK font: the tests read the
+DOM's text, not the glyphs.)"""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from browser import browser_page, chromium_path
+from browser import browser_page, chromium_path, missing_glyphs, new_tab, overflowing
 
 pytestmark = [
     pytest.mark.browser,
@@ -71,3 +75,41 @@ def test_clicking_a_byte_token_pins_its_card_with_named_alternatives(cjk_page):
     alternatives = card.locator(".tok-alt").all_inner_texts()
     assert len(alternatives) == 5 and all("\ufffd" not in a for a in alternatives)
     cjk_page.keyboard.press("Escape")
+
+
+def test_the_answer_footer_shows_no_glyph_the_font_lacks(cjk_page):
+    footer = cjk_page.locator("#chat-bot .message.bot sub").last
+    assert "stopped:" in footer.inner_text()
+    assert missing_glyphs(footer) == []  # a stopwatch emoji was drawn as a box ("▯") here
+
+
+CANDIDATES = "#step-candidates .step-cand"
+# a byte candidate: its bytes, its own numbers, then the characters it goes on to, each with its share
+BECOMES = re.compile(r"^(\[\d\] )?<0x[0-9A-F]{2}>.*\d+\.\d% · .* · becomes [\u4e00-\u9fff] (\d+%|<1%)")
+
+
+def test_step_candidates_in_chinese_are_whole_and_a_byte_says_what_it_becomes(cjk_page, launched_app):
+    """At 1280x720, at the desk and on stage: every candidate row is whole (it wraps), and a lone
+    byte (<0xE7>: the first byte of a character SmolLM2 has no token for) lists the characters the
+    model goes on to make of it, keeping its own probability (issue 33, items 5 and 6)."""
+    page = new_tab(cjk_page.context, launched_app)  # a second tab of the same browser, 1280x720
+    try:
+        page.get_by_role("tab", name="Step by step").click()
+        page.locator("#step-cand-1").wait_for(state="visible")  # the default prompt's session
+        page.locator("#step-prompt textarea").fill("今天天气很好，")
+        page.get_by_role("button", name="Start", exact=True).click()
+        page.wait_for_function("document.querySelector('#step-cand-1')?.innerText.includes('becomes')")
+        for presenter in (False, True):
+            if presenter:
+                page.locator("#presenter-toggle").click()
+                page.wait_for_function("document.body.classList.contains('presenter')")
+            rows = [r for r in page.locator(CANDIDATES).all() if r.is_visible()]
+            assert len(rows) == (5 if presenter else 10)
+            assert overflowing(page, CANDIDATES) == [], presenter
+            texts = [r.inner_text() for r in rows]
+            assert all(re.search(r"(after sampling|removed by sampling)($| · becomes )", t) for t in texts), (
+                texts
+            )
+            assert any(BECOMES.match(t) for t in texts), texts
+    finally:
+        page.close()

@@ -217,3 +217,6 @@ def test_statistics_footer_is_stripped_before_the_model_sees_the_history():
     assert shown != "Paris." and "prefill 80 ms" in shown
     history = [{"role": "user", "content": "Capital?"}, {"role": "assistant", "content": shown}]
     assert normalize_history(history)[-1] == {"role": "assistant", "content": "Paris."}
+    assert "⏱" not in shown  # a glyph the page's font may lack (it showed as a box)
+    saved = [*history[:1], {"role": "assistant", "content": "Paris.\n\n<sub>⏱ prefill 80 ms</sub>"}]
+    assert normalize_history(saved)[-1]["content"] == "Paris."  # histories saved before still strip

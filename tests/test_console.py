@@ -93,3 +93,37 @@ def test_the_ready_line_names_the_url_the_share_link_and_the_browser():
     )
     line = playground_app.ready_line("http://127.0.0.1:7860/", "https://abc.gradio.live", False)
     assert line == "Serving on http://127.0.0.1:7860 · public link https://abc.gradio.live · Ctrl+C stops it"
+
+
+# (api name, the values sent with one bad value in a number box or a slider's, what the message says)
+BAD_NUMBERS = [
+    ("/step_run", [-3, ""], "N -3 is outside its range 1–512"),  # the issue's "Run N steps" with N = -3
+    ("/step_run", ["lots", ""], "N must be a number, got 'lots'"),
+    ("/step_pick_rank", ["lots"], "Rank must be a number, got 'lots'"),
+    ("/step_view", [100, "raw"], "Candidates in the chart 100 is outside its range 5–40"),
+    ("/step_open_chat_token", ["lots"], "Open position must be a number, got 'lots'"),
+    ("/chat_fork", [[], "lots", 5, False], "Fork position must be a number, got 'lots'"),
+    (
+        "/kv_calculate",
+        ["Llama-3.1-8B", "{}", -5, 1, "float16", "ideal", 80, "bfloat16", None, 10],
+        "Sequence length must be a positive whole number, got -5",
+    ),
+    ("/kv_measure", [0], "Prompt length (tokens) 0 is outside its range 1–2048"),
+    ("/hood_attention", ["The cat sat.", 99, 1], "Layer 99 is outside its range 1–30"),
+]
+
+
+def test_a_bad_value_in_a_number_box_is_told_and_leaves_the_console_clean(launched_app, capfd):
+    """Gradio's own range check printed a traceback (anyio, queueing) for a user's typing slip."""
+    from gradio_client import Client
+
+    client = Client(launched_app, verbose=False)
+    capfd.readouterr()  # what the app printed before
+    for api_name, values, message in BAD_NUMBERS:
+        try:
+            told = str(client.predict(*values, api_name=api_name)[0])  # the KV calculator: its summary
+        except Exception as exc:  # the toast's text
+            told = str(exc)
+        assert message in told, (api_name, told)
+    console = "".join(capfd.readouterr())
+    assert "Traceback" not in console and "Error" not in console, console

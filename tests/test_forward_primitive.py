@@ -104,6 +104,7 @@ def test_every_forward_of_every_tab_and_lesson_goes_through_the_forwarder(embedd
             session = StepSession(embedded_lm, "The capital of France is")
             session.pick(session.candidates(1)[0].token_id)
             session.probability_of(" Paris, the city")
+            session.scores_after([session.candidates(1)[0].token_id])  # a look ahead (step/lookahead.py)
             session.undo()
         with forwards.running("beam"):
             beam_search(embedded_lm, "Hello", 2, 3, include_greedy=True)

@@ -134,6 +134,32 @@ def test_stop_says_so_without_an_error(page):
         assert page.locator(".toast-body.error").count() == 0  # no red "Error" toast
 
 
+def test_the_crowd_draws_ttft_and_tpot_live_next_to_the_schedule(page):
+    """The crowd button sends requests at the chosen rate to the app's own batch: while they run, the
+    status line, the schedule and each request's TTFT and TPOT are redrawn; at the end every request is
+    drawn, the two figures side by side in the 1280-pixel window."""
+    open_view(page, "Continuous batching")
+    for name, value in (("rate", 3), ("requests", 5)):
+        page.locator(f"#hood-crowd-{name} input[type=number]").fill(str(value))
+        page.locator(f"#hood-crowd-{name} input[type=number]").press("Enter")
+    page.locator("#hood-crowd-run").click()
+    points = "document.querySelector('#hood-crowd-latency .js-plotly-plot')?.data[0].x.length || 0"
+    page.wait_for_function(
+        f"document.querySelector('#hood-crowd-status')?.innerText.startsWith('Running') && {points} > 0",
+        timeout=RUN_TIMEOUT,
+    )  # drawn live, before the crowd is done
+    page.wait_for_function(
+        "document.querySelector('#hood-crowd-status')?.innerText.startsWith('Done')", timeout=RUN_TIMEOUT
+    )
+    status = page.locator("#hood-crowd-status").inner_text()
+    assert status.startswith("Done: 5 of 5 requests answered") and "TTFT p50" in status, status
+    assert page.evaluate(points) == 5  # every request's TTFT at its arrival
+    assert page.locator("#hood-crowd-gantt .js-plotly-plot").evaluate("gd => gd.data.length") >= 1
+    gantt, latency = (page.locator(f"#hood-crowd-{n}").bounding_box() for n in ("gantt", "latency"))
+    assert gantt["x"] + gantt["width"] <= latency["x"] + 1  # side by side
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
 def test_attention_thumbnail_click_enlarges_it(page):
     open_view(page, "Attention")
     run_and_wait(page, "attn")
@@ -141,6 +167,12 @@ def test_attention_thumbnail_click_enlarges_it(page):
     page.mouse.click(x, y)
     page.wait_for_function(
         "document.querySelector('#hood-attn-map .js-plotly-plot')?.layout.title.text === 'layer 3, head 5'"
+    )
+    layer = page.get_by_label("number input for layer")  # a slider moves the same view
+    layer.fill("7")
+    layer.press("Tab")  # released: the view follows
+    page.wait_for_function(
+        "document.querySelector('#hood-attn-map .js-plotly-plot')?.layout.title.text === 'layer 7, head 5'"
     )
 
 
@@ -168,6 +200,17 @@ def test_bad_input_gives_a_message_not_a_trace(page):
     page.locator("#hood-attn-run").click()
     page.get_by_text("at most 256 tokens").first.wait_for()
     assert "Traceback" not in page.content()
+
+
+def test_a_value_typed_past_a_sliders_range_is_named(page):
+    """Early exit with k = 30 on a 30-layer model ran as k = 29 without a word (issue 33, item 1)."""
+    open_view(page, "Speculative decoding")
+    box = page.get_by_label("number input for early exit: k layers")
+    box.fill("30")
+    box.press("Tab")  # the box brings it into range when it loses focus
+    told = "Early exit: k layers 30 is outside its range 1–29: set to 29."
+    page.locator(".toast-body").filter(has_text=told).first.wait_for()
+    assert box.input_value() == "29"
 
 
 def test_the_step_tab_opens_the_logit_lens_at_its_step_and_the_run_saves_as_a_trace(page):

@@ -290,10 +290,11 @@ def test_a_kv_error_is_told_in_chinese_in_the_summary_and_a_toast():
     with pytest.warns(UserWarning, match="GPU 显存 必须是以 GB 计的正数"):  # gr.Warning outside an event
         shown = kv_tab.KVHandlers(None).kv_calculate(*kv_inputs(gpu="lots"), request=request("zh"))
     said = "GPU 显存 必须是以 GB 计的正数（例如 80、12.5 或 12.5 GB；也可以用 GiB 和 TB），收到的是 'lots'。"
-    assert shown["summary"] == f"**无法计算：** {said}"
+    stale = t("kv.stale", "zh")  # the last good result stays, marked stale (issue 33, item 7)
+    assert shown["summary"] == f"**无法计算：** {said}\n\n<span class='kv-stale-note'>{stale}</span>"
     with pytest.warns(UserWarning, match="配置不是有效的 JSON"):
         shown = kv_tab.KVHandlers(None).kv_calculate(*kv_inputs(config="{oops"), request=request("zh"))
-    assert shown["summary"].startswith("**无法计算：** 配置不是有效的 JSON：") and shown["curves"] is None
+    assert shown["summary"].startswith("**无法计算：** 配置不是有效的 JSON：") and "curves" not in shown
     with pytest.warns(UserWarning, match="序列长度 必须是正整数"):
         kv_tab.KVHandlers(None).kv_calculate(*kv_inputs(seq=0), request=request("zh"))
 
@@ -314,8 +315,10 @@ def test_the_api_answers_in_the_language_the_client_accepts(launched_app):
     from gradio_client.exceptions import AppError
 
     client = Client(launched_app, verbose=False, headers={"Accept-Language": "zh-CN,zh;q=0.9"})
-    summary, formula, *_ = client.predict(*kv_inputs(config="{"), api_name="/kv_calculate")
-    assert summary.startswith("**无法计算：** 配置不是有效的 JSON") and formula == ""
+    summary, *_ = client.predict(*kv_inputs(config="{"), api_name="/kv_calculate")
+    assert (
+        summary.startswith("**无法计算：** 配置不是有效的 JSON") and "已标为过期" in summary
+    )  # the last good: stale
     summary, *_ = client.predict(*kv_inputs(), api_name="/kv_calculate")
     assert summary.startswith("### KV 缓存：")
     with pytest.raises(AppError, match=r"请输入一个 config\.json 的路径"):  # a raised error (gr.Error)

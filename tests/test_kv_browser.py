@@ -68,3 +68,36 @@ def test_a_link_to_a_calculation_opens_it(browser, launched_app):
         text = page.locator("#kv-summary").inner_text()
         assert "200,000 tokens × batch 1" in text and "published count of Llama-3.1-8B) in bfloat16" in text
         assert "past this model's own context limit of 131,072" in text
+
+
+STALE_VIEWS = ("#kv-curves", "#kv-bars", "#kv-formula", "#kv-layers")
+STALE_MARKS_JS = """sels => sels.map(s => { const e = getComputedStyle(document.querySelector(s));
+  return [e.opacity, e.outlineStyle]; })"""
+
+
+def test_a_refused_config_keeps_the_last_good_result_marked_stale(browser, launched_app):
+    """Issue 33, item 7: the plot and the per-layer table stay (they were wiped), greyed in a dashed
+    frame, and the summary says why and that they are stale, until a calculation succeeds."""
+    with open_page(browser, launched_app, width=1280, height=720) as page:
+        page.get_by_role("tab", name="KV cache").click()
+        summary_has(page, "bytes")
+        rows = page.locator("#kv-layers tbody tr").count()
+        box = page.get_by_label("Sequence length (tokens)")
+        box.fill("-5")
+        box.press("Enter")
+        summary_has(page, "Sequence length must be a positive whole number, got -5")
+        assert "last good calculation, marked stale" in page.locator("#kv-summary").inner_text()
+        assert page.locator(".toast-body").filter(has_text="Sequence length").count() == 1  # one toast
+        assert (
+            page.locator("#kv-curves .js-plotly-plot").count() == 1
+            and page.locator("#kv-bars .js-plotly-plot").count() == 1
+        )
+        assert page.locator("#kv-layers tbody tr").count() == rows > 0
+        marks = page.evaluate(STALE_MARKS_JS, list(STALE_VIEWS))
+        assert all(float(opacity) < 0.6 and outline == "dashed" for opacity, outline in marks), marks
+        assert box.input_value() == "-5"  # what was typed stays
+        box.fill("8192")
+        box.press("Enter")
+        summary_has(page, "8,192 tokens")
+        marks = page.evaluate(STALE_MARKS_JS, list(STALE_VIEWS))
+        assert all(float(opacity) == 1 and outline == "none" for opacity, outline in marks), marks

@@ -158,17 +158,18 @@ def test_heads_must_be_a_multiple_of_the_kv_heads(embedded_lm):
     assert "bytes" in calc(embedded_lm, "SmolLM2-135M", json.dumps(config))[0]
 
 
-def test_bad_config_clears_every_output_and_explains(embedded_lm):
-    previous = calc(embedded_lm)  # what a good config put on screen
+def test_bad_config_explains_and_keeps_the_last_good_result_marked_stale(embedded_lm):
+    """A user error is told in the summary (and a toast) with the note that marks the last good result
+    stale; the formula, figures and table are not touched (issue 33, item 7; the browser test sees them)."""
     inputs = ["Mistral-7B-v0.1", '{"num_hidden_layers": 2, ', 8192, 2, "float16", "ideal", 80, "bfloat16"]
     with pytest.warns(UserWarning, match="not valid JSON"):  # gr.Warning outside an event: a warning
-        summary, formula, rows, curves, bars = calculate_or_explain(embedded_lm, *inputs, None, 10)
-    assert summary.startswith("**Can't calculate:** The config is not valid JSON")
-    assert (formula, rows, curves, bars) == ("", [], None, None)
-    assert previous[0] not in summary and "bytes" not in summary
+        out = kv_tab.KVHandlers(embedded_lm).kv_calculate(*inputs, None, 10)
+    assert list(out) == ["summary"]  # the other views keep the last good result
+    assert out["summary"].startswith("**Can't calculate:** The config is not valid JSON")
+    assert "class='kv-stale-note'" in out["summary"] and "bytes" not in out["summary"]
     zero_length = ["Mistral-7B-v0.1", MISTRAL, 0, 2, "float16", "ideal", 80, "bfloat16", None, 10]
     with pytest.warns(UserWarning, match="Sequence length"):
-        summary, *_ = calculate_or_explain(embedded_lm, *zero_length)
+        summary = kv_tab.KVHandlers(embedded_lm).kv_calculate(*zero_length)["summary"]
     assert summary.startswith("**Can't calculate:** Sequence length must be a positive whole number")
 
 
@@ -273,11 +274,10 @@ def test_tab_through_gradio_client(app_client):
     assert f"{kv:,} bytes" in summary and "GiB" in summary and "GB" in summary
     assert "text_config.num_key_value_heads" in formula
     assert len(rows["data"]) == 62
-    summary, formula, rows, curves, bars = app_client.predict(
+    summary, *_ = app_client.predict(
         "Gemma-3-27B", "{", 10, 1, "float16", "ideal", 80, "bfloat16", None, 10, api_name="/kv_calculate"
     )
-    assert summary.startswith("**Can't calculate:** The config is not valid JSON") and formula == ""
-    assert rows["data"] == [] and curves is None and bars is None
+    assert summary.startswith("**Can't calculate:** The config is not valid JSON")
     loaded = app_client.predict(kv_tab.LOADED, api_name="/kv_preset_config")
     assert json.loads(loaded)["num_hidden_layers"] == 30  # the loaded model's config is back in the editor
     result, table = app_client.predict(16, api_name="/kv_measure")

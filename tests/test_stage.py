@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser import chromium_browser, chromium_path, open_page
+from browser import chromium_browser, chromium_path, missing_glyphs, open_page, overflowing
 from playwright.sync_api import Error as PlaywrightError
 from stage_checks import assert_plots_clear, open_card
 
@@ -164,11 +164,7 @@ def test_token_cards_stay_in_the_window_and_take_their_own_clicks(browser, launc
 
 def test_copy_link_floats_over_the_page_and_closes(browser, launched_app):
     with open_page(browser, launched_app, **VIEWPORT) as page:
-        lines = page.evaluate(  # the header's lines never wrap: each ends in "…" instead
-            "[...document.querySelectorAll('#header .model-info')].map(e => e.getClientRects().length"
-            " === 1 && e.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(e).lineHeight))"
-        )
-        assert lines and all(lines), lines
+        assert overflowing(page, "#header .model-info") == []  # a long header line wraps, never cut
         toggle = page.locator("#presenter-toggle")
         assert toggle.get_attribute("aria-pressed") == "false"
         assert toggle.evaluate("b => b.scrollWidth <= b.clientWidth")  # its label fits its button
@@ -321,6 +317,28 @@ def check_stage_header(page) -> None:
     )
     assert header["size"] >= 18 and abs(header["title"] - header["info"]) < header["line"], header
     assert header["height"] < 2 * header["line"], header  # one line
+
+
+def test_the_header_is_whole_at_1280_at_the_desk_and_on_stage(browser, launched_app):
+    """Issue 33, item 8: the model line wraps at the desk; on stage it is the model's name, the rest in
+    its tooltip; nothing is cut at the edge, and no character shows as a box."""
+    for presenter in (False, True):
+        with open_page(browser, f"{launched_app}/?presenter={int(presenter)}", **VIEWPORT) as page:
+            page.wait_for_function(
+                f"document.body.classList.contains('presenter') === {str(presenter).lower()}"
+            )
+            assert overflowing(page, "#header .md, #header .md *") == [], presenter
+            line = page.locator("#header .model-info").first
+            tooltip = line.get_attribute("title")
+            assert all(
+                part in tooltip for part in ("Model: SmolLM2", "M parameters", "loaded in", "context 8,192")
+            )
+            shown = page.locator("#header").inner_text()
+            if presenter:
+                assert "SmolLM2" in shown and "parameters" not in shown  # the details are in the tooltip
+            else:
+                assert "loaded in" in shown and "context 8,192 tokens" in shown  # the whole line, wrapped
+            assert missing_glyphs(page.locator("#header")) == []
 
 
 def test_dark_mode_plots_and_token_colours(browser, launched_app):

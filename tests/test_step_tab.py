@@ -164,11 +164,19 @@ def test_import_replays_the_bundled_step_trace_and_names_what_it_refuses(handler
     )
     chat_trace, bare = tmp_path / "chat.json", tmp_path / "bare.json"
     chat_trace.write_text((DOCS_TRACES / "chat-capital-greedy.json").read_text(encoding="utf-8"), "utf-8")
-    with pytest.raises(PlaygroundError, match="recorded chat trace: Step by step imports sessions and step"):
-        handlers.step_import(str(chat_trace), TAB)
+    assert view["status"].startswith("Imported step-capital.json · 4 generated tokens")
+    # a file it cannot import is named in the status line (and a toast); the session stays
+    with pytest.warns(UserWarning, match="recorded chat trace"):  # gr.Warning outside an event
+        refused = handlers.step_import(str(chat_trace), SimpleNamespace(session_hash="trace"))
+    assert refused == {
+        "status": "**Can't import chat.json:** This file is a recorded chat trace: Step by step imports "
+        "sessions and step traces (serve any trace with --replay)."
+    }
+    assert handlers.workspaces.get("trace").step is session
     bare.write_text(json.dumps({**trace, "data": {"snapshot": trace["data"]["snapshot"]}}), "utf-8")
-    with pytest.raises(PlaygroundError, match="holds no session to replay"):
-        handlers.step_import(str(bare), TAB)
+    with pytest.warns(UserWarning, match="holds no session to replay"):
+        refused = handlers.step_import(str(bare), TAB)
+    assert refused["status"].startswith("**Can't import bare.json:** This step trace holds no session")
 
 
 def test_cumulative_plot_has_room_and_no_duplicate_title() -> None:
@@ -269,6 +277,7 @@ def test_tab_through_gradio_client(app_client, embedded_lm, tmp_path) -> None:
         data = json.load(handle)
     assert len(data["nodes"]) == 6 and data["prompt"] == PROMPT
     imported = app_client.predict(handle_file(path), api_name="/step_import")
+    assert imported[3].startswith("Imported step-session.json · 5 generated tokens"), imported[3]
     assert list(imported[-len(SETTINGS) :]) == list(SETTINGS)  # the settings widgets show the file's
     replayed, original = api_ledger(imported), api_ledger(resampled)
     assert imported[0] == PROMPT and [r[:3] for r in replayed] == [r[:3] for r in original]
@@ -358,3 +367,20 @@ def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:
 
 
 assert gr  # gradio must import for these tests
+
+
+def test_an_import_says_what_it_read_or_why_it_cannot(app_client, tmp_path) -> None:
+    """Through the API: the bundled step trace loads; random bytes are named in the status line and
+    the session on screen stays (issue 33, item 4)."""
+    loaded = app_client.predict(handle_file(str(DOCS_TRACES / "step-capital.json")), api_name="/step_import")
+    assert loaded[0] == "The capital of France is" and len(api_ledger(loaded)) == 4
+    assert loaded[3].startswith("Imported step-capital.json · 4 generated tokens · log P = ")
+    noise = tmp_path / "noise.json"
+    noise.write_bytes(bytes(range(256)) * 3)
+    refused = app_client.predict(handle_file(str(noise)), api_name="/step_import")
+    assert (
+        refused[3]
+        == "**Can't import noise.json:** Not a JSON file: Expecting value: line 1 column 1 (char 0)"
+    )
+    kept = app_client.predict(api_name="/step_refresh")
+    assert kept[0] == "The capital of France is" and len(api_ledger(kept)) == 4  # the trace is still there

@@ -8,6 +8,7 @@ import random
 import re
 
 import pytest
+import torch
 
 from playground.engine.tokens import (
     ByteSlice,
@@ -319,10 +320,34 @@ def test_step_candidates_after_a_first_byte_say_which_byte_they_are(cjk_step):
         assert re.fullmatch(r"(<0x..>)+ · (byte 2 of a 3-byte character|bytes 2–3 of 3 of .)", c.detail), c
     view = render_snapshot(snap)
     buttons = [view[f"cand_{i}"]["value"] for i in range(1, 11) if view[f"cand_{i}"].get("visible")]
-    assert any("byte 2 of a 3-byte character" in b or "of 3 of" in b for b in buttons)
+    for c, button in zip(snap.candidates, buttons, strict=False):
+        if c.becomes:  # the character it goes on to, each with its probability given the byte
+            key = f"[{c.rank}] " if c.rank <= 9 else ""  # keys 1-9 pick the first nine
+            assert button.startswith(f"{key}{c.visible}   {c.prob:.1%} · ") and " · becomes " in button
+            assert all(f"{char} " in button.split("becomes", 1)[1] for char, _ in c.becomes), button
+        else:
+            assert c.detail in button, button  # which byte of what it is
+    assert snap.candidates[0].becomes  # the likeliest byte says what it becomes
     labels = view["chart"].to_dict()["data"][0]["y"]
     assert [label.split(". ", 1)[1] for label in labels] == [c.visible for c in snap.candidates[:10]]
     assert all("\ufffd" not in b for b in buttons) and all("\ufffd" not in label for label in labels)
+
+
+def test_a_byte_candidate_becomes_characters_with_the_models_own_probabilities(cjk_step, embedded_lm):
+    """花's middle byte after its first: the characters it goes on to end, each with P(its last byte |
+    path, the middle byte), equal to the model's own probability of that last byte (issue 33, item 6)."""
+    from playground.step.lookahead import characters_started
+
+    first, middle, last = embedded_lm.tokenizer("花", add_special_tokens=False).input_ids
+    assert cjk_step.ids[-1] == first
+    guesses = characters_started(cjk_step, middle)
+    rows = embedded_lm.score([*cjk_step.ids, middle, last], len(cjk_step.ids) + 1)  # before the last byte
+    expected = torch.log_softmax(rows[0].float(), dim=-1)[last].exp().item()
+    hua = next(g for g in guesses if g.char == "花")
+    assert hua.prob == pytest.approx(expected, rel=1e-4)
+    assert [g.prob for g in guesses] == sorted((g.prob for g in guesses), reverse=True)
+    assert 0 < sum(g.prob for g in guesses) <= 1 + 1e-6 and len({g.char for g in guesses}) == len(guesses)
+    assert characters_started(cjk_step, embedded_lm.tokenizer(" the").input_ids[0]) == ()  # no byte
 
 
 def test_the_recorded_step_trace_reads_the_same(cjk_step):

@@ -15,8 +15,9 @@ it fills) is 16 tokens, not transformers' default 128, which would leave a short
 Every format's bytes follow the KV tab's formula (playground/kv/) to the byte, scales included.
 
 optimum-quanto unpacks int4/int2 with a C++ kernel it compiles on first use (about 2 minutes on 2
-cores). It is built once per machine into the playground's cache folder (PLAYGROUND_CACHE_DIR):
-scripts/setup.sh does it at set-up (`from playground.engine.kv_quant import main; main()`).
+cores). It is built once per machine into the playground's cache folder (PLAYGROUND_CACHE_DIR), the
+first time a cache needs it (the quantization lesson says so while it waits), so it never delays the
+app's start; test.sh builds it beforehand (`from playground.engine.kv_quant import main; main()`).
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def measure_quantized(engine: Any, name: str, seq_len: int, seed: int = 0) -> Ca
 
 
 def main() -> None:
-    """Build quanto's C++ kernel into the cache folder (scripts/setup.sh runs this once)."""
+    """Build quanto's C++ kernel into the cache folder (test.sh runs this before the tests)."""
     if importlib.util.find_spec("optimum.quanto") is None:
         print("optimum-quanto is not installed: nothing to build")
         return

@@ -252,7 +252,7 @@ def _load_embedded(
     report(
         Message(
             "models.load.converting",
-            "Converting the embedded GGUF model {model} to plain weights (first start only)...",
+            "Converting the embedded GGUF model {model} to plain weights (first start only, 30-90 s)...",
             model=spec.name,
         )
     )

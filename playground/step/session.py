@@ -197,6 +197,15 @@ class StepSession:
             for token_id, lp, rank, p in rows
         ]
 
+    def scores_after(self, token_ids: Sequence[int]) -> torch.Tensor:
+        """Raw next-token scores (vocab,) after the path and then token_ids, none of them appended:
+        a look ahead (step/lookahead.py). One forward over token_ids; the path stays as it is."""
+        with self._lock:
+            for token_id in token_ids:
+                check_token_id(token_id, self.engine.vocab_size)
+            self._check_room(len(token_ids))
+            return self.engine.sync(self.key, self.ids + list(token_ids))[-1]
+
     def probability_of(self, token_or_text: int | str, settings: SettingsLike = None) -> TextProbability:
         """How likely any token id or text is as the continuation, and its rank, however far
         outside the top-k. Text of several tokens gets every token's factor (chain rule)."""

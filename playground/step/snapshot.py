@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from playground.engine.records import TokenRecord
+from playground.engine.sampling import Stage
 from playground.engine.tokens import (
     CONTEXT_TOKENS,
     cut_off_shown,
@@ -19,11 +20,14 @@ from playground.engine.tokens import (
     stream_pieces,
     token_piece,
 )
-from playground.step.records import Branch
+from playground.step.lookahead import Budget, characters_started
+from playground.step.records import Branch, Candidate
 from playground.step.session import StepSession
 from playground.tree import ROOT
 
 CANDIDATES_KEPT = 40  # the most the chart shows
+LOOK_AHEAD = 10  # top candidates that say what a character they start may become (the tab's buttons)
+LOOK_AHEAD_FORWARDS = 9  # forwards one snapshot may spend on that (a step of Chinese text: ~3 candidates)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class CandidateView:
     logprob: float
     stage_probs: dict[str, float]  # stage name -> probability after that stage (0 when removed)
     detail: str = ""  # a byte piece's bytes and what they are: '<0xE7> · first byte of a 3-byte character'
+    # A token that leaves a character open: the likeliest characters it goes on to end, each with its
+    # probability given this token (step/lookahead.py); empty for any other token, or when not looked up.
+    becomes: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def shown(self) -> str:
@@ -93,26 +100,16 @@ class StepSnapshot:
         return cls(**values)
 
 
-def take_snapshot(session: StepSession, candidates: int = CANDIDATES_KEPT) -> StepSnapshot:
-    """The session as the tab shows it: path, pieces, top candidates after every stage, tree."""
+def take_snapshot(
+    session: StepSession, candidates: int = CANDIDATES_KEPT, look_ahead: int = LOOK_AHEAD
+) -> StepSnapshot:
+    """The session as the tab shows it: path, pieces, top candidates after every stage, tree;
+    look_ahead: how many of the top candidates that start a character say what it may become."""
     engine = session.engine
     with session.locked():
         stages = session.stages()
         top = session.candidates(max(1, min(candidates, CANDIDATES_KEPT)))
-        path = [token_piece(engine.tokenizer, i) for i in session.ids[-CONTEXT_TOKENS:]]
-        reads = [read_next(path, c.piece) for c in top]  # a character's first bytes may be on the path
-        views = [
-            CandidateView(
-                c.rank,
-                c.token_id,
-                r.visible,
-                c.prob,
-                c.logprob,
-                {s.name: float(s.probs[c.token_id]) for s in stages},
-                r.describe() and r.candidate,
-            )
-            for c, r in zip(top, reads, strict=True)
-        ]
+        views = _candidate_views(session, stages, top, look_ahead)
         nodes = session.tree.nodes
         return StepSnapshot(
             prompt=session.prompt,
@@ -130,3 +127,29 @@ def take_snapshot(session: StepSession, candidates: int = CANDIDATES_KEPT) -> St
             settings=session.settings.to_dict(),
             notes=list(getattr(engine.capabilities, "notes", {}).values()),
         )
+
+
+def _candidate_views(
+    session: StepSession, stages: list[Stage], top: list[Candidate], look_ahead: int
+) -> list[CandidateView]:
+    """Each candidate as it reads after the path (a character's first bytes may be there), its
+    probability after every stage, and for the first look_ahead what a started character may become."""
+    path = [token_piece(session.engine.tokenizer, i) for i in session.ids[-CONTEXT_TOKENS:]]
+    budget = Budget(LOOK_AHEAD_FORWARDS)
+    views = []
+    for i, c in enumerate(top):
+        read = read_next(path, c.piece)
+        guesses = characters_started(session, c.token_id, budget) if i < look_ahead and read.continues else ()
+        views.append(
+            CandidateView(
+                c.rank,
+                c.token_id,
+                read.visible,
+                c.prob,
+                c.logprob,
+                {s.name: float(s.probs[c.token_id]) for s in stages},
+                read.describe() and read.candidate,
+                [(g.char, g.prob) for g in guesses],
+            )
+        )
+    return views

@@ -4,12 +4,14 @@ between tabs."""
 from __future__ import annotations
 
 import html
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from playground.api import ModelLookup, OneModel, openai_routes
 from playground.engine.base import Engine
 from playground.models import ModelRegistry
 from playground.settings import Settings, load_settings
@@ -26,6 +28,7 @@ from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, ses
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
 from playground.ui.links import TAB_TITLES, make_query, warn_bad_link
 from playground.ui.model_picker import ModelPicker
+from playground.ui.ranges import say_when_clamped
 from playground.ui.state import TabStates
 from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
@@ -44,6 +47,8 @@ LANGUAGE_NOW_JS = "() => window.playgroundLanguage()"
 # server (every later request carries it), and stays for a reload.
 SET_LANGUAGE_JS = "(lang) => window.playgroundSetLanguage(lang)"
 # The full link from the query the server built: shown, and copied when the browser allows it.
+# Each app's OpenAI-compatible routes (/v1/...), added to its server at launch (launch_options).
+_API_ROUTES: weakref.WeakKeyDictionary[gr.Blocks, list[Any]] = weakref.WeakKeyDictionary()
 SHOW_LINK_JS = """(query) => {
   const link = `${location.origin}${location.pathname}?${query}`;
   navigator.clipboard?.writeText(link).catch(() => {});
@@ -62,10 +67,9 @@ def header_markdown(engine: Engine, lang: str = "en") -> str:
     decode_text = info_line(decode, "decode-info") if decode else ""
     if engine.quantization:  # --quantize: the served weights are not the loaded ones
         decode_text += info_line(engine.quantization_line, "quant-info")
-    line = t(
-        "app.header.model",
+    details = t(
+        "app.header.details",
         lang,
-        name=engine.name,
         size=size,
         kind=engine.kind,
         device=engine.device_summary(),
@@ -74,29 +78,37 @@ def header_markdown(engine: Engine, lang: str = "en") -> str:
         source=engine.source,
         context=engine.context_length,
     )
-    return f"## {t('app.title', lang)}\n{info_line(line)}{decode_text}"
+    return f"## {t('app.title', lang)}\n{model_line(engine.name, details, lang)}{decode_text}"
 
 
-def info_line(text: str, extra_class: str = "") -> str:
-    """One header line (static/app.css ends a long one in "…"); the whole line is its tooltip."""
-    tooltip = html.escape(text.replace("**", ""), quote=True)
+def model_line(name: str, details: str, lang: str) -> str:
+    """The model's line: its name, then its details; a note in brackets after the name ("(embedded
+    Q4_1 GGUF)") goes with the details, so on stage the name alone fits one line."""
+    short, bracket, note = name.partition(" (")
+    return info_line(t("app.header.name", lang, name=short), details=f"{bracket}{note}{details}")
+
+
+def info_line(text: str, extra_class: str = "", details: str = "") -> str:
+    """One header line (static/app.css wraps a long one); details: the part presenter mode leaves to
+    the tooltip, which holds the whole line."""
+    tooltip = html.escape((text + details).replace("**", ""), quote=True)
     classes = f"model-info {extra_class}".strip()
-    return f"<span class='{classes}' title='{tooltip}'>{text}</span>"
+    more = f"<span class='model-details'>{details}</span>" if details else ""
+    return f"<span class='{classes}' title='{tooltip}'>{text}{more}</span>"
 
 
 def remote_header_markdown(engine: Engine, lang: str = "en") -> str:
     """The served model, which engine computes every number (and whether that adapter was tested live)."""
-    line = t(
+    details = t(
         "app.header.remote",
         lang,
-        name=engine.name,
         kind=engine.kind,
         url=engine.url,
         top=engine.capabilities.top_n,
         context=engine.context_length,
         untested="" if engine.tested_live else t("app.header.untested", lang),
     )
-    return f"## {t('app.title', lang)}\n{info_line(line)}"
+    return f"## {t('app.title', lang)}\n{model_line(engine.name, details, lang)}"
 
 
 def build_demo(
@@ -104,11 +116,13 @@ def build_demo(
     settings: Settings,
     draft: Engine | None = None,
     workspaces: Workspaces | None = None,
+    models: ModelLookup | None = None,
     registry: ModelRegistry | None = None,
 ) -> gr.Blocks:
     """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
-    tabs' objects (default: a store bounded by settings); registry: the models a tab may pick and
-    compare (default: one holding `engine`, the app's own, never unloaded)."""
+    tabs' objects (default: a store bounded by settings); models: which engine serves which model name
+    on the OpenAI-compatible API (default: engine, under its model id); registry: the models a tab may
+    pick and compare (default: one holding `engine`, the app's own, never unloaded)."""
     concurrency = engine.concurrency or settings.model_concurrency  # a running batch: its places
     set_model_concurrency(concurrency)
     if workspaces is None:
@@ -133,8 +147,15 @@ def build_demo(
                 built["compare"] = build_compare_tab(workspaces, settings)
         _wire_tabs(demo, tabs, toolbar, picker, built)
         release_closed_tabs(demo, workspaces, states)
+        say_when_clamped(demo)  # every slider names a typed value its box brought into range
     demo.queue(default_concurrency_limit=concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
+    _API_ROUTES[demo] = openai_routes(
+        models or OneModel(engine),
+        api_key=settings.api_key,
+        max_tokens_limit=settings.max_new_tokens_limit,
+        unbatched_places=settings.model_concurrency,
+    )
     return demo
 
 
@@ -425,13 +446,14 @@ def _wire_lens_from_step(tabs: gr.Tabs, step_w: dict, hood_w: dict, hood: HoodTa
     ).success(to_hood, None, tabs, api_visibility="private")
 
 
-def launch_options(settings: Settings | None = None) -> dict[str, object]:
+def launch_options(settings: Settings | None = None, demo: gr.Blocks | None = None) -> dict[str, object]:
     """Theme, CSS, JS and the languages' strings belong to launch() in Gradio 6; so does the bound on
     Gradio's per-tab state, which follows the workspace bound (settings from the environment when
-    not given)."""
+    not given); and demo's OpenAI-compatible routes, which its FastAPI app gets when it is made
+    (`app_kwargs`)."""
     scripts = [(STATIC_DIR / name).read_text().strip() for name in JS_FILES]
     settings = settings or load_settings()
-    return {
+    options: dict[str, object] = {
         "state_session_capacity": settings.max_workspaces,
         "theme": gr.themes.Soft(),
         "css_paths": [STATIC_DIR / name for name in CSS_FILES],
@@ -439,13 +461,23 @@ def launch_options(settings: Settings | None = None) -> dict[str, object]:
         "js": "() => {\n" + "".join(f"({script})();\n" for script in [browser_script(), *scripts]) + "}",
         "i18n": gradio_i18n(),
     }
+    return with_api(demo, options) if demo is not None else options
+
+
+def with_api(demo: gr.Blocks, options: dict[str, Any]) -> dict[str, Any]:
+    """launch() options that also serve demo's OpenAI-compatible API (/v1/...) on the same server: its
+    routes go first in the FastAPI app Gradio makes (FastAPI's own `routes` argument)."""
+    app_kwargs = dict(options.get("app_kwargs") or {})
+    app_kwargs.setdefault("routes", list(_API_ROUTES.get(demo, [])))
+    return {**options, "app_kwargs": app_kwargs}
 
 
 LAUNCH_ATTEMPTS = 3
 
 
 def launch_local(demo: gr.Blocks, port: int | None = None, **options: Any) -> str:
-    """demo.launch() on 127.0.0.1 without blocking (tests, benchmarks, scripts); its base URL.
+    """demo.launch() on 127.0.0.1 without blocking (tests, benchmarks, scripts), with its OpenAI-compatible
+    API; its base URL.
 
     Gradio checks at launch that localhost answers a HEAD request within 3 s and refuses to start
     otherwise ("When localhost is not accessible..."). On a machine under load the first answer can
@@ -453,7 +485,11 @@ def launch_local(demo: gr.Blocks, port: int | None = None, **options: Any) -> st
     for attempt in range(1, LAUNCH_ATTEMPTS + 1):
         try:
             _, url, _ = demo.launch(
-                server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **options
+                server_name="127.0.0.1",
+                server_port=port,
+                prevent_thread_lock=True,
+                quiet=True,
+                **with_api(demo, options),
             )
             return url.rstrip("/")
         except ValueError as exc:

@@ -31,6 +31,7 @@ from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect, connect_after_ticket
 from playground.ui.links import Link, link_opener
+from playground.ui.ranges import CheckedSlider
 from playground.ui.state import BeamView, TabStates
 from playground.workspace import Workspace, Workspaces
 
@@ -378,7 +379,7 @@ def _search_settings() -> dict[str, Any]:
     with gr.Row():
         c["beams"] = UncheckedSlider(1, MAX_BEAMS, value=4, step=1, label="Beams", info=info["beams"])
         c["steps"] = UncheckedSlider(1, MAX_NEW_TOKENS, value=12, step=1, label="Steps", info=info["steps"])
-        c["length_penalty"] = gr.Slider(
+        c["length_penalty"] = CheckedSlider(
             -2,
             3,
             value=1.0,
@@ -400,7 +401,7 @@ def _search_settings() -> dict[str, Any]:
 def _view_options() -> dict[str, Any]:
     c: dict[str, Any] = {}
     with gr.Row(elem_classes=["stage-hide"]):
-        c["pruned"] = gr.Slider(
+        c["pruned"] = CheckedSlider(
             0,
             3,
             value=0,

@@ -127,7 +127,6 @@ def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
                 info=info,
                 elem_classes=[] if name == "temperature" else ["stage-hide"],
             )
-            _say_when_clamped(w[name], label, low, high)
         limit = settings.max_new_tokens_limit
         w["max_new_tokens"] = UncheckedSlider(
             1,
@@ -138,7 +137,6 @@ def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
             info="Longest answer, in tokens",
             elem_classes=["stage-hide"],
         )
-        _say_when_clamped(w["max_new_tokens"], "Max new tokens", 1, limit)
         w["seed"] = gr.Textbox(
             default.seed,
             label="Seed",
@@ -153,27 +151,3 @@ def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
         elem_classes=["stage-hide"],
     )
     return w
-
-
-def clamp_message(label: str, typed: Any, low: float, high: float) -> str | None:
-    """What the slider did to a typed value outside its range (None when it was inside)."""
-    try:
-        value = float(typed)
-    except (TypeError, ValueError):
-        return None
-    if low <= value <= high:
-        return None
-    return f"{label} {value:g} is outside its range {low:g}–{high:g}: set to {min(max(value, low), high):g}."
-
-
-def _say_when_clamped(slider: gr.Slider, label: str, low: float, high: float) -> None:
-    """The slider's number box silently brings a typed value into range when it loses focus; its
-    release event still carries the typed value: say what was changed (a toast)."""
-
-    def released(event: gr.EventData) -> None:
-        message = clamp_message(label, getattr(event, "_data", None), low, high)
-        if message:
-            gr.Warning(message)
-
-    quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
-    slider.release(released, None, None, **quiet)

@@ -36,6 +36,7 @@ from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
 from playground.ui.common import as_whole, connect, connect_after_ticket, explain_exception
 from playground.ui.i18n import localize, session_lang
 from playground.ui.links import link_to
+from playground.ui.ranges import CheckedNumber
 from playground.ui.token_html import TOKEN_CARD_CLICKS, answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
 
@@ -469,10 +470,10 @@ def build_chat_tab(
             )
             # The same actions as a token card's buttons, for the HTTP API.
             hidden = {"visible": "hidden"}
-            w["fork_position"] = gr.Number(label="fork position", precision=0, **hidden)
-            w["fork_token"] = gr.Number(label="fork token", precision=0, **hidden)
+            w["fork_position"] = CheckedNumber(label="fork position", precision=0, **hidden)
+            w["fork_token"] = CheckedNumber(label="fork token", precision=0, **hidden)
             w["fork"] = gr.Button("Fork", **hidden)
-            w["open_position"] = gr.Number(label="open position", precision=0, **hidden)
+            w["open_position"] = CheckedNumber(label="open position", precision=0, **hidden)
             w["open_step"] = gr.Button("Step by step from here", **hidden)
         with gr.Column(scale=1):
             w.update(build_controls(engine, settings))

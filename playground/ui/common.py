@@ -269,6 +269,33 @@ def grouped_inputs(fn: Callable) -> Callable:
     return wrapper
 
 
+def checked_inputs(fn: Callable, components: Sequence[Any]) -> Callable:
+    """fn with the value of each input whose component checks it (a `checked` method: ui/ranges.py)
+    checked first; a refusal is a PlaygroundError, so friendly_errors says it in the page's language.
+    Gradio hands the inputs over first and in order, positionally."""
+    checks = [(i, c.checked) for i, c in enumerate(components) if callable(getattr(c, "checked", None))]
+    if not checks:
+        return fn
+
+    def check(args: tuple) -> list:
+        values = list(args)
+        for i, checked in checks:
+            if i < len(values):
+                values[i] = checked(values[i])
+        return values
+
+    if inspect.isgeneratorfunction(fn):
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            yield from fn(*check(args), **kwargs)
+    else:
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*check(args), **kwargs)
+
+    return functools.update_wrapper(wrapper, fn)
+
+
 def named_outputs(fn: Callable, widgets: Widgets) -> Callable:
     """fn returns (or yields) {name: value}; the wrapper gives Gradio {component: value}, so every
     output is set by name and an output a handler does not name is left as it is."""
@@ -315,7 +342,8 @@ def connect(
     status: the component that shows queue position, estimate and progress, and the error mark, so
     that no error ever covers an input or the content (the message itself is a toast); an explicit
     show_progress_on=[...] (a move between tabs: both tabs' status lines) replaces it."""
-    flat = grouped_inputs(fn)
+    inputs = [widgets[name] for name in input_names(fn)]
+    flat = checked_inputs(grouped_inputs(fn), inputs)
     handler = named_outputs(model_handler(flat) if model else friendly_errors(flat), widgets)
     options: dict[str, Any] = {**(model_event() if model else {"concurrency_limit": None}), **event}
     if api_name is None:
@@ -328,7 +356,6 @@ def connect(
         options.setdefault("show_progress", "hidden")
     for component in options.get("show_progress_on") or []:
         mark_queue_status(component)  # the queue position shows there as a line of text
-    inputs = [widgets[name] for name in input_names(fn)]
     output_components = [widgets[name] for name in outputs]
     if isinstance(trigger, (list, tuple)):
         return gr.on(list(trigger), handler, inputs, output_components, **options)

@@ -34,6 +34,7 @@ from playground.ui.kv_text import (
     summary_markdown,
 )
 from playground.ui.links import Link, link_opener
+from playground.ui.ranges import CheckedSlider, UncheckedNumber
 from playground.workspace import Workspaces
 
 LOADED = "Loaded model"  # the choice's value (links say preset=Loaded model); its label is translated
@@ -182,13 +183,14 @@ def calculate(
     }
 
 
-def cleared(exc: PlaygroundError, lang: str = "en") -> dict[str, Any]:
-    """The calculator's outputs after a user error (bad JSON, bad size): no numbers from an earlier
-    config stay on screen, the summary says why; and the same as a toast."""
+def refused(exc: PlaygroundError, lang: str = "en") -> dict[str, Any]:
+    """The calculator after a user error (bad JSON, bad size): the summary says why (and a toast), and
+    the last good result stays on screen, marked stale (static/app.css, by the summary's note), until
+    a calculation succeeds."""
     why = localize(exc.message, lang)
     gr.Warning(why)
-    empty = (t("kv.cant_calculate", lang, why=why), "", [], None, None)
-    return dict(zip(CALCULATOR_OUTPUTS, empty, strict=True))
+    note = f"<span class='kv-stale-note'>{t('kv.stale', lang)}</span>"
+    return {"summary": f"{t('kv.cant_calculate', lang, why=why)}\n\n{note}"}
 
 
 CALCULATOR_INPUTS = [
@@ -231,14 +233,14 @@ class KVHandlers:
         overhead_pct: float,
         request: gr.Request = None,
     ) -> dict[str, Any]:
-        """The calculator for one set of inputs, for the model (see calculate); a user error replaces
-        every output and shows as a toast too."""
+        """The calculator for one set of inputs, for the model (see calculate); a user error is told
+        (see refused) and the last good result stays, marked stale."""
         lang = session_lang(request)
         inputs = (preset, config_text, seq_len, batch, kv_dtype, mode, gpu_gb, weights_dtype, params_b)
         try:
             return calculate(self.engine_of(request), *inputs, overhead_pct, lang)
         except PlaygroundError as exc:
-            return cleared(exc, lang)
+            return refused(exc, lang)
 
     def _open_link(self, link: Link, values: dict[str, Any], request: Any = None) -> dict[str, Any]:
         """A shared link to a calculation (kv_from_link): its model's config (and, as choosing the
@@ -348,7 +350,7 @@ def build_kv_tab(lm: Engine, workspaces: Workspaces | None = None) -> tuple[dict
             _size_inputs(w)
             _gpu_inputs(lm, w)
             w["run"] = gr.Button(i18n("kv.calculate"), variant="primary")
-        with gr.Column(scale=2):
+        with gr.Column(scale=2, elem_id="kv-results"):
             first = calculate(lm, *(w[name].value for name in CALCULATOR_INPUTS))
             w["summary"] = gr.Markdown(first["summary"], elem_id="kv-summary")
             w["curves"] = gr.Plot(first["curves"], label=i18n("kv.curves"), elem_id="kv-curves")
@@ -396,7 +398,7 @@ def _config_inputs(lm: Engine, w: dict[str, Any]) -> None:
 
 def _size_inputs(w: dict[str, Any]) -> None:
     """Length, batch, dtype and mode inputs."""
-    w["seq_len"] = gr.Number(
+    w["seq_len"] = UncheckedNumber(
         4096,
         label=i18n("kv.seq_len"),
         precision=0,
@@ -404,7 +406,9 @@ def _size_inputs(w: dict[str, Any]) -> None:
         info=i18n("kv.seq_len.info"),
         elem_id="kv-seq-len",
     )
-    w["batch"] = gr.Number(1, label=i18n("kv.batch"), precision=0, minimum=1, info=i18n("kv.batch.info"))
+    w["batch"] = UncheckedNumber(
+        1, label=i18n("kv.batch"), precision=0, minimum=1, info=i18n("kv.batch.info")
+    )
     w["kv_dtype"] = gr.Dropdown(
         list(kvm.KV_DTYPES), value="float16", label=i18n("kv.kv_dtype"), info=i18n("kv.kv_dtype.info")
     )
@@ -436,7 +440,7 @@ def _gpu_inputs(lm: Engine, w: dict[str, Any]) -> None:
         placeholder=i18n("kv.params_b.placeholder"),
         info=i18n("kv.params_b.info"),
     )
-    w["overhead_pct"] = gr.Slider(
+    w["overhead_pct"] = CheckedSlider(
         0, 50, value=10, step=1, label=i18n("kv.overhead"), info=i18n("kv.overhead.info")
     )
 
@@ -474,7 +478,7 @@ def _measure_section(lm: Engine, w: dict[str, Any]) -> None:
     with gr.Accordion(i18n("kv.measure"), open=True, elem_classes=["stage-hide"]):
         w["measure_intro"] = gr.Markdown(measure_intro(lm))
         with gr.Row():
-            w["measure_length"] = gr.Slider(
+            w["measure_length"] = CheckedSlider(
                 1,
                 min(2048, lm.context_length),
                 value=128,

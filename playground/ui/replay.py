@@ -34,10 +34,14 @@ def trace_label(trace: Trace) -> str:
 def header_markdown(traces: list[Trace], skipped: Sequence[str] = ()) -> str:
     models = sorted({f"{t.model} ({t.engine})" for t in traces})
     lines = "".join(f"<br>⚠️ Skipped {html.escape(why)}" for why in skipped)
+    count = f"{len(traces)} recorded trace{'s' * (len(traces) != 1)}"
+    details = f", no model loaded: every number was recorded from {', '.join(models)}."
+    tooltip = html.escape(count + details, quote=True)
+    # on stage the details give way to the tooltip (static/stage.css), as the live header's do
     return (
         "## LLM generation playground · replay\n"
-        f"<span class='model-info'>{BADGE} {len(traces)} recorded trace{'s' * (len(traces) != 1)}, no model "
-        f"loaded: every number was recorded from {', '.join(models)}.{lines}</span>"
+        f"<span class='model-info' title='{tooltip}'>{BADGE} {count}"
+        f"<span class='model-details'>{html.escape(details)}{lines}</span></span>"
     )
 
 

@@ -18,8 +18,9 @@ from playground.engine.tokens import read_after, read_pieces, visible_text
 from playground.errors import PlaygroundError
 from playground.plots.step import cumulative_logprob_figure, distribution_figure
 from playground.step import StepSession, TextProbability
-from playground.step.snapshot import StepSnapshot, take_snapshot
+from playground.step.snapshot import CandidateView, StepSnapshot, take_snapshot
 from playground.tree import ROOT
+from playground.ui import i18n
 from playground.ui.common import as_number
 from playground.ui.token_html import chain_text, legend_html, percent, step_text_spans
 
@@ -52,6 +53,9 @@ STAGE_LABELS = {
 LEDGER_COLUMNS = ["step", "token", "how", "prob", "log-prob", "rank", "entropy", "cum log-prob", "perplexity"]
 LEDGER_COLUMNS.append("after sampling")
 DEFAULT_PROMPT = "The capital of France is"
+# A candidate button's words
+AFTER_SAMPLING = "{p:.1%} after sampling"
+REMOVED = "removed by sampling"
 
 
 # --- rendering (pure: session -> component values) ---------------------------------------
@@ -119,12 +123,20 @@ def candidate_buttons(snap: StepSnapshot) -> dict[str, Any]:
         if i > len(snap.candidates):
             updates[name] = gr.update(visible=False)
             continue
-        cand = snap.candidates[i - 1]
-        sampled = cand.sampled_prob
-        after = f"{sampled:.1%} after sampling" if sampled > 0 else "removed by sampling"
-        key = f"[{i}] " if i <= 9 else ""
-        updates[name] = gr.update(value=f"{key}{cand.shown}   {cand.prob:.1%} · {after}", visible=True)
+        updates[name] = gr.update(value=candidate_label(i, snap.candidates[i - 1]), visible=True)
     return updates
+
+
+def candidate_label(i: int, cand: CandidateView, lang: str = i18n.DEFAULT) -> str:
+    """'[1] ␣Paris   77.3% · 77.3% after sampling'; a token that starts a character says what the
+    model goes on to make of it: '[4] <0xE7> (byte 1/3)   6.2% · 6.2% after sampling · becomes 的 31%'."""
+    sampled = cand.sampled_prob
+    after = AFTER_SAMPLING.format(p=sampled) if sampled > 0 else REMOVED
+    key = f"[{i}] " if i <= 9 else ""
+    if not cand.becomes:
+        return f"{key}{cand.shown}   {cand.prob:.1%} · {after}"
+    chars = ", ".join(f"{char} {prob:.0%}" if prob >= 0.005 else f"{char} <1%" for char, prob in cand.becomes)
+    return f"{key}{cand.visible}   {cand.prob:.1%} · {after} · {i18n.t('step.becomes', lang, chars=chars)}"
 
 
 def distribution_view(snap: StepSnapshot, k: int, stage_name: str) -> tuple:

@@ -18,10 +18,12 @@ from playground.engine.base import Engine
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings
 from playground.errors import PlaygroundError
 from playground.step import StepSession, session_from_json, session_to_dict, session_to_json
-from playground.step.snapshot import take_snapshot
+from playground.step.snapshot import CANDIDATES_KEPT, take_snapshot
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_whole, connect, parse_seed
+from playground.ui.i18n import localize, session_lang, t
 from playground.ui.links import Link, link_opener
+from playground.ui.ranges import CheckedNumber, CheckedSlider
 from playground.ui.step_render import (
     CANDIDATE_BUTTONS,
     DEFAULT_PROMPT,
@@ -37,6 +39,9 @@ from playground.ui.step_render import (
     stage_choice,
 )
 from playground.workspace import Workspace, Workspaces
+
+CHART_LABEL = "candidates in the chart"
+CHART_CANDIDATES = (5, CANDIDATES_KEPT)  # the chart's range; the snapshot keeps the most it shows
 
 # --- handlers --------------------------------------------------------------------------------
 
@@ -134,14 +139,23 @@ class StepHandlers:
         return self.step_open_chat_token(data.get("position"), request)
 
     def step_import(self, import_file: str | None, request: gr.Request = None) -> dict[str, Any]:
-        """Replay an exported session or a step trace; the settings widgets show the file's settings."""
+        """Replay an exported session or a step trace; the settings widgets show the file's settings.
+        A file that cannot be imported is named in the status line (and a toast): the session on
+        screen stays as it was."""
         if not import_file:
             raise PlaygroundError("Choose a session or step trace (.json) to import.")
-        text = Path(import_file).read_text(encoding="utf-8", errors="replace")
-        ws = self._workspace(request)
-        session = session_from_json(ws.engine, text)
+        ws, name, lang = self._workspace(request), Path(import_file).name, session_lang(request)
+        try:
+            text = Path(import_file).read_text(encoding="utf-8", errors="replace")
+            session = session_from_json(ws.engine, text)
+        except PlaygroundError as exc:
+            message = t("step.import.refused", lang, name=name, why=localize(exc.message, lang))
+            gr.Warning(message)
+            return {"status": message}
         ws.step_settings = session.settings
-        return {**self._install(ws, session), **settings_values(session.settings)}
+        views = self._install(ws, session)
+        views["status"] = t("step.import.done", lang, name=name, status=views["status"])
+        return {**views, **settings_values(session.settings)}
 
     def step_trace(self, request: gr.Request = None) -> str:
         """Save the session as a recorded trace: what the tab shows, and the session to import again."""
@@ -186,7 +200,16 @@ class StepHandlers:
     def step_view(self, candidates: float, stage: str, request: gr.Request = None) -> dict[str, Any]:
         """How many candidates the chart shows and which stage's distribution."""
         ws = self._workspace(request)
-        ws.step_view = (max(1, as_whole(candidates, "candidates in the chart")), stage or "raw")
+        n, (low, high) = as_whole(candidates, CHART_LABEL), CHART_CANDIDATES
+        if not low <= n <= high:
+            raise PlaygroundError(
+                "Candidates in the chart must be from {low} to {high}, got {value}.",
+                key="step.chart.range",
+                low=low,
+                high=high,
+                value=n,
+            )
+        ws.step_view = (n, stage or "raw")
         return self._act(ws, lambda s: None) if ws.step is not None else {}
 
     def step_refresh(self, request: gr.Request = None) -> dict[str, Any]:
@@ -355,7 +378,7 @@ def _action_rows(w: dict[str, Any]) -> None:
         w["sample"] = gr.Button(
             "Sample step", size="sm", min_width=100, variant="primary", elem_id="step-sample"
         )
-        w["steps"] = gr.Number(
+        w["steps"] = CheckedNumber(
             8, precision=0, minimum=1, maximum=512, label="N", min_width=80, elem_classes=["stage-hide"]
         )
         w["run"] = gr.Button("Run N steps", size="sm", elem_classes=["stage-hide"])
@@ -430,7 +453,8 @@ def _header(w: dict[str, Any]) -> None:
             )
             w["start"] = gr.Button("Start", variant="primary")
     with gr.Row(elem_classes=["stage-hide"]):
-        w["candidates"] = gr.Slider(5, 40, value=10, step=1, label="candidates in the chart", scale=2)
+        low, high = CHART_CANDIDATES
+        w["candidates"] = CheckedSlider(low, high, value=10, step=1, label=CHART_LABEL, scale=2)
         w["seed"] = gr.Textbox(
             "", label="seed", placeholder="random", info="Same seed, same draws (empty = random)", scale=1
         )
@@ -497,7 +521,7 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
         )
     hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
     w["refresh"] = gr.Button("Refresh", **hidden)
-    w["rank"] = gr.Number(label="rank", precision=0, **hidden)
+    w["rank"] = CheckedNumber(label="rank", precision=0, **hidden)
     w["pick_rank"] = gr.Button("Pick rank", **hidden)
     _wire(h, w)
     return w, h

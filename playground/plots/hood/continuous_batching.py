@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from playground.plots.hood.style import (
     CACHED,
@@ -96,3 +97,47 @@ def latency_figure(names: Sequence[str], continuous: Sequence[int], static: Sequ
         "request",
         "forwards until done",
     )
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request of a crowd: when it arrived and how fast it was served (None: not yet known)."""
+
+    name: str
+    kind: str  # chat, step, long prompt
+    arrival: float  # seconds after the crowd began
+    ttft: float | None  # seconds to its first token
+    tpot: float | None  # seconds per token after the first
+
+
+def serving_figure(
+    served: Sequence[Served],
+    ttft_slo: float,
+    tpot_slo: float,
+    x_title: str = "arrival (s after the crowd began)",
+) -> go.Figure:
+    """TTFT (top) and TPOT (bottom) of every request by its arrival, with the SLO lines: what a user
+    waits for the first token, and then for each next one."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    panels = ((1, "TTFT", "ttft", ttft_slo, 1.0, "s"), (2, "TPOT", "tpot", tpot_slo, 1000.0, "ms"))
+    for row, label, attribute, slo, scale, unit in panels:
+        points = [s for s in served if getattr(s, attribute) is not None]
+        within = [getattr(s, attribute) <= slo for s in points]
+        fig.add_scatter(
+            x=[s.arrival for s in points],
+            y=[getattr(s, attribute) * scale for s in points],
+            mode="markers",
+            name=label,
+            marker={"color": [CACHED if ok else RECOMPUTED for ok in within], "size": 9},
+            text=[f"{s.name} ({s.kind})" for s in points],
+            hovertemplate=f"%{{text}}: {label} %{{y:.0f}} {unit}<extra></extra>"
+            if unit == "ms"
+            else f"%{{text}}: {label} %{{y:.2f}} {unit}<extra></extra>",
+            row=row,
+            col=1,
+            showlegend=False,
+        )
+        fig.add_hline(y=slo * scale, line_dash="dot", line_color=RECOMPUTED, row=row, col=1)
+        fig.update_yaxes(title_text=f"{label} ({unit})", rangemode="tozero", row=row, col=1)
+    fig.update_xaxes(title_text=x_title, row=2, col=1)
+    return style(fig, 420)

@@ -15,9 +15,12 @@ from playground.errors import PlaygroundError
 from playground.hood import attention as attention_lesson
 from playground.hood.attention import LESSON, MAX_TOKENS
 from playground.hood.attention import AttentionView as AttentionMaps
+from playground.messages import Message
 from playground.plots.hood import attention as plots
-from playground.ui.common import Widgets, as_whole, connect
+from playground.ui.common import UncheckedSlider, Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row
+from playground.ui.i18n import DEFAULT, t
+from playground.ui.ranges import CheckedSlider, range_set_by_handler
 
 TEXT = "The cat sat on the mat because it was warm, and the dog watched it from the door."
 FOCUS_OUTPUTS = [
@@ -61,10 +64,15 @@ class AttentionView(LessonView):
         )
         w["attn_cell"] = gr.Textbox(visible="hidden", elem_id="hood-attn-cell", label="clicked cell")
         with gr.Row():
-            w["attn_layer"] = gr.Slider(1, env.layers, value=max(1, env.layers // 2), step=1, label="layer")
-            w["attn_head"] = gr.Slider(1, env.heads, value=1, step=1, label="head")
-            w["attn_position"] = gr.Slider(
-                0, 1, value=0, step=1, label="query position", info="Whose attention row to show"
+            w["attn_layer"] = CheckedSlider(
+                1, env.layers, value=max(1, env.layers // 2), step=1, label="layer"
+            )
+            w["attn_head"] = CheckedSlider(1, env.heads, value=1, step=1, label="head")
+            # its range follows the text: the handler checks it, and says when it shows another
+            w["attn_position"] = range_set_by_handler(
+                UncheckedSlider(
+                    0, 1, value=0, step=1, label="query position", info="Whose attention row to show"
+                )
             )
         with gr.Row():
             w["attn_map"] = gr.Plot(label="the causal triangle of this head", elem_id="hood-attn-map")
@@ -100,7 +108,9 @@ class AttentionView(LessonView):
     ) -> dict[str, Any]:
         """Another layer, head or query position of the same text (its weights are kept)."""
         view = self.maps(tab.context(request, self.key), text)
-        shown = views(view, as_whole(layer, "layer"), as_whole(head, "head"), as_whole(position, "position"))
+        layer_head = as_whole(layer, "layer"), as_whole(head, "head")
+        # grid=False: the grid is not among this event's outputs (only a new text changes it)
+        shown = views(view, *layer_head, as_whole(position, "position"), grid=False)
         return tab.remember(request, self.key, shown)
 
     def cell(
@@ -140,9 +150,8 @@ class AttentionView(LessonView):
 def views(view: AttentionMaps, layer: int, head: int, position: int, grid: bool = True) -> dict[str, Any]:
     """The chosen head's triangle, the chosen query's row, the sliders, the summary and (grid) the
     layer × head grid, which only a new text changes."""
-    layer = min(max(layer, 1), view.layers)
-    head = min(max(head, 1), view.heads)
-    position = min(max(position, 0), len(view.ids) - 1)
+    check_layer_and_head(view, layer, head)
+    position, moved = query_position(view, position)
     sink = view.sink_share()
     matrix = view.maps[layer - 1, head - 1].numpy()
     share = float(sink[layer - 1, head - 1])
@@ -158,11 +167,35 @@ def views(view: AttentionMaps, layer: int, head: int, position: int, grid: bool 
         "attn_summary": summary(view, layer, head, share),
         "attn_status": (
             f"Done: {len(view.ids)} tokens · {view.layers} layers × {view.heads} heads (eager attention)"
+            + (f" · {moved}" if moved else "")
         ),
     }
     if grid:
         shown["attn_grid"] = plots.attention_grid_figure(view.thumbnails().numpy(), sink.numpy())
     return shown
+
+
+def check_layer_and_head(view: AttentionMaps, layer: int, head: int) -> None:
+    """A layer and a head of this model, or a message naming the one that is not (a clicked cell)."""
+    layer_name, head_name = Message("hood.attn.layer", "Layer"), Message("hood.attn.head", "Head")
+    for what, value, high in ((layer_name, layer, view.layers), (head_name, head, view.heads)):
+        if not 1 <= value <= high:
+            raise PlaygroundError(
+                "{what} {value} is outside this model's range 1–{high}.",
+                key="hood.attn.outside",
+                what=what,
+                value=value,
+                high=high,
+            )
+
+
+def query_position(view: AttentionMaps, asked: int, lang: str = DEFAULT) -> tuple[int, str]:
+    """The query position shown and, when it is not the one asked (the slider's position from a longer
+    text), a note saying so."""
+    position = min(max(asked, 0), len(view.ids) - 1)
+    if position == asked:
+        return position, ""
+    return position, t("hood.attn.position_moved", lang, value=asked, last=len(view.ids) - 1, shown=position)
 
 
 def summary(view: AttentionMaps, layer: int, head: int, share: float) -> str:

@@ -16,6 +16,7 @@ from playground.hood.batching import LESSON, MAX_BATCH, PRESET_QUESTIONS, Batchi
 from playground.plots.hood import batching as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status, verdict
+from playground.ui.ranges import CheckedSlider
 
 PROMPTS = "\n".join(PRESET_QUESTIONS)
 COLUMNS = ["#", "prompt", "answer (batch)", "equal to solo", "solo done at (s)", "batch done at (s)"]
@@ -39,10 +40,10 @@ class BatchingView(LessonView):
 
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         with gr.Row():
-            w["batch_n"] = gr.Slider(
+            w["batch_n"] = CheckedSlider(
                 1, MAX_BATCH, value=8, step=1, label="prompts (N)", elem_id="hood-batch-n"
             )
-            w["batch_tokens"] = gr.Slider(
+            w["batch_tokens"] = CheckedSlider(
                 4, 128, value=16, step=1, label="new tokens each", elem_id="hood-batch-tokens"
             )
             w["batch_chat"] = gr.Checkbox(

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import gradio as gr
 
-from playground.engine.base import DecodePlan, Engine
+from playground.engine.base import Engine
 from playground.engine.control import Control
-from playground.engine.sampling import SamplingSettings
 from playground.engine.schedule import Iteration
 from playground.errors import PlaygroundError
 from playground.hood import continuous_batching as continuous_batching_lesson
 from playground.hood.continuous_batching import LESSON, MAX_REQUESTS, Arrival, ContinuousBatching
 from playground.plots.hood import continuous_batching as plots
+from playground.serving import crowd as serving_crowd
+from playground.serving.crowd import CrowdView, iter_crowd
+from playground.serving.metrics import Slo
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
+from playground.ui.i18n import DEFAULT, i18n, session_lang, t
+from playground.ui.ranges import CheckedSlider
 
 # arrival iteration | new tokens | prompt: one request per line
 PRESETS = {
@@ -35,8 +37,7 @@ PRESETS = {
         f"{2 * i} | 6 | Question {i + 1}: what is {i + 2} times {i + 3}?" for i in range(6)
     ),
 }
-CROWD_TEXT = "Tell me one fact about the sea."
-CROWD_TIMEOUT_S = 120.0  # a crowd still running then is stopped (its model slot is needed)
+SLO = Slo()  # TTFT <= 2 s, TPOT <= 300 ms: what the crowd's status line counts as served well
 
 
 class ContinuousBatchingView(LessonView):
@@ -59,7 +60,7 @@ class ContinuousBatchingView(LessonView):
         first = next(iter(PRESETS))
         with gr.Row():
             w["cb_preset"] = gr.Dropdown(list(PRESETS), value=first, label="scenario", scale=3)
-            w["cb_budget"] = gr.Slider(
+            w["cb_budget"] = CheckedSlider(
                 4,
                 256,
                 value=16,
@@ -77,15 +78,7 @@ class ContinuousBatchingView(LessonView):
         run_row(w, self)
         w["cb_gantt"] = gr.Plot(label="the running batch, iteration by iteration")
         w["cb_latency"] = gr.Plot(label="forwards from arrival until done")
-        with gr.Row(elem_classes=["stage-hide"]):
-            w["crowd_n"] = gr.Slider(2, 16, value=6, step=1, label="users", scale=2)
-            w["crowd_run"] = gr.Button(
-                "Crowd: send them to this app's engine", scale=2, elem_id="hood-crowd-run"
-            )
-        w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
-        w["crowd_gantt"] = gr.Plot(
-            label="their live schedule in the app's own batch", elem_id="hood-crowd-gantt"
-        )
+        crowd_layout(w)
 
     def run(self, ctx: RunContext, cb_requests: str, cb_budget: float) -> Iterator[dict[str, Any]]:
         """The requests through the engine's scheduler, then as one static padded batch, then alone."""
@@ -116,20 +109,57 @@ class ContinuousBatchingView(LessonView):
         def cb_preset(cb_preset: str) -> dict[str, Any]:
             return {"cb_requests": PRESETS.get(cb_preset, "")}
 
-        def hood_crowd(crowd_n: float, request: gr.Request = None) -> dict[str, Any]:
-            """N synthetic users at once on the app's own engine: their schedule in its running batch."""
+        def hood_crowd(
+            crowd_rate: float, crowd_requests: float, crowd_bursty: bool, request: gr.Request = None
+        ) -> Iterator[dict[str, Any]]:
+            """Requests arriving at a rate on the app's own engine: their schedule in its running batch,
+            and each one's TTFT and TPOT, live."""
             ctx = tab.context(request, "crowd")
-            return crowd(ctx.engine, as_whole(crowd_n, "users"))
+            count = as_whole(crowd_requests, "requests")
+            bursty = 0.5 if crowd_bursty else 1.0
+            yield from crowd(ctx.engine, float(crowd_rate), count, bursty, ctx.control, session_lang(request))
 
         connect(w["cb_preset"].input, cb_preset, w, ["cb_requests"], api_name=None, model=False)
         connect(
             w["crowd_run"].click,
             hood_crowd,
             w,
-            ["crowd_status", "crowd_gantt"],
+            ["crowd_status", "crowd_gantt", "crowd_latency"],
             api_name="hood_crowd",
             status="crowd_status",
         )
+
+
+def crowd_layout(w: dict[str, Any]) -> None:
+    """The crowd's controls, its status line, and its two live figures side by side."""
+    gr.Markdown(i18n("hood.crowd.explain"), elem_classes=["stage-hide"])
+    with gr.Row(elem_classes=["stage-hide"]):
+        w["crowd_rate"] = CheckedSlider(
+            0.1,
+            serving_crowd.MAX_RATE,
+            value=1.0,
+            step=0.1,
+            label=i18n("hood.crowd.rate"),
+            scale=2,
+            elem_id="hood-crowd-rate",
+        )
+        w["crowd_requests"] = CheckedSlider(
+            2,
+            serving_crowd.MAX_REQUESTS,
+            value=12,
+            step=1,
+            label=i18n("hood.crowd.requests"),
+            scale=2,
+            elem_id="hood-crowd-requests",
+        )
+        w["crowd_bursty"] = gr.Checkbox(
+            label=i18n("hood.crowd.bursty"), value=False, scale=1, elem_id="hood-crowd-bursty"
+        )
+        w["crowd_run"] = gr.Button(i18n("hood.crowd.run"), scale=2, elem_id="hood-crowd-run")
+    w["crowd_status"] = gr.Markdown(elem_id="hood-crowd-status")
+    with gr.Row():
+        w["crowd_gantt"] = gr.Plot(label=i18n("hood.crowd.gantt"), elem_id="hood-crowd-gantt", scale=3)
+        w["crowd_latency"] = gr.Plot(label=i18n("hood.crowd.latency"), elem_id="hood-crowd-latency", scale=2)
 
 
 def parse_requests(lm: Engine, text: str) -> list[Arrival]:
@@ -195,58 +225,80 @@ def summary(result: ContinuousBatching) -> str:
     )
 
 
-def crowd(lm: Engine, users: int) -> dict[str, Any]:
-    """Send `users` short greedy chats to the engine at once and draw their schedule from its log."""
-    batcher = lm.schedule
-    if batcher is None:
-        raise PlaygroundError(
-            "This app runs without continuous batching (PLAYGROUND_BATCHING=off or a remote engine)."
-        )
-    if not 1 <= users <= 16:
-        raise PlaygroundError(f"users must be a whole number from 1 to 16, got {users}.")
-    stamp, start = f"crowd-{time.time_ns()}", batcher.iterations
-    ids = lm.tokenizer(CROWD_TEXT).input_ids
-    control, errors = Control(), []
-    threads = [
-        threading.Thread(target=_one_user, args=(lm, ids, f"{stamp}-{i + 1}", i, control, errors))
-        for i in range(users)
-    ]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + CROWD_TIMEOUT_S
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    control.cancel()  # the ones still running after the deadline stop at their next token
-    log = [it for it in list(batcher.log) if it.index >= start]
-    names = [f"user {i + 1}" for i in range(users)]
-    shown = [
-        plots.Cell(_user(job.name, stamp), it.index - start, job.kind, job.tokens)
-        for it in log
+def crowd(
+    lm: Engine,
+    rate: float,
+    count: int,
+    burstiness: float = 1.0,
+    control: Control | None = None,
+    lang: str = DEFAULT,
+) -> Iterator[dict[str, Any]]:
+    """The crowd (playground/serving/crowd.py) drawn as it goes: the schedule, TTFT and TPOT."""
+    for view in iter_crowd(lm, rate, count, burstiness, control):
+        yield crowd_views(view, lang)
+
+
+def crowd_views(view: CrowdView, lang: str = DEFAULT) -> dict[str, Any]:
+    names = [f"request {i + 1}" for i in range(len(view.requests))]
+    cells = [
+        plots.Cell(_request_row(job.name, view.stamp), it.index - view.first_iteration, job.kind, job.tokens)
+        for it in view.schedule
         for job in it.jobs
     ]
-    rows = names + (["others"] if any(c.row == "others" for c in shown) else [])
-    most = max((len(it.jobs) for it in log), default=0)
-    failed = f" **{len(errors)} of {users} failed**: {errors[0]}" if errors else ""
+    rows = names + (["others"] if any(c.row == "others" for c in cells) else [])
+    served = [
+        plots.Served(name, t.kind, t.sent, t.ttft, t.tpot)
+        for name, t in zip(names, view.timings, strict=True)
+        if t.token_times
+    ]
     return {
-        "crowd_status": f"{users - len(errors)} users served in **{len(log)} iterations** of the app's "
-        f"batch, up to **{most}** requests in one forward (others' requests, if any, are shown too).{failed}",
-        "crowd_gantt": plots.gantt_figure(shown, rows, {}),
+        "crowd_status": crowd_status(view, lang),
+        "crowd_gantt": plots.gantt_figure(cells, rows, {}),
+        "crowd_latency": plots.serving_figure(served, SLO.ttft_s, SLO.tpot_s, t("hood.crowd.arrival", lang)),
     }
 
 
-def _one_user(lm: Engine, ids: list[int], key: str, i: int, control: Control, errors: list[str]) -> None:
-    plan = DecodePlan(SamplingSettings(temperature=0), 6 + 2 * (i % 4), seed=i)
-    try:
-        for _ in lm.stream(ids, plan, key=key, control=control):
-            pass
-    except Exception as exc:  # each user's failure is counted and named, none stops the others
-        errors.append(f"user {i + 1}: {exc}")
-    finally:
-        lm.release(key)
+def crowd_status(view: CrowdView, lang: str = DEFAULT) -> str:
+    """What the crowd has got so far, in the field's terms, in the session's language."""
+    summary, finished = view.summary(SLO), view.finished
+    line = t(
+        "hood.crowd.status",
+        lang,
+        state=t("hood.crowd.done" if view.done else "hood.crowd.running", lang),
+        answered=len(finished),
+        count=len(view.requests),
+        arrived=sum(at <= view.elapsed for at in view.arrivals),
+        rate=view.rate,
+        bursty=t("hood.crowd.bursty_note", lang) if view.burstiness < 1 else "",
+        iterations=len(view.schedule),
+        most=max((len(it.jobs) for it in view.schedule), default=0),
+    )
+    if finished:
+        ttft, tpot = summary.latency["ttft"], summary.latency["tpot"]
+        na = t("hood.crowd.no_tpot", lang)
+        line += t(
+            "hood.crowd.figures",
+            lang,
+            ttft50=ttft["p50"],
+            ttft95=ttft["p95"],
+            tpot50=_ms(tpot["p50"], na),
+            tpot95=_ms(tpot["p95"], na),
+            within=summary.attained,
+            slo_ttft=SLO.ttft_s,
+            slo_tpot=SLO.tpot_s * 1000,
+        )
+    failed = [timing.error for timing in finished if timing.error]
+    if failed:
+        line += t("hood.crowd.failed", lang, failed=len(failed), first=failed[0])
+    return line
 
 
-def _user(name: str, stamp: str) -> str:
-    return f"user {name.rsplit('-', 1)[1]}" if name.startswith(stamp) else "others"
+def _ms(seconds: float, na: str) -> str:
+    return na if seconds != seconds else f"{seconds * 1000:.0f} ms"  # NaN: no request had two tokens
+
+
+def _request_row(name: str, stamp: str) -> str:
+    return f"request {name.rsplit('-', 1)[1]}" if name.startswith(stamp) else "others"
 
 
 VIEW = ContinuousBatchingView()

@@ -15,6 +15,7 @@ from playground.hood.kv_on_off import LESSON, KVOnOff
 from playground.plots.hood import kv_on_off as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import BLUE, HoodEnv, LessonView, RunContext, run_row, spans, status, verdict
+from playground.ui.ranges import CheckedSlider
 
 
 class KVOnOffView(LessonView):
@@ -35,7 +36,7 @@ class KVOnOffView(LessonView):
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         with gr.Row():
             info = "Tokens of a preset English text read first (longer: a bigger gap)"
-            w["kv_length"] = gr.Slider(
+            w["kv_length"] = CheckedSlider(
                 16,
                 2000,
                 value=400,
@@ -44,7 +45,7 @@ class KVOnOffView(LessonView):
                 info=info,
                 elem_id="hood-kv-length",
             )
-            w["kv_tokens"] = gr.Slider(
+            w["kv_tokens"] = CheckedSlider(
                 2,
                 64,
                 value=12,

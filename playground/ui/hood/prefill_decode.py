@@ -13,6 +13,7 @@ from playground.hood.prefill_decode import LESSON, CostPoint, PrefillDecode
 from playground.plots.hood import prefill_decode as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status
+from playground.ui.ranges import CheckedSlider
 
 LENGTHS = [16, 64, 256, 1024, 2048, 4096]
 COLUMNS = [
@@ -53,7 +54,7 @@ class PrefillDecodeView(LessonView):
                 info=info,
                 elem_id="hood-pd-lengths",
             )
-            w["pd_decode"] = gr.Slider(
+            w["pd_decode"] = CheckedSlider(
                 2,
                 32,
                 value=6,

@@ -30,6 +30,7 @@ from playground.ui.hood.base import (
     status,
     verdict,
 )
+from playground.ui.ranges import CheckedSlider
 
 TEXT = LONG_TEXT + (
     "Printers became publishers, booksellers and newsmen, and the shop with its press, its cases of type "
@@ -96,7 +97,7 @@ class QuantizationView(LessonView):
                 info="Weights: the decoder's Linear layers; KV: the cache, newest "
                 f"{RESIDUAL_TOKENS} tokens kept unquantized",
             )
-            w["quant_tokens"] = gr.Slider(
+            w["quant_tokens"] = CheckedSlider(
                 1,
                 MAX_NEW_TOKENS,
                 value=32,

@@ -27,6 +27,7 @@ from playground.ui.hood.base import (
     spans,
     status,
 )
+from playground.ui.ranges import CheckedSlider
 
 COPY_PARAGRAPH = (
     "The old lighthouse stood on the cliff for two hundred years. Every night its keeper climbed the "
@@ -98,12 +99,12 @@ class SpeculativeView(LessonView):
                 value=max(1, env.layers * 3 // 4),
                 step=1,
                 label="early exit: k layers",
-                info="The draft: the first k layers + final norm + head",
+                info=f"The draft: the first k layers, final norm, head (all {env.layers}: the model itself)",
             )
             w["spec_tokens"] = UncheckedSlider(
                 8, MAX_TOKENS, value=64, step=1, label="new tokens", elem_id="hood-spec-tokens"
             )
-            w["spec_temperature"] = gr.Slider(
+            w["spec_temperature"] = CheckedSlider(
                 0, 1.5, value=0, step=0.05, label="temperature", info="0 = greedy (exact match test)"
             )
         w["spec_seed"] = gr.Textbox(
@@ -136,9 +137,10 @@ class SpeculativeView(LessonView):
         ids = encode_prompt(ctx.engine.tokenizer, spec_prompt or "", bool(spec_chat))
         method = METHODS.get(spec_method, spec_method)
         seed = parse_seed(spec_seed)
+        exit_layer = as_whole(spec_exit, "exit layer k")  # read for every method: a bad one is named
         options = {
             "draft_tokens": as_whole(spec_k, "draft length"),
-            "exit_layer": as_whole(spec_exit, "exit layer k") if method == "early_exit" else None,
+            "exit_layer": exit_layer if method == "early_exit" else None,
             "draft": ctx.draft,
             "settings": SamplingSettings(temperature=as_number(spec_temperature, "temperature")),
             "seed": 0 if seed is None else seed,

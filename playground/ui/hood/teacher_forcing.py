@@ -28,6 +28,7 @@ from playground.hood.teacher_forcing import (
 from playground.plots.hood import teacher_forcing as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import BLUE, GREEN, RED, HoodEnv, LessonView, RunContext, run_row, spans, status
+from playground.ui.ranges import CheckedSlider
 
 PROMPT = "Once upon a time, there was a little boy named Tom. One day, his dad gave him a puppy. Tom was"
 REFERENCE = " so happy, because he had always wanted a dog of his own."
@@ -68,7 +69,7 @@ class TeacherForcingView(LessonView):
             elem_id="hood-tf-forcing",
         )
         with gr.Row():
-            w["tf_tokens"] = gr.Slider(
+            w["tf_tokens"] = CheckedSlider(
                 2,
                 MAX_NEW_TOKENS,
                 value=NEW_TOKENS,
@@ -77,7 +78,7 @@ class TeacherForcingView(LessonView):
                 info="Greedy tokens in each continuation",
                 elem_id="hood-tf-tokens",
             )
-            w["tf_at"] = gr.Slider(
+            w["tf_at"] = CheckedSlider(
                 0,
                 MAX_NEW_TOKENS - 1,
                 value=AT,
@@ -86,7 +87,7 @@ class TeacherForcingView(LessonView):
                 info="The answer token to replace (0 = the first)",
                 elem_id="hood-tf-at",
             )
-            w["tf_rank"] = gr.Slider(
+            w["tf_rank"] = CheckedSlider(
                 1,
                 TOP,
                 value=RANK,

@@ -11,11 +11,12 @@ LOCALE = "en"
 STRINGS: dict[str, str] = {
     # --- the header and toolbar (ui/app.py) ---------------------------------------------------------
     "app.title": "LLM generation playground",
-    "app.header.model": "**Model:** {name}{size} · **engine** {kind} · **device** {device}{dtype} · "
+    "app.header.name": "**Model:** {name}",
+    "app.header.details": "{size} · **engine** {kind} · **device** {device}{dtype} · "
     "loaded in {seconds:.1f} s ({source}) · context {context:,} tokens",
     "app.header.size": " · {millions:,.1f} M parameters",
     "app.header.dtype": " · **dtype** {dtype}",
-    "app.header.remote": "**Model:** {name} · **engine** {kind} at {url} (every number comes from it) · "
+    "app.header.remote": " · **engine** {kind} at {url} (every number comes from it) · "
     "top {top:,} alternatives per position · context {context:,} tokens{untested}",
     "app.header.untested": " · ⚠️ not yet tested against a live server",
     "app.language": "Language",
@@ -34,6 +35,15 @@ STRINGS: dict[str, str] = {
     # --- shared by every tab (ui/common.py) -----------------------------------------------------------
     "shared.out_of_memory": "Out of memory: try fewer tokens, fewer beams or a shorter prompt.",
     "shared.unexpected": "Something went wrong: {kind}: {detail}",
+    "shared.range.value": "Value",
+    "shared.range.clamped": "{label} {value:g} is outside its range {range}: set to {used:g}.",
+    # --- Step by step (ui/step_tab.py, ui/step_render.py) ----------------------------------------------
+    "step.import.refused": "**Can't import {name}:** {why}",
+    "step.import.done": "Imported {name} · {status}",
+    "step.becomes": "becomes {chars}",
+    # --- Under the hood (ui/hood/) ----------------------------------------------------------------------
+    "hood.attn.position_moved": "Query position {value} is outside this text's range 0–{last}: "
+    "showing {shown}.",
     # --- shared links (ui/links.py) -------------------------------------------------------------------
     "link.bad_tab": "This link's tab={tab!r} is not a tab: use one of {tabs}.",
     "link.not_a_setting": "{key}={text!r} is not a setting of this tab (it takes {keys})",
@@ -90,6 +100,8 @@ STRINGS: dict[str, str] = {
     "kv.field.params_b": "Parameters (billions)",
     "kv.field.prompt_length": "Prompt length",
     "kv.cant_calculate": "**Can't calculate:** {why}",
+    "kv.stale": "The formula, figures and table below are the last good calculation, marked stale, "
+    "until one succeeds.",
     "kv.this_config": "this config",
     "kv.params.entered": "as entered",
     "kv.params.counted": "counted on the loaded model",
@@ -175,6 +187,26 @@ STRINGS: dict[str, str] = {
     "kv.server.reported": "; the engine reports {size} per GPU",
     "kv.server.predicted": ".\n\nPredicted by the calculator for the served config ({note}): "
     "{per_token:,} B per token, so {tokens:,} tokens take **{size}**{reported}.",
+    # --- the crowd of "Continuous batching" (ui/hood/continuous_batching.py: issue 32) ---------------
+    "hood.crowd.explain": "Requests arrive on their own clock, as an audience's do (Poisson; bursty: gamma, "
+    "shape 0.5): chat turns of 16-48 tokens, one-token steps and a long prompt, straight to this app's "
+    "running batch.",
+    "hood.crowd.rate": "arrivals per second",
+    "hood.crowd.requests": "requests",
+    "hood.crowd.bursty": "bursty",
+    "hood.crowd.run": "Crowd: send them to this app's engine",
+    "hood.crowd.gantt": "their live schedule in the app's own batch",
+    "hood.crowd.latency": "TTFT and TPOT of each request (dotted: the SLO)",
+    "hood.crowd.running": "Running",
+    "hood.crowd.done": "Done",
+    "hood.crowd.bursty_note": " (bursty)",
+    "hood.crowd.status": "{state}: {answered} of {count} requests answered ({arrived} arrived) at {rate:g}/s"
+    "{bursty}, in **{iterations} iterations** of the app's batch, up to **{most}** requests in one forward.",
+    "hood.crowd.figures": " TTFT p50 **{ttft50:.2f} s**, p95 {ttft95:.2f} s; TPOT p50 **{tpot50}**, p95 "
+    "{tpot95}; **{within:.0%}** within TTFT <= {slo_ttft:g} s and TPOT <= {slo_tpot:.0f} ms.",
+    "hood.crowd.failed": " **{failed} failed**: {first}",
+    "hood.crowd.no_tpot": "n/a",
+    "hood.crowd.arrival": "arrival (s after the crowd began)",
     # --- the model picker (ui/model_picker.py: issue 30) ---------------------------------------------
     "picker.label": "Model of this tab",
     "picker.kind.loaded": "loaded",

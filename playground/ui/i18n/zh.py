@@ -6,11 +6,12 @@ LOCALE = "zh-CN"
 STRINGS: dict[str, str] = {
     # --- the header and toolbar (ui/app.py) ---------------------------------------------------------
     "app.title": "LLM 生成实验场",
-    "app.header.model": "**模型：** {name}{size} · **引擎** {kind} · **设备** {device}{dtype} · 加载用时 "
+    "app.header.name": "**模型：** {name}",
+    "app.header.details": "{size} · **引擎** {kind} · **设备** {device}{dtype} · 加载用时 "
     "{seconds:.1f} 秒（{source}）· 上下文 {context:,} 个词元",
     "app.header.size": " · {millions:,.1f} M 参数",
     "app.header.dtype": " · **数据类型** {dtype}",
-    "app.header.remote": "**模型：** {name} · **引擎** {kind}，地址 {url}（每个数字都来自它）· 每个位置前"
+    "app.header.remote": " · **引擎** {kind}，地址 {url}（每个数字都来自它）· 每个位置前"
     " {top:,} 个候选 · 上下文 {context:,} 个词元{untested}",
     "app.header.untested": " · ⚠️ 尚未在真实服务器上测试",
     "app.language": "语言",
@@ -31,6 +32,21 @@ STRINGS: dict[str, str] = {
     "shared.unexpected": "出错了：{kind}：{detail}",
     "shared.not_a_number": "{name} 必须是数字，收到的是 {value!r}",
     "shared.not_whole": "{name} 必须是整数，收到的是 {value!r}",
+    "shared.range.value": "数值",
+    "shared.range.clamped": "{label} {value:g} 超出范围 {range}：已设为 {used:g}。",
+    "shared.range.outside": "{label} {value:g} 超出范围 {range}。",
+    "shared.range.at_least": "至少 {low:g}",
+    "shared.range.at_most": "至多 {high:g}",
+    # --- Step by step (ui/step_tab.py, ui/step_render.py) ----------------------------------------------
+    "step.import.refused": "**无法导入 {name}：** {why}",
+    "step.import.done": "已导入 {name} · {status}",
+    "step.becomes": "将成为 {chars}",
+    "step.chart.range": "图中候选数必须在 {low} 到 {high} 之间，收到的是 {value}。",
+    # --- Under the hood (ui/hood/) ----------------------------------------------------------------------
+    "hood.attn.position_moved": "查询位置 {value} 超出此文本的范围 0–{last}：显示 {shown}。",
+    "hood.attn.outside": "{what} {value} 超出此模型的范围 1–{high}。",
+    "hood.attn.layer": "层",
+    "hood.attn.head": "头",
     # --- shared links (ui/links.py) -------------------------------------------------------------------
     "link.bad_tab": "此链接的 tab={tab!r} 不是一个标签页：请用 {tabs} 之一。",
     "link.not_a_setting": "{key}={text!r} 不是此标签页的设置（它接受 {keys}）",
@@ -95,6 +111,7 @@ STRINGS: dict[str, str] = {
     "kv.field.params_b": "参数量（十亿）",
     "kv.field.prompt_length": "提示词长度",
     "kv.cant_calculate": "**无法计算：** {why}",
+    "kv.stale": "下面的公式、图和表是上一次成功的计算结果（已标为过期），直到再次计算成功。",
     "kv.this_config": "此配置",
     "kv.params.entered": "手动输入",
     "kv.params.counted": "在已加载模型上实际统计",
@@ -280,6 +297,30 @@ STRINGS: dict[str, str] = {
     "kv.quant.unbuildable": "无法为这个模型构建 {label}：{why}",
     "kv.quant.on_server": "{kind} 引擎把缓存放在服务器上：这里没有可构建的。",
     "kv.quant.length": "提示词长度必须在 1 到 {most:,} 个词元之间，收到的是 {n:,}。",
+    # --- the crowd of "Continuous batching" (ui/hood/continuous_batching.py: issue 32) ---------------
+    "hood.crowd.explain": "请求按各自的时间到达，就像观众一样（泊松；突发：伽马分布，形状 0.5）："
+    "16-48 个 token 的对话、单 token 的单步操作和一个长提示，直接进入本应用正在运行的批次。",
+    "hood.crowd.rate": "每秒到达的请求数",
+    "hood.crowd.requests": "请求数",
+    "hood.crowd.bursty": "突发",
+    "hood.crowd.run": "人群：把它们发给本应用的引擎",
+    "hood.crowd.gantt": "它们在本应用批次中的实时调度",
+    "hood.crowd.latency": "每个请求的 TTFT 与 TPOT（虚线：SLO）",
+    "hood.crowd.running": "运行中",
+    "hood.crowd.done": "完成",
+    "hood.crowd.bursty_note": "（突发）",
+    "hood.crowd.status": "{state}：{count} 个请求中已回答 {answered} 个（已到达 {arrived} 个），"
+    "每秒 {rate:g} 个{bursty}，用了本应用批次的 **{iterations} 次迭代**，一次前向最多 **{most}** 个请求。",
+    "hood.crowd.figures": " TTFT p50 **{ttft50:.2f} 秒**，p95 {ttft95:.2f} 秒；TPOT p50 **{tpot50}**，p95 "
+    "{tpot95}；**{within:.0%}** 满足 TTFT <= {slo_ttft:g} 秒且 TPOT <= {slo_tpot:.0f} 毫秒。",
+    "hood.crowd.failed": " **{failed} 个失败**：{first}",
+    "hood.crowd.no_tpot": "无",
+    "hood.crowd.arrival": "到达时间（人群开始后的秒数）",
+    "serving.crowd.no_batch": "本应用没有连续批处理（PLAYGROUND_BATCHING=off 或远程引擎）："
+    "没有正在运行的批次可以接收人群。",
+    "serving.crowd.rate": "到达率必须大于 0 且不超过每秒 {most:g} 个，收到 {rate}。",
+    "serving.crowd.count": "人群包含 1 到 {most} 个请求，收到 {count}。",
+    "serving.crowd.burstiness": "突发度必须在 (0, 1] 之间，收到 {burstiness}。",
     # --- the model picker (ui/model_picker.py: issue 30) ---------------------------------------------
     "picker.label": "此标签页的模型",
     "picker.kind.loaded": "已加载",
