@@ -45,7 +45,7 @@ from playground.tree import ROOT, GenerationTree
 # Said with an answer of a model that has no chat template (a base model, e.g. gemma-3-270m); the UI
 # says it in the page's language (its key).
 NO_TEMPLATE_NOTE = said.Message(
-    "chat.note.no_template",
+    "notes.no_template",
     "no chat template: a base model continues your text (the system prompt is unused)",
 )
 

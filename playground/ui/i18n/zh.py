@@ -422,7 +422,7 @@ STRINGS: dict[str, str] = {
     "compare.error.no_texts": "至少给出一段要打分的文本：A 的、B 的或两段都给。",
     "compare.error.candidates": "候选数必须在 1 到 {most} 之间，收到的是 {n}。",
     "compare.error.remote_off": "在 Space 上不能连接服务器。",
-    "chat.note.no_template": "没有对话模板：基础模型只会续写你的文本（系统提示词不会被使用）",
+    "notes.no_template": "没有对话模板：基础模型只会续写你的文本（系统提示词不会被使用）",
     # --- several models (playground/models, engine/loading.py, engine/remote/http.py: issue 30) --------
     "models.error.empty": "模型名是空的：请选一个模型，或输入 Hub id 或路径。",
     "models.error.not_loaded": "{model} 没有加载（已加载：{loaded}）：在模型列表中选它即可加载。",
