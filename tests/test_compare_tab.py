@@ -88,7 +88,7 @@ def compare_chat(client: Client, max_new: int = 8, **side_values: object) -> dic
         api_name="/compare_chat",
     )
     names = ["parting", "a_title", "a", "a_stats", "b_title", "b", "b_stats", "status_a", "status_b"]
-    return dict(zip([*names, "context", "chat", "text_a", "text_b"], values, strict=True))
+    return dict(zip([*names, "context", "chat", "text_a", "text_b", "list_a", "list_b"], values, strict=True))
 
 
 def solo(engine, max_new: int, temperature: float = 0, seed: int | None = None):
@@ -132,7 +132,8 @@ def test_float32_against_int8_weights_loads_the_side_with_its_estimate_first(app
         **sides(SMOL, SMOL, quantize_b="int8"),
         api_name="/compare_chat",
     )
-    *_, text_a, text_b = job.result()
+    *_, text_a, text_b, _, list_b = job.result()
+    assert (f"{SMOL}@int8 · loaded", f"{SMOL}@int8") in [tuple(c) for c in list_b["choices"]]
     statuses = [str(update[8]) for update in job.outputs() if isinstance(update[8], str) and update[8]]
     try:
         assert statuses[0].startswith(f"**Loading {SMOL}@int8**") and "Memory estimate:" in statuses[0]

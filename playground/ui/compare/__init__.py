@@ -68,6 +68,7 @@ class ViewInputs:
 
 
 SIDE_STATUS = [f"status_{x}" for x in SIDES]
+MODEL_LISTS = [f"model_{x}" for x in SIDES]
 SCORE_INPUTS = ["score_context", "score_chat", "score_a", "score_b"]
 # What a shared link may set on the page: every control, the view chosen, and what its run shows.
 LINK_OUTPUTS = [
@@ -121,7 +122,8 @@ class CompareHandlers:
             finally:
                 engines.close()
         score = {"score_context": message, "score_chat": True, "score_a": texts[0], "score_b": texts[1]}
-        yield {**shown, **score}  # the last value holds every view (what an API call returns)
+        lists = self._lists(lang, [c.model for c in choices])  # a side loaded: the lists say so now
+        yield {**shown, **score, **lists}  # the last value holds every view (what an API call returns)
 
     def compare_ticket(self, request: gr.Request = None) -> dict[str, Any]:
         """Before a comparison joins the model queue: a ticket Stop can drop."""
@@ -175,7 +177,8 @@ class CompareHandlers:
             yield from _keeping(view(engines, *args), shown)
         finally:
             engines.close()
-        yield shown  # the last value holds every view (what an API call returns)
+        lists = self._lists(lang, [c.model for c in choices])  # a side loaded: the lists say so now
+        yield {**shown, **lists}  # the last value holds every view (what an API call returns)
 
     # --- a server as a side, the lists, links -------------------------------------------------------------
 
@@ -302,7 +305,7 @@ def _wire(h: CompareHandlers, w: dict[str, Any]) -> None:
         ["compare_ticket"],
         h.compare_chat,
         w,
-        [*chat.OUTPUTS, *sides, *SCORE_INPUTS],
+        [*chat.OUTPUTS, *sides, *SCORE_INPUTS, *MODEL_LISTS],
         api_name="compare_chat",
         status="compare_parting",
     )
@@ -315,7 +318,8 @@ def _wire(h: CompareHandlers, w: dict[str, Any]) -> None:
         ("tokens_run", h.compare_tokens, tokens.OUTPUTS, "compare_tokens"),
     ]
     for button, handler, outputs, api_name in runs:
-        connect(w[button].click, handler, w, [*outputs, *sides], api_name=api_name, status=sides[0])
+        outputs = [*outputs, *sides, *MODEL_LISTS]
+        connect(w[button].click, handler, w, outputs, api_name=api_name, status=sides[0])
     connect(
         w["remote_connect"].click,
         h.compare_connect,
