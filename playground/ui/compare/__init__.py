@@ -287,7 +287,12 @@ def build_compare_tab(workspaces: Workspaces, settings: Settings) -> tuple[dict[
     build_sides(w, choices, workspaces.model)
     build_remote(w)
     w["compare_view"] = gr.Textbox(visible=False)
-    layouts = {"chat": chat.layout, "score": scoring.layout, "step": step.layout, "tokens": tokens.layout}
+    layouts = {
+        "chat": lambda w: chat.layout(w, settings.max_new_tokens_limit),
+        "score": scoring.layout,
+        "step": step.layout,
+        "tokens": tokens.layout,
+    }
     with gr.Tabs(elem_id="compare-views") as w["compare_views"]:
         for view in VIEWS:
             with gr.Tab(i18n(VIEW_TITLES[view]), id=f"compare-{view}", elem_id=f"compare-tab-{view}"):

@@ -22,6 +22,7 @@ from playground.errors import PlaygroundError
 from playground.ui.chat_tab import answer_stats, progress_stats
 from playground.ui.compare.sides import SIDES, SideEngines, side_columns
 from playground.ui.i18n import i18n, localize, t
+from playground.ui.ranges import CheckedNumber
 from playground.ui.token_html import answer_tokens_html, legend_html
 
 QUESTION = "What is the capital of France?"
@@ -29,8 +30,9 @@ SNIPPET = 24  # characters of each answer shown around the place where they part
 OUTPUTS = ["compare_parting", *(f"chat_{x}{part}" for x in SIDES for part in ("_title", "", "_stats"))]
 
 
-def layout(w: dict[str, Any]) -> None:
-    """The question, its buttons, the parting line, then one column per side."""
+def layout(w: dict[str, Any], limit: int) -> None:
+    """The question, its buttons, the parting line, then one column per side (limit: the longest
+    answer a request may ask for)."""
     with gr.Row(equal_height=True):
         w["compare_message"] = gr.Textbox(
             QUESTION,
@@ -46,8 +48,14 @@ def layout(w: dict[str, Any]) -> None:
             w["compare_stop"] = gr.Button(i18n("compare.stop"), size="sm", elem_id="compare-stop")
     with gr.Row(elem_classes=["stage-hide"]):
         w["compare_system"] = gr.Textbox("", label=i18n("compare.chat.system"), scale=3)
-        w["compare_max_new_tokens"] = gr.Number(
-            32, label=i18n("compare.chat.max_new_tokens"), precision=0, scale=1, min_width=140
+        w["compare_max_new_tokens"] = CheckedNumber(
+            32,
+            label=i18n("compare.chat.max_new_tokens"),
+            precision=0,
+            minimum=1,
+            maximum=limit,
+            scale=1,
+            min_width=140,
         )
     w["compare_ticket"] = gr.State(None)
     gr.HTML(legend_html(), elem_classes=["stage-hide"])

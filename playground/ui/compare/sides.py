@@ -26,11 +26,13 @@ from playground.models import ModelRegistry, model_key
 from playground.ui.common import as_number, parse_seed
 from playground.ui.i18n import i18n, localize, t
 from playground.ui.model_picker import LoadStatus, load_lines
+from playground.ui.ranges import CheckedNumber
 
 SIDES = ("a", "b")
 NO_QUANTIZATION = "none"
 SECOND_MODEL = "gemma-3-270m"  # side B's model at first: the other embedded model
 MODEL_LABELS = {"a": "compare.model_a", "b": "compare.model_b"}
+TEMPERATURE_RANGE = (0.0, 2.0)  # the Chat tab's
 
 
 @dataclass
@@ -179,12 +181,14 @@ def _side_controls(w: dict[str, Any], letter: str, choices: list[tuple[str, str]
             min_width=90,
             elem_id=f"compare-quantize-{letter}",
         )
-        w[f"temperature_{letter}"] = gr.Number(
+        w[f"temperature_{letter}"] = CheckedNumber(
             0,
             label=i18n("compare.temperature"),
+            minimum=TEMPERATURE_RANGE[0],
+            maximum=TEMPERATURE_RANGE[1],
             step=0.1,
             scale=1,
-            min_width=90,
+            min_width=120,
             elem_id=f"compare-temperature-{letter}",
         )
         w[f"seed_{letter}"] = gr.Textbox(

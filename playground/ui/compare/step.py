@@ -16,6 +16,7 @@ from playground.step.records import Candidate
 from playground.ui.common import as_whole
 from playground.ui.compare.sides import SIDES, SideChoice, SideEngines, side_columns
 from playground.ui.i18n import i18n, t
+from playground.ui.ranges import CheckedNumber
 from playground.ui.step_render import DEFAULT_PROMPT
 
 CANDIDATES = 10
@@ -44,7 +45,9 @@ def layout(w: dict[str, Any]) -> None:
             w["step_chat"] = gr.Checkbox(
                 False, label=i18n("compare.step.chat"), info=i18n("compare.step.chat.info")
             )
-            w["step_k"] = gr.Number(CANDIDATES, label=i18n("compare.step.k"), precision=0)
+            w["step_k"] = CheckedNumber(
+                CANDIDATES, label=i18n("compare.step.k"), precision=0, minimum=1, maximum=MOST_CANDIDATES
+            )
     w["step_run"] = gr.Button(i18n("compare.step.run"), variant="primary", elem_id="compare-step-run")
     side_columns(w, _column)
 
