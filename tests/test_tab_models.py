@@ -6,6 +6,7 @@ app are in tests/test_compare_tab.py."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import gradio as gr
@@ -16,6 +17,7 @@ from playground.models import ModelRegistry
 from playground.settings import load_settings
 from playground.ui.chat_controls import ChatControls
 from playground.ui.chat_tab import ChatHandlers
+from playground.ui.kv_tab import LOADED, KVHandlers
 from playground.ui.model_picker import ModelPicker, model_choices
 from playground.workspace import Workspaces
 from tests.conftest import make_tiny_llama
@@ -25,8 +27,9 @@ GREEDY = {"temperature": 0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_
 
 @pytest.fixture()
 def tiny_dir(embedded_lm, tmp_path) -> str:
-    """A real model directory (a tiny random Llama with SmolLM2's tokenizer): a model to pick."""
-    make_tiny_llama(embedded_lm.tokenizer, seed=3).model.save_pretrained(tmp_path)
+    """A real model directory (a tiny random Llama with SmolLM2's tokenizer, 3 layers where the app's
+    tiny model has 2): a model to pick."""
+    make_tiny_llama(embedded_lm.tokenizer, seed=3, num_hidden_layers=3).model.save_pretrained(tmp_path)
     embedded_lm.tokenizer.save_pretrained(tmp_path)
     return str(tmp_path)
 
@@ -99,6 +102,19 @@ def test_a_model_a_tab_uses_is_never_unloaded_to_make_room(tiny, tiny_dir, embed
     updates = list(picker.model_pick(str(third), tab("t2")))
     assert any(f"Unloaded {tiny_dir} (least recently used)" in u["model_status"] for u in updates)
     assert registry.loaded() == ["tiny-random-llama", str(third)]
+
+
+def test_the_kv_tabs_loaded_model_is_the_tabs_model(tiny, tiny_dir):
+    workspaces = workspaces_on(tiny)
+    kv = KVHandlers(tiny, workspaces)
+    assert json.loads(kv.kv_preset_config(LOADED, tab("t")))["num_hidden_layers"] == 2
+    list(ModelPicker(workspaces).model_pick(tiny_dir, tab("t")))
+    changed = kv.kv_model_changed(LOADED, tab("t"))
+    assert json.loads(changed["config_text"])["num_hidden_layers"] == 3  # the picked model's config
+    assert json.loads(kv.kv_preset_config(LOADED, tab("other")))["num_hidden_layers"] == 2
+    assert kv.kv_model_changed("Llama-3.1-8B", tab("t")) == {}  # a preset stays as it is
+    rows = kv.kv_measure(16, tab("t"))["measure_table"]
+    assert len(rows) == 3 and all(row[-1] for row in rows)  # measured on the tab's model: its 3 layers
 
 
 def test_a_refused_pick_says_why_in_the_tabs_language_and_keeps_the_model(tiny):

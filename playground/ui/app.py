@@ -269,9 +269,9 @@ def _wire_picker(
     toolbar: dict, picker: ModelPicker, shown: Callable[[Any], Any], widgets: dict[str, dict], handlers: dict
 ) -> None:
     """A model picked (API /model_pick): its load streams into the status line; once this tab uses
-    it, the header and the server's text say so, the Chat and Beam tabs drop the old model's views
-    (the chat's messages stay: the next answer is the new model's), and Step by step starts afresh
-    on the new model with its prompt."""
+    it, the header and the server's text say so, the Chat, Beam and KV tabs drop the old model's
+    results (the chat's messages stay: the next answer is the new model's; the KV calculator's
+    "Loaded model" is the new one), and Step by step starts afresh on the new model with its prompt."""
     picked = connect(
         toolbar["model"].input,
         picker.model_pick,
@@ -282,9 +282,12 @@ def _wire_picker(
         model=False,
     )
     shown(picked.success)
-    cleared = {"chat": ["token_view", "status", "branch"], "beam": ["plot", "status", "table", "prefix_text"]}
-    for tab, outputs in cleared.items():
+    for tab, outputs in CLEARED.items():
         connect(picked.success, _cleared(tab), widgets[tab], outputs, api_name=None, model=False, queue=False)
+    kv, kv_h = widgets["kv"], handlers["kv"]
+    changed = (kv_h.kv_model_changed, kv, ["config_text", "weights_dtype"])
+    loaded = connect(picked.success, *changed, api_name=None, model=False)
+    connect(loaded.then, kv_h.kv_calculate, kv, CALCULATOR_OUTPUTS, api_name=None, model=False)
     connect(
         picked.success,
         handlers["step"].step_start,
@@ -295,17 +298,26 @@ def _wire_picker(
     )
 
 
+# The views of a tab that show the last model's results (emptied when the tab picks another model).
+CLEARED = {
+    "chat": ["token_view", "status", "branch"],
+    "beam": ["plot", "status", "table", "prefix_text"],
+    "kv": ["measured", "measure_table", "measured_quant", "measure_quant_table"],
+}
+
+
 def _cleared(tab: str) -> Callable[[], dict[str, Any]]:
     """A tab's views of the last model's results, emptied (a new model picked)."""
 
     def clear() -> dict[str, Any]:
+        empty = {name: "" for name in CLEARED[tab]}
         if tab == "chat":
-            return {
-                "token_view": "",
-                "status": "",
-                "branch": gr.Dropdown(choices=[], value=None, visible=False),
-            }
-        return {"plot": None, "status": "", "table": [], "prefix_text": ""}
+            empty["branch"] = gr.Dropdown(choices=[], value=None, visible=False)
+        if tab == "beam":
+            empty.update(plot=None, table=[])
+        if tab == "kv":
+            empty.update(measure_table=[], measure_quant_table=[])
+        return empty
 
     clear.__name__ = f"{tab}_cleared"
     return clear

@@ -274,6 +274,16 @@ class KVHandlers:
         """The config.json text of a preset (or of the loaded model)."""
         return preset_config_text(self.engine_of(request), preset)
 
+    def kv_model_changed(self, preset: str, request: gr.Request = None) -> dict[str, Any]:
+        """The tab picked another model: the "Loaded model" preset is that model now (its config and
+        dtype); another preset, or a config typed in, stays as it is."""
+        if preset != LOADED:
+            return {}
+        return {
+            "config_text": self.kv_preset_config(preset, request),
+            **self.kv_weights_dtype(preset, request),
+        }
+
     def kv_weights_dtype(self, preset: str, request: gr.Request = None) -> dict[str, Any]:
         return {"weights_dtype": weights_dtype_update(self.engine_of(request), preset, session_lang(request))}
 
