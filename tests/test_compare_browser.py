@@ -28,6 +28,7 @@ QUESTION = "What is the capital of France?"
 WAIT = 240_000  # ms: a load or a run on a shared 2-core CPU
 STAGE = "?presenter=1"
 DARK = "?__theme=dark"
+DARK_STAGE = "?presenter=1&__theme=dark"
 # The token ids of an answer as its token cards say them ("(id 504)"), in order.
 CARD_IDS = (
     "sel => [...document.querySelectorAll(sel + ' .tok-card')]"
@@ -74,7 +75,9 @@ def test_the_picker_loads_gemma_with_its_estimate_then_progress(browser, app):
     url, registry = app
     if GEMMA in registry.loaded():
         pytest.skip("Gemma is loaded already in this app: its loading can't be watched again")
-    with open_page(browser, f"{url}/{DARK}", width=1280, height=720) as page:
+    with open_page(browser, f"{url}/{DARK_STAGE}", width=1280, height=720) as page:
+        picker, tabs = (page.locator(sel).bounding_box() for sel in ("#model-picker", "#main-tabs"))
+        assert picker["x"] + picker["width"] <= 1280 and abs(picker["y"] - tabs["y"]) < 20  # on the tab bar
         status_log(page)
         pick(page, GEMMA)
         page.wait_for_function(
@@ -86,8 +89,8 @@ def test_the_picker_loads_gemma_with_its_estimate_then_progress(browser, app):
         assert loading and "Memory estimate: gemma-3-270m: 268.1 M parameters × 4 B (float32)" in loading[0]
         assert any("from its cache" in text or "Converting" in text for text in loading)  # progress
         page.wait_for_function("() => document.querySelector('#header').innerText.includes('Gemma 3 270M')")
-        header = page.locator("#toolbar").bounding_box()
-        assert header["x"] + header["width"] <= 1280  # the toolbar fits the window
+        header = page.locator("#header").bounding_box()
+        assert header["x"] + header["width"] <= 1280 and header["height"] < 50  # one line on stage
         # Step by step starts afresh on Gemma: its own first candidate after the default prompt
         page.get_by_role("tab", name="Step by step").click()
         first = "() => document.querySelector('#step-cand-1')?.innerText.includes('the')"
