@@ -9,6 +9,11 @@
 2. --quantize: plain `generate` (greedy, --tokens new tokens) on the loaded model and on each serving
    format's copy, interleaved, median of --repeats; the ratio to float32 (above 1: faster).
 Ends with one JSON line.
+
+    python bench/bench_quantization.py --quick
+
+times the lesson's quick setting (3 formats over 64 tokens) before and after one run of the whole
+ladder (200 text tokens + 32 new), in one process: the ratio counts on a shared machine.
 """
 
 from __future__ import annotations
@@ -117,6 +122,24 @@ def serving(lm, ids: list[int], names: list[str], tokens: int, repeats: int) -> 
     return out
 
 
+def quick_vs_ladder(lm, ids: list[int], tokens: int) -> None:
+    """The quick setting, the whole ladder, the quick setting again: seconds and the ratio."""
+    from playground.ui.hood.quantization import QUICK
+
+    quick_ids = list(lm.tokenizer(QUICK["quant_text"], add_special_tokens=True).input_ids)
+    times = {}
+    for name, run_ids, formats, new in (
+        ("quick", quick_ids, QUICK["quant_formats"], QUICK["quant_tokens"]),
+        ("ladder", ids, list(LADDER), tokens),
+        ("quick again", quick_ids, QUICK["quant_formats"], QUICK["quant_tokens"]),
+    ):
+        _, times[name] = ladder(lm, run_ids, formats, new)
+        print(f"{name}: {times[name]:.1f} s", flush=True)
+    quick = (times["quick"] + times["quick again"]) / 2
+    print(f"quick setting / whole ladder: {quick / times['ladder']:.3f}")
+    print_json("quantization_quick", quick_s=round(quick, 1), ladder_s=round(times["ladder"], 1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_arguments(parser)
@@ -125,11 +148,15 @@ def main() -> None:
     parser.add_argument("--formats", default=",".join(LADDER), help="the ladder, comma-separated")
     parser.add_argument("--serve", default="int8", help="--quantize formats to time ('' for none)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--quick", action="store_true", help="the view's quick setting vs the whole ladder")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     lm = load_bench_model(args.device, args.random_weights)
     print(f"model: {lm.describe()} · {torch.get_num_threads()} threads")
+    if args.quick:
+        quick_vs_ladder(lm, text_ids(lm, args.text_tokens), args.tokens)
+        return
     ids = text_ids(lm, args.text_tokens)
     run, seconds = ladder(lm, ids, args.formats.split(","), args.tokens)
     formats = print_ladder(run, seconds)

@@ -261,10 +261,16 @@ class ChatTurn:
     tree: GenerationTree | None = None  # None until the answer has a token
     tip: int = ROOT  # the branch shown
     updates: dict[int, ChatUpdate] = field(default_factory=dict)  # leaf node -> its final update
+    asked: dict[int, ChatRequest] = field(default_factory=dict)  # leaf node -> the request it answered
 
     @property
     def shown(self) -> ChatUpdate | None:
         return self.updates.get(self.tip)
+
+    @property
+    def shown_request(self) -> ChatRequest:
+        """The request of the branch shown (a Retry may have answered with other settings)."""
+        return self.asked.get(self.tip, self.request)
 
     def on_screen(self, messages: Sequence[Message]) -> bool:
         """Whether this exchange is part of messages (the conversation on screen): its
@@ -300,8 +306,8 @@ class ChatSession:
 
     @property
     def request(self) -> ChatRequest | None:
-        """The request of the last answer (without prefix)."""
-        return self.turn.request if self.turn else None
+        """The request of the last answer's branch shown (without prefix)."""
+        return self.turn.shown_request if self.turn else None
 
     @property
     def tree(self) -> GenerationTree | None:
@@ -329,6 +335,17 @@ class ChatSession:
         turn = ChatTurn(replace(request, answer_prefix=None))
         yield from self._run(turn, request, limit, control, known, new_turn=True)
 
+    def retry(self, request: ChatRequest, limit: int, control: Control | None = None) -> Iterator[ChatUpdate]:
+        """Answer the last exchange's message again: a new branch of its answer, from its first token,
+        the earlier answers and their forks kept (switch back to them). A request that is not the
+        last exchange's conversation (or system prompt) gets a new answer instead."""
+        turn = self.turn
+        asked = (request.messages, request.system_prompt)  # the same prompt: the same tree
+        if turn is None or turn.tree is None or (turn.request.messages, turn.request.system_prompt) != asked:
+            yield from self.answer(request, limit, control)
+            return
+        yield from self._run(turn, replace(request, answer_prefix=None), limit, control, known=())
+
     def fork(
         self, position: int, token_id: Any, limit: int, control: Control | None = None
     ) -> Iterator[ChatUpdate]:
@@ -347,7 +364,7 @@ class ChatSession:
             )
         token_id = check_token_id(token_id, self.engine.vocab_size)
         kept = records[:position]
-        request = replace(turn.request, answer_prefix=[r.id for r in kept] + [token_id])
+        request = replace(turn.shown_request, answer_prefix=[r.id for r in kept] + [token_id])
         yield from self._run(turn, request, limit, control, known=kept)
 
     def switch(self, node_id: Any) -> ChatUpdate:
@@ -432,7 +449,7 @@ class ChatSession:
                 self.engine, request, limit, key=self.key, control=control, known=known
             ):
                 if update.finished:  # kept before it is shown, so its branch is listed with it
-                    self._keep(turn, update, control)
+                    self._keep(turn, update, control, request)
                     kept = True
                 if self._forgotten(turn):  # undone or cleared meanwhile: show nothing more of it
                     return
@@ -442,7 +459,7 @@ class ChatSession:
                 raise
         finally:  # a stopped answer is kept too: it can be forked like any other
             if update is not None and update.tokens and not kept:
-                self._keep(turn, update, control)
+                self._keep(turn, update, control, request)
             self._end(turn, control, before)
 
     def _start(self, control: Control, turn: ChatTurn, new_turn: bool) -> tuple[Control, list[ChatTurn]]:
@@ -482,10 +499,11 @@ class ChatSession:
                 "An answer is still being written in this tab: wait for it, or press Stop first."
             )
 
-    def _keep(self, turn: ChatTurn, update: ChatUpdate, control: Control) -> None:
+    def _keep(self, turn: ChatTurn, update: ChatUpdate, control: Control, request: ChatRequest) -> None:
         if self._active is not control:  # superseded after a Stop: the newer answer owns the turns
             return
         if turn.tree is None:
             turn.tree = GenerationTree(update.prompt_ids)
         turn.tip = turn.tree.extend(ROOT, update.tokens)[-1]
         turn.updates[turn.tip] = update
+        turn.asked[turn.tip] = replace(request, answer_prefix=None)

@@ -19,9 +19,17 @@ from playground.engine.prompts import Message
 # normalize_history strips it so the model never sees it. It starts with a dash, which every font has
 # (a stopwatch emoji showed as a box where no emoji font is installed).
 FOOTER_START = "\n\n<sub>— "
+# An answer that opens a code block and never closes it (cut by max new tokens, or stopped) would
+# show the footer as raw text inside the block: the block is closed before the footer by a fence
+# marked as ours (an HTML comment, not shown), which normalize_history removes with the footer.
+FENCE_MARK = "<!-- closed before the statistics -->"
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 # An answer of only whitespace comes back stripped, footer first; a footer left in would make the
 # next answer depend on its timings (how busy the server was). Histories saved before carry "⏱ ".
-_FOOTER_PATTERN = re.compile(r"(?:\n\n|^\s*)<sub>(?:— |⏱ ).*?</sub>\s*$", re.DOTALL)
+_FOOTER_PATTERN = re.compile(
+    r"(?:\n(?:`{3,}|~{3,})\n" + re.escape(FENCE_MARK) + r")?(?:\n\n|^\s*)<sub>(?:— |⏱ ).*?</sub>\s*$",
+    re.DOTALL,
+)
 
 # A user message is shown inside this span with every character Markdown or HTML could read
 # (punctuation, line breaks, tabs) as a character reference: `**bold**` and `<img>` show as typed.
@@ -32,8 +40,25 @@ _LITERAL = frozenset(string.punctuation + "\n\r\t")
 
 
 def with_footer(text: str, footer: str) -> str:
-    """The answer text followed by its statistics line (shown under the answer)."""
-    return f"{text}{FOOTER_START}{footer}</sub>"
+    """The answer text followed by its statistics line (shown under the answer), a code block the
+    text leaves open closed first."""
+    return f"{text}{closing_fence(text)}{FOOTER_START}{footer}</sub>"
+
+
+def closing_fence(text: str) -> str:
+    """What closes the fenced code block a Markdown text opens and never closes: a fence like its
+    opening one, marked as ours ("" when every block is closed)."""
+    opened: str | None = None
+    for line in text.split("\n"):
+        fence = _FENCE.fullmatch(line)
+        if fence is None:
+            continue
+        marks, rest = fence.groups()
+        if opened is None and not (marks[0] == "`" and "`" in rest):  # a backtick in the info: no fence
+            opened = marks
+        elif opened and marks[0] == opened[0] and len(marks) >= len(opened) and not rest.strip():
+            opened = None
+    return "" if opened is None else f"\n{opened}\n{FENCE_MARK}"
 
 
 def as_typed(text: str) -> str:

@@ -22,6 +22,7 @@ TRACE_FORMAT = "llm-playground/trace"
 TRACE_VERSION = 1
 KINDS = ("chat", "step", "beam", "hood")
 MAX_TRACE_BYTES = 64 * 2**20  # a 16-beam x 64-step tree is a few MB; refuse anything far larger unread
+GALLERY = Path(__file__).resolve().parents[1] / "docs" / "traces"  # the bundled traces (make_traces.py)
 
 
 @dataclass
@@ -88,6 +89,14 @@ def read_trace(text: str, where: str = "this file") -> Trace:
 def load_traces(path: str | Path) -> list[Trace]:
     """Every trace in a file or a folder (its *.json files, sorted); a bad file is refused, named."""
     return [_read_file(file) for file in _trace_files(Path(path).expanduser())]
+
+
+def gallery_trace(name: str) -> Trace | None:
+    """The bundled trace docs/traces/<name> (None when this install has no such readable file)."""
+    try:
+        return _read_file(GALLERY / name)
+    except (OSError, PlaygroundError):
+        return None
 
 
 def load_gallery(

@@ -114,14 +114,15 @@ class GenerationTree(Generic[N]):
 
     def label(self, node_id: int) -> str:
         """The node's token as it reads on its path ("prompt" for the root): a byte piece names
-        its character where the tree settles it (its first bytes on the ancestors, its last on a
-        chain of only children), else which byte of a how-long character it is."""
+        its character where the tree settles it (its first bytes on the ancestors, its last down
+        the first children: the first continuation added, a beam's best), else which byte of a
+        how-long character it is."""
         token = self.node(node_id).token
         if token is None or not token.visible.startswith("<0x"):
             return "prompt" if token is None else token.visible
         before = [self.nodes[n].token for n in self.path(node_id)[1:-1][-CONTEXT_TOKENS:]]
         after, kids = [], self.nodes[node_id].children
-        while len(kids) == 1 and len(after) < CONTEXT_TOKENS:
+        while kids and len(after) < CONTEXT_TOKENS:
             after.append(self.nodes[kids[0]].token)
             kids = self.nodes[kids[0]].children
         return read_after(before, [token, *after])[0].visible  # type: ignore[list-item]

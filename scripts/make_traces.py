@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from playground.engine.base import Engine
 from playground.engine.loading import load_model
 from playground.settings import load_settings
+from playground.traces import GALLERY
 from playground.ui.beam_tab import BeamHandlers
 from playground.ui.chat_controls import ChatControls
 from playground.ui.chat_tab import ChatHandlers
@@ -37,7 +38,7 @@ CAPITAL = "What is the capital of France?"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "traces"))
+    parser.add_argument("--out", default=str(GALLERY))
     parser.add_argument("--lessons", nargs="*", help="only these lessons' traces (view keys)")
     args = parser.parse_args()
     out = Path(args.out)

@@ -20,8 +20,9 @@
   };
   window.addEventListener("playground-language", addTips);
   // On stage the step text and a chat answer are scrolling boxes (static/stage.css), the answer's
-  // down to the window's bottom: each new text (a new element on every update) opens at its end; a
-  // hand scroll afterwards stays where it is.
+  // down to the window's bottom: each new text (a new element on every update) opens at its end, and
+  // stays there while the page around it changes (the status line above grows, the box shrinks); a
+  // hand scroll away from the end stays where it is.
   const fitChatAnswer = () => {
     const stream = document.querySelector("body.presenter #chat-tokens .token-stream");
     if (!stream?.offsetParent) return;
@@ -29,20 +30,25 @@
     const room = Math.max(96, Math.floor(window.innerHeight - top - 12));
     document.getElementById("chat-tokens").style.setProperty("--stage-room", `${room}px`);
   };
+  const atEnd = (box) => box.scrollHeight - box.scrollTop - box.clientHeight < 4;
   const showNewestTokens = () => {
     fitChatAnswer();
-    const boxes = "body.presenter :is(#step-text, #chat-tokens) .token-stream:not([data-scrolled])";
-    for (const stream of document.querySelectorAll(boxes)) {
-      stream.dataset.scrolled = "end";
-      stream.scrollTop = stream.scrollHeight;
+    for (const stream of document.querySelectorAll("body.presenter :is(#step-text, #chat-tokens) .token-stream")) {
+      if (!stream.dataset.scrolled) {
+        stream.dataset.scrolled = "end";
+        stream.addEventListener("scroll", () => {
+          stream.dataset.scrolled = atEnd(stream) ? "end" : "hand";
+        }, { passive: true });
+      }
+      if (stream.dataset.scrolled === "end") stream.scrollTop = stream.scrollHeight;
     }
   };
   new MutationObserver(() => {
     addTips();
     showNewestTokens();
   }).observe(document.body, { childList: true, subtree: true });
-  window.addEventListener("resize", fitChatAnswer);
-  new MutationObserver(fitChatAnswer).observe(document.body, { attributes: true, attributeFilter: ["class"] });
+  window.addEventListener("resize", showNewestTokens);
+  new MutationObserver(showNewestTokens).observe(document.body, { attributes: true, attributeFilter: ["class"] });
 
   // "Copy link" shows its link over the page (static/stage.css) until a click elsewhere, Escape, or
   // LINK_SECONDS without the pointer or the focus on it (playground/ui/app.py calls this).

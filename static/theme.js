@@ -18,16 +18,28 @@
         font: gd.layout?.font?.size || 12,
         text: (gd.data || []).map((trace) => trace.textfont?.size || 12),
         height: gd.layout?.height,
+        frame: (gd._fullLayout?._size?.t || 0) + (gd._fullLayout?._size?.b || 0),
         yaxis: { autorange: gd.layout?.yaxis?.autorange ?? true, range: gd.layout?.yaxis?.range ?? null },
       };
     }
     return gd._playgroundBase;
   };
 
-  // On stage a figure never runs past the bottom of the window: it keeps the room below its top.
-  const fitHeight = (gd, height) => {
+  // On stage a figure's plot area keeps its desk height: the figure grows by what its larger text
+  // takes from the margins (sizes.frame: the margins as the server drew it). It never runs past the
+  // bottom of the window: one that starts in the first screen keeps the room below its top, one that
+  // starts lower (the speaker scrolls to it) fits the whole window. Never lower than its margins and
+  // a readable plot area: none is plotly's "Something went wrong with axis scaling".
+  const STAGE_MIN_HEIGHT = 200;
+  const fitHeight = (gd, sizes) => {
+    const size = gd._fullLayout?._size;
+    const margins = size ? size.t + size.b : 0;
+    const height = sizes.height + Math.max(0, margins - sizes.frame);
     const top = gd.getBoundingClientRect().top + window.scrollY;
-    return Math.round(Math.max(200, Math.min(height, window.innerHeight - top - 12)));
+    const below = window.innerHeight - top - 12;
+    const room = below >= Math.min(height, STAGE_MIN_HEIGHT) ? below : window.innerHeight - 24;
+    const least = Math.max(STAGE_MIN_HEIGHT, margins + 120);
+    return Math.round(Math.min(height, Math.max(least, room)));
   };
 
   // A figure that sizes its own text and height for the stage (the beam tree places its labels
@@ -56,7 +68,7 @@
     }
     if (stageSized(gd)) return patch;  // static/beam.js keeps its height
     want("font.size", presenter() ? Math.round(sizes.font * STAGE_SCALE) : sizes.font, layout.font?.size || 12);
-    if (sizes.height) want("height", presenter() ? fitHeight(gd, sizes.height) : sizes.height, layout.height);
+    if (sizes.height) want("height", presenter() ? fitHeight(gd, sizes) : sizes.height, layout.height);
     Object.assign(patch, stageRowsPatch(gd, sizes));
     return patch;
   };
@@ -148,12 +160,29 @@
     const tip = window.playgroundT("js.presenter.tip");
     if (button && button.title !== tip) button.title = tip;
   };
+  // On stage a figure's fitted height depends on what lies above it, which may change after it was
+  // styled (a figure or a text drawn above it later): once per frame after the page changes, a
+  // shown figure whose height no longer fits is styled again.
+  let refitQueued = false;
+  const refit = () => {
+    if (refitQueued || !presenter()) return;
+    refitQueued = true;
+    requestAnimationFrame(() => {
+      refitQueued = false;
+      document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+        const sizes = gd._playgroundBase;
+        if (!sizes?.height || !gd._fullLayout || !gd.offsetParent || stageSized(gd)) return;
+        if (Math.abs(fitHeight(gd, sizes) - (gd.layout?.height || 0)) > 2) style(gd);
+      });
+    });
+  };
   const scan = () => {
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
       watch(gd);
       watchSize(gd);
     });
     markToggle();
+    refit();
   };
   new MutationObserver(scan).observe(document.body, { childList: true, subtree: true });
 

@@ -74,6 +74,18 @@ def launched_app(embedded_lm: LocalEngine):
 
 
 @pytest.fixture(scope="session")
+def replay_app():
+    """The bundled gallery served with no model (python app.py --replay docs/traces): its base URL."""
+    from playground.traces import GALLERY, load_traces
+    from playground.ui.app import launch_local, launch_options
+    from playground.ui.replay import build_replay_demo
+
+    demo = build_replay_demo(load_traces(GALLERY))
+    yield launch_local(demo, **launch_options())
+    demo.close()
+
+
+@pytest.fixture(scope="session")
 def app_client(launched_app: str):
     """A gradio_client.Client connected to the launched app."""
     from gradio_client import Client

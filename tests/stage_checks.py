@@ -86,3 +86,12 @@ def open_card(page, token) -> dict:
 def assert_plots_clear(page) -> None:
     problems = page.evaluate(PLOT_PROBLEMS_JS)
     assert not problems, problems
+
+
+def watch_errors(context) -> list[str]:
+    """Every uncaught error and console error of the context's pages, from now on (plotly's "Something
+    went wrong with axis scaling" is one: a figure drawn with no room for its plot area)."""
+    errors: list[str] = []
+    context.on("weberror", lambda error: errors.append(str(error.error)))
+    context.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    return errors

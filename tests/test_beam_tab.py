@@ -13,8 +13,8 @@ from playground import beam
 from playground.beam import FINISHED, BeamNode, BeamTree, GreedyToken
 from playground.beam import search as beam_search_module
 from playground.engine.records import TokenRecord
-from playground.engine.tokens import decode_ids
-from playground.errors import PlaygroundError
+from playground.engine.tokens import cut_off_shown, decode_ids
+from playground.errors import Cancelled, PlaygroundError
 from playground.tree import GenerationTree
 from playground.ui.beam_tab import (
     RUN_OUTPUTS,
@@ -66,7 +66,8 @@ def test_run_returns_every_view(run):
     ]
     best = tree.hypotheses[0]
     assert nodes.value == best.node_id and views["export_file"] is None
-    assert views["prefix_text"] == decode_ids(run.handlers.engine.tokenizer, tree.prefix_ids(best.node_id))
+    prefix = decode_ids(run.handlers.engine.tokenizer, tree.prefix_ids(best.node_id))
+    assert views["prefix_text"] == cut_off_shown(prefix)
 
 
 def test_texts_read_plain(run, tiny_lm):
@@ -177,6 +178,8 @@ def test_a_prefix_with_multibyte_characters_reads_whole(run, tiny_lm):
     ids = tokenizer(MULTIBYTE, add_special_tokens=False).input_ids
     tree = chain_tree(run.tree, ids)
     assert node_prefix(tree, len(ids), tokenizer) == tree.prompt_text + MULTIBYTE
+    cut = next(n for n in range(1, len(ids)) if "\ufffd" in decode_ids(tokenizer, ids[:n]))
+    assert node_prefix(tree, cut, tokenizer).endswith("…")  # a character's first bytes only: not "�"
     assert tree.prefix_ids(4)[len(tree.prompt_ids) :] == ids[:4]
 
 
@@ -197,12 +200,11 @@ def test_the_greedy_text_keeps_multibyte_characters_whole(tiny_lm, monkeypatch):
 assert FINISHED  # the fates are part of the public beam API
 
 
-def test_stop_ends_a_running_search_at_its_next_step_and_keeps_the_shown_tree(tiny_lm):
+def test_stop_ends_a_running_search_at_its_next_step_and_draws_its_tree_so_far(tiny_lm):
     """Stop (from another request, as the button is) cancels the search through the engine's
-    Control: it ends within a step, long before its 64 steps, and the tree on screen stays."""
+    Control: it ends within a step, long before its 64 steps, and the tree it grew is drawn, marked
+    stopped, its best beams as they stood ranked by score."""
     handlers = BeamHandlers(tiny_lm, Workspaces(tiny_lm))
-    handlers.beam_run("Hi", False, 2, 3, 1.0, "off", 1, False, "png", TAB, progress=no_progress)
-    shown = handlers.workspaces.get(TAB.session_hash).beam
     steps: list[int] = []
 
     def progress(value: object, **_: object) -> None:
@@ -213,16 +215,46 @@ def test_stop_ends_a_running_search_at_its_next_step_and_keeps_the_shown_tree(ti
 
     stopped: dict = {}
     views = handlers.beam_run(
-        "Hello there", False, 16, 64, 1.0, "never", 1, False, "png", TAB, progress=progress
+        "Hello there", False, 4, 64, 1.0, "never", 1, False, "png", TAB, progress=progress
     )
-    assert views == {}  # no view changes: no error mark either, the status line says "Stopped"
     assert steps[-1] <= 3, f"the search ran on to step {steps[-1]} after Stop"
-    assert stopped["status"].startswith("**Stopped** by you: the search ended at its next step.")
-    assert "Shown: the previous search." in stopped["status"]
+    assert stopped == {}  # the search's own last update says it (Stop's reply may come after it)
     ws = handlers.workspaces.get(TAB.session_hash)
-    assert ws.beam is shown and ws.running == {}  # the shown tree stays; nothing left running
-    idle = handlers.beam_stop(TAB)["status"]
-    assert idle.startswith("**Stopped** by you: the search ended before it began.")
+    tree = ws.beam
+    assert tree.stopped and tree.steps_run == steps[-1] and ws.running == {}
+    assert views["status"].startswith(
+        f"**Stopped by you at step {tree.steps_run} of 64**: the tree as it stood"
+    )
+    assert "**Best beam so far**" in views["status"] and len(views["table"]) == 4
+    scores = [h.score for h in tree.hypotheses]
+    assert scores == sorted(scores, reverse=True) and len(tree.sequences) == 4
+    for h in tree.hypotheses:  # the beams as they stood: each a kept node of the last step
+        node = tree.nodes[h.node_id]
+        assert node.step == tree.steps_run and h.score == pytest.approx(node.cum_logprob / node.step)
+    title = json.loads(views["plot"].plot)["layout"]["title"]["text"]
+    assert f"(stopped by you at step {tree.steps_run} of 64)" in title
+    assert f"由你在第 {tree.steps_run} 步（共 64 步）停止" in status_markdown(
+        tree, "zh"
+    )  # said in the page's language
+    assert BeamTree.from_dict(json.loads(json.dumps(tree.to_dict()))).stopped  # a trace keeps the mark
+
+
+def test_stop_before_the_first_step_keeps_the_tree_on_screen(tiny_lm, monkeypatch):
+    handlers = BeamHandlers(tiny_lm, Workspaces(tiny_lm))
+    handlers.beam_run("Hi", False, 2, 3, 1.0, "off", 1, False, "png", TAB, progress=no_progress)
+    shown = handlers.workspaces.get(TAB.session_hash).beam
+
+    def stopped_at_prefill(*args: object, **kwargs: object) -> None:
+        raise Cancelled("stopped")
+
+    monkeypatch.setattr(beam_search_module._Search, "run", stopped_at_prefill)
+    views = handlers.beam_run(
+        "Hello there", False, 4, 64, 1.0, "off", 1, False, "png", TAB, progress=no_progress
+    )
+    assert views == {"status": views["status"]}  # no plot, table or node change: the shown tree stays
+    assert views["status"].startswith("**Stopped** by you: the search ended before its first step.")
+    assert "Shown: the previous search." in views["status"]
+    assert handlers.workspaces.get(TAB.session_hash).beam is shown
 
 
 def test_stop_drops_a_search_still_waiting_in_the_queue_and_not_the_next_one(tiny_lm):

@@ -225,3 +225,41 @@ def test_beam_search_node_click_chooses_a_prefix_that_opens_in_step_by_step(page
         " - g.getBoundingClientRect().width) <= 2); }",
         timeout=10_000,
     )
+
+
+def test_after_an_error_the_status_line_says_it_not_an_older_line(page):
+    """A Send refused (seed 'abc'): the toast names it, and so does the status line, which said
+    something else before (the last answer's statistics, or 'Stopped before the first token')."""
+    page.get_by_role("tab", name="Chat").click()
+    status = page.locator("#chat-status")
+    before = status.inner_text()
+    seed = page.locator("#chat-seed textarea")
+    seed.fill("abc")
+    page.locator("#chat-message textarea").fill("What is the capital of Italy?")
+    page.locator("#chat-send").click()
+    page.wait_for_function(
+        "() => document.querySelector('#chat-status').innerText.includes('seed must be a whole number')"
+    )
+    assert status.inner_text().strip() != before.strip() and "Stopped" not in status.inner_text()
+    assert page.locator("#chat-message textarea").input_value() == "What is the capital of Italy?"
+    seed.fill("0")
+
+
+def test_a_refused_import_file_leaves_its_box_and_the_next_upload_imports(page, tmp_path):
+    """A file that is not a session is refused (a toast and the status line say why) and leaves the
+    import box empty, so the next file uploads at once: the gallery's step trace imports."""
+    page.get_by_role("tab", name="Step by step").click()
+    page.locator("#step-cand-1").wait_for(state="visible")
+    page.get_by_role("button", name="Start").click()  # a path of no tokens: the imported one has 4
+    page.wait_for_function("() => document.querySelectorAll('#step-text .step-text .tok').length === 0")
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"not": "a session"}', encoding="utf-8")
+    page.locator("#step-import input[type=file]").set_input_files(str(bad))
+    page.locator(".toast-body").filter(has_text="Can't import notes.json").first.wait_for()
+    page.wait_for_function(  # the box is empty again, ready for the next file
+        "() => document.querySelector('#step-import').innerText.includes('Drop File Here')"
+        " && !document.querySelector('#step-import').innerText.includes('notes.json')"
+    )
+    trace = Path(__file__).resolve().parents[1] / "docs" / "traces" / "step-capital.json"
+    page.locator("#step-import input[type=file]").set_input_files(str(trace))
+    page.wait_for_function("() => document.querySelectorAll('#step-text .step-text .tok').length === 4")

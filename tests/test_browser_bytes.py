@@ -113,3 +113,42 @@ def test_step_candidates_in_chinese_are_whole_and_a_byte_says_what_it_becomes(cj
             assert any(BECOMES.match(t) for t in texts), texts
     finally:
         page.close()
+
+
+# The beam tree's text labels as drawn: each one's text and box, and every pair whose boxes overlap.
+TREE_LABELS = """() => {
+  const gd = document.querySelector('#beam-plot .js-plotly-plot');
+  const boxes = [...gd.querySelectorAll('.textpoint text')].filter((t) => t.textContent.trim()).map((t) => {
+    const r = t.getBoundingClientRect();
+    return {text: t.textContent, l: r.left, t: r.top, r: r.right, b: r.bottom};
+  });
+  const overlaps = [];
+  for (const [i, a] of boxes.entries()) {
+    for (const b of boxes.slice(i + 1)) {
+      if (a.l < b.r - 1 && b.l < a.r - 1 && a.t < b.b - 1 && b.t < a.b - 1) overlaps.push([a.text, b.text]);
+    }
+  }
+  return {labels: boxes.map((b) => b.text), overlaps};
+}"""
+
+
+def test_a_cjk_beam_search_reads_in_characters_in_its_summary_and_its_tree(cjk_page):
+    """A beam cut inside a character ends in "…" (not "�"); a character's first bytes are named by
+    it in the tree ('天 (bytes 1–2/3)', not '<0xE5><0xA4> (bytes 1–2/3)'); no two labels overlap."""
+    page = cjk_page
+    page.get_by_role("tab", name="Beam search").click()
+    page.locator("#beam-prompt textarea").fill("用中文说：今天天气很好")
+    page.get_by_label("Chat template").check()
+    page.get_by_label("Beams").first.fill("4")
+    page.get_by_label("Steps").first.fill("8")
+    page.keyboard.press("Tab")
+    page.get_by_role("button", name="Run beam search").click()
+    page.wait_for_function("document.querySelector('#beam-status')?.innerText.includes('length limit')")
+    page.wait_for_timeout(1500)  # the tree redrawn for the plot's size (static/beam.js)
+    status = page.locator("#beam-status").inner_text().splitlines()
+    best = next(line for line in status if "Best beam" in line)
+    assert best.endswith("今天天…") and "\ufffd" not in best, best  # the 8th token is 气's first byte
+    tree = page.evaluate(TREE_LABELS)
+    named = [label for label in tree["labels"] if re.fullmatch(r"\S \(bytes? 1(–\d)?/3\)", label)]
+    assert {"今 (bytes 1–2/3)", "天 (bytes 1–2/3)", "气 (byte 1/3)"} <= set(named), tree["labels"]
+    assert not any("\ufffd" in label for label in tree["labels"]) and not tree["overlaps"], tree

@@ -220,3 +220,26 @@ def test_statistics_footer_is_stripped_before_the_model_sees_the_history():
     assert "⏱" not in shown  # a glyph the page's font may lack (it showed as a box)
     saved = [*history[:1], {"role": "assistant", "content": "Paris.\n\n<sub>⏱ prefill 80 ms</sub>"}]
     assert normalize_history(saved)[-1]["content"] == "Paris."  # histories saved before still strip
+
+
+@pytest.mark.parametrize(
+    ("answer", "closed"),
+    [
+        ("```python\ndef add(a, b):\n    return a + b\n", True),  # cut by max new tokens inside the block
+        ("~~~~\ncode", True),
+        ("````\na\n```\nb", True),  # a shorter fence does not close a longer one
+        ("```python\nx\n```", False),
+        ("Use ``` to start a block.", False),
+        ("Paris.", False),
+    ],
+)
+def test_a_code_block_left_open_is_closed_before_the_footer_and_the_model_reads_the_answer(answer, closed):
+    from playground.chat import with_footer
+    from playground.chat_history import FENCE_MARK
+
+    shown = with_footer(answer, "prompt 30 tokens · prefill 80 ms")
+    body, _, footer = shown.partition("\n\n<sub>— ")
+    assert footer == "prompt 30 tokens · prefill 80 ms</sub>"
+    assert (FENCE_MARK in body) is closed and body.startswith(answer)
+    history = [{"role": "user", "content": "Code?"}, {"role": "assistant", "content": shown}]
+    assert normalize_history(history)[-1] == {"role": "assistant", "content": answer}

@@ -209,3 +209,45 @@ def test_retry_and_undo_keep_what_was_typed_in_the_box_since(page):
     page.locator("#chat-undo").click()  # the undone message goes back, before what was typed
     page.wait_for_function("() => !document.querySelector('#chat-bot .message')")
     assert page.locator("#chat-message textarea").input_value() == f"{FRANCE}\ntyped since"
+
+
+def test_retry_keeps_the_answer_branches_in_their_list(page):
+    """An answer forked at a token, then retried: the branch list stays, with the first answer and
+    its fork (greedy: the retry is the first answer again, its branch chosen)."""
+    clear(page)
+    send(page, FRANCE)
+    token = page.locator(f"{TOKENS} > .tok").nth(2)
+    token.click()
+    token.locator(".tok-alt").nth(1).click()
+    wait_status(page, "s.includes('given tokens first · stopped')")
+    idle(page)
+    assert branch_choices(page) == 2
+    before = page.locator("#chat-status").inner_text()
+    page.locator("#chat-retry").click()
+    wait_status(page, "s !== arg && s.includes('stopped') && !s.includes('given')", before)
+    idle(page)
+    assert page.locator("#chat-branch").is_visible() and branch_choices(page) == 2
+    assert page.locator("#chat-bot .message.user").count() == 1
+
+
+def branch_choices(page) -> int:
+    """How many answers the branch list offers (opened, counted, closed)."""
+    page.locator("#chat-branch input").click()
+    count = page.get_by_role("option").count()
+    page.keyboard.press("Escape")
+    return count
+
+
+def test_an_answer_cut_inside_a_code_block_keeps_its_statistics_below_the_block(page):
+    """Cut by max new tokens inside a ``` block: the block is closed, the statistics line is a line of
+    its own under it (not raw "<sub>⏱ …" text inside the code)."""
+    clear(page)
+    send(page, "Write a Python function that adds two numbers.")  # 12 tokens: "```python\ndef add…"
+    answer = page.locator("#chat-bot .message.bot").last
+    code = answer.locator("pre").first
+    assert (
+        "def add" in code.inner_text() and "⏱" not in code.inner_text() and "<sub>" not in code.inner_text()
+    )
+    footer = answer.locator("sub").last
+    assert footer.inner_text().startswith("⏱ prompt") and "stopped: max new tokens" in footer.inner_text()
+    assert footer.bounding_box()["y"] >= code.bounding_box()["y"] + code.bounding_box()["height"] - 1

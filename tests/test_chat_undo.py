@@ -93,13 +93,39 @@ def test_retry_leaves_the_message_box_alone(tab):
     updates = list(h.chat_retry(tab.second["history"], GREEDY, r, message="typed since"))
     assert updates and all("message" not in values for values in updates)  # text typed there stays
     assert normalize_history(updates[-1]["history"]) == normalize_history(tab.second["history"])
-    too_long = "word " * 9000  # a retried message that gets no answer goes back, before what was typed
+    too_long = "word " * 9000  # a retry that gets no answer leaves the chat and the box as they were
     history = [{"role": "user", "content": as_typed(too_long)}, {"role": "assistant", "content": "x"}]
     retry, updates = h.chat_retry(history, GREEDY, r, message="typed since"), []
     with pytest.raises(PlaygroundError, match="Prompt too long"):
         updates.extend(retry)
-    assert "message" not in updates[0] and updates[-1]["message"] == f"{too_long}\ntyped since"
-    assert updates[-1]["history"] == [] and "Your message is back in the box." in updates[-1]["status"]
+    assert "message" not in updates[0] and updates[-1]["message"] == "typed since"
+    status = updates[-1]["status"]
+    assert updates[-1]["history"] == history and status.startswith("Not answered: Prompt too long")
+    assert "back in the box" not in status
+
+
+def test_retry_keeps_every_branch_of_the_answer_and_each_keeps_its_settings(tab):
+    """Retry answers the last message again as a new branch: the earlier answer and its fork stay
+    in the branch list, and each branch keeps the settings it was answered with."""
+    h, r = tab.handlers, tab.request
+    forked = last_values(
+        h.chat_fork(tab.second["history"], 1, alternative(tab.second["token_view"], 1), False, r)
+    )
+    assert len(tab.chat.branches()) == 2
+    sampled = ChatControls(temperature=1.5, max_new_tokens=12, seed="3")
+    retried = last_values(h.chat_retry(forked["history"], sampled, r, message=""))
+    branches = tab.chat.branches()
+    assert len(branches) == 3 and branches[-1].current and retried["branch"].visible
+    assert [value for _, value in retried["branch"].choices] == [b.node_id for b in branches]
+    assert users(retried["history"]) == [FRANCE, ITALY] and tab.chat.request.settings.temperature == 1.5
+    back = h.chat_branch(retried["history"], branches[0].node_id, False, r)  # the first, greedy answer
+    assert normalize_history(back["history"]) == normalize_history(tab.second["history"])
+    assert tab.chat.request.settings.temperature == 0 and [
+        len(t.request.messages) for t in tab.chat.turns
+    ] == [
+        1,
+        3,
+    ]
 
 
 def test_after_undo_a_fork_runs_on_the_conversation_on_screen(tab):

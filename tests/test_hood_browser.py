@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gradio as gr
 import pytest
-from browser import chromium_browser, chromium_path, open_page
+from browser import chromium_browser, chromium_path, new_tab, open_page
+from stage_checks import watch_errors
 
 from playground.ui.hood import VIEWS, LessonView, build_hood_tab
 from playground.ui.hood.base import GROUPS
@@ -37,11 +38,20 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def stage(browser, launched_app):
-    """A speaker's page: presenter mode, dark, a 1280x720 projector."""
-    with open_page(browser, f"{launched_app}/?presenter=1&__theme=dark", width=1280, height=720) as page:
-        page.get_by_role("tab", name="Under the hood").click()
-        yield page
+def stage_and_errors(browser, launched_app):
+    """A speaker's page (presenter mode, dark, a 1280x720 projector) and every error its page has
+    logged since it opened."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    errors = watch_errors(context)
+    page = new_tab(context, f"{launched_app}/?presenter=1&__theme=dark")
+    page.get_by_role("tab", name="Under the hood").click()
+    yield page, errors
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def stage(stage_and_errors):
+    return stage_and_errors[0]
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +122,16 @@ def test_every_lesson_runs_on_stage(stage, widgets, view: LessonView):
         font = plots.first.evaluate("gd => gd._fullLayout.font.color")
         assert font == "#e5e7eb"  # the dark template reached plotly
     assert stage.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
+def test_no_figure_on_stage_leaves_plotly_an_error(stage_and_errors):
+    """After the lessons above ran on stage, and a visit to every tab: plotly never said "Something
+    went wrong with axis scaling" (a figure drawn with no room for its plot area)."""
+    page, errors = stage_and_errors
+    for tab in ("Beam search", "Step by step", "Chat", "KV cache", "Under the hood"):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(1500)
+    assert not [error for error in errors if "axis scaling" in error], errors
 
 
 def test_stop_says_so_without_an_error(page):

@@ -204,3 +204,24 @@ def test_quantize_int8_serves_the_app_on_quantized_weights_and_the_header_says_s
     assert "Paris" in answer.text  # the whole chat path (batcher, sampling) runs on the int8 weights
     with pytest.raises(PlaygroundError, match="Unknown weights format 'int3'"):
         load_model(device="cpu", quantize="int3")
+
+
+def test_the_quick_setting_is_three_formats_over_64_tokens_beside_the_recorded_ladder(embedded_lm, tiny_lm):
+    """The quick setting reads 64 tokens (60 of the text's, 4 new) in 3 formats; while it runs, the
+    whole ladder is shown from the gallery's trace of this model, marked recorded; not for a run of
+    the whole ladder, nor for another model."""
+    from playground.hood.quantization import LADDER
+    from playground.traces import gallery_trace
+    from playground.ui.hood.quantization import LADDER_TRACE, QUICK, recorded_ladder
+
+    ids = embedded_lm.tokenizer(QUICK["quant_text"], add_special_tokens=True).input_ids
+    assert len(ids) - 1 + QUICK["quant_tokens"] == 64 and len(QUICK["quant_formats"]) == 3
+    trace = gallery_trace(LADDER_TRACE)
+    assert trace is not None and trace.model == embedded_lm.name
+    ladder = recorded_ladder(embedded_lm, QUICK["quant_formats"])
+    assert ladder.visible and ladder.label.startswith(f"● the whole ladder, recorded {trace.created[:10]}")
+    recorded = next(f["figure"] for f in trace.data["outputs"]["figures"] if f["name"] == "quant_strip")
+    rows = {str(label) for t in recorded["data"] for label in t.get("y") or []}
+    assert len(rows) >= len(LADDER)  # one row per format of the ladder
+    assert not recorded_ladder(embedded_lm, list(LADDER)).visible
+    assert not recorded_ladder(tiny_lm, QUICK["quant_formats"]).visible

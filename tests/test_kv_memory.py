@@ -15,6 +15,7 @@ from playground import kv as kvm
 from playground.engine.local import LocalEngine
 from playground.errors import PlaygroundError
 from playground.kv import kv_cache_bytes
+from playground.kv.config import HUB_TIMEOUT_S
 from playground.kv.presets import PRESETS
 
 F16, F32 = 2, 4
@@ -596,6 +597,22 @@ def test_load_config_from_real_model_dirs(tmp_path, embedded_lm):
     linked.mkdir()
     (linked / "config.json").symlink_to(tmp_path / "config.json")
     assert kvm.load_config_file(str(linked))["model_type"] == "qwen2"
+
+
+def test_a_hub_id_without_a_connection_is_told_at_once_without_huggingface_hub_retries(monkeypatch):
+    """Online by the settings but with no way to the Hub (conference Wi-Fi): said at once, and
+    huggingface_hub (retries, a warning each, many seconds) is not asked."""
+    import huggingface_hub
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("huggingface_hub was asked while the Hub cannot be reached")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", never)
+    started = time.perf_counter()
+    with pytest.raises(PlaygroundError, match=r"the Hub cannot be reached from here \(huggingface\.co"):
+        kvm.load_config_file("Qwen/Qwen2.5-7B")
+    assert time.perf_counter() - started < HUB_TIMEOUT_S + 0.5
 
 
 def test_load_config_hub_id_offline(monkeypatch):

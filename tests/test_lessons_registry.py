@@ -55,15 +55,19 @@ def test_each_view_is_complete(built, view):
 
 @pytest.mark.parametrize("view", VIEWS, ids=lambda view: view.key)
 def test_each_lesson_runs_and_its_trace_replays(tiny_lm, built, view):
-    widgets, _ = built
+    """A quick run's trace replays titled by its lesson, its main visual first (as on stage)."""
+    widgets, tab = built
     lessons = Hood(tiny_lm)
+    lessons.tab.plot_labels = tab.plot_labels
     shown = lessons.last(view.key, *run_values(view, widgets, quick=True))
     assert shown[f"{view.key}_status"].startswith("Done")
     [trace] = load_traces(lessons.trace(view.key))
-    drawn = render_hood_trace(trace.data, {view.key: view.lesson.title})
-    assert drawn["hood_summary"].startswith(f"**{view.lesson.title}**")
-    figures = sum(drawn[slot].visible for slot in PLOT_SLOTS)
-    assert figures or drawn["hood_html"] or drawn["hood_table"].visible
+    drawn = render_hood_trace(trace.data, {view.key: (view.lesson.title, view.main)})
+    assert drawn["hood_status"].startswith(f"**{view.lesson.title}** · Done")
+    if isinstance(widgets[view.main], gr.Plot):
+        assert drawn[PLOT_SLOTS[0]].label == widgets[view.main].label
+    else:
+        assert drawn["hood_main_html"].visible and drawn["hood_main_html"].value
 
 
 def test_each_lesson_has_an_api_endpoint_named_after_it(app_client):

@@ -1,16 +1,21 @@
 """Shared links that can't be opened: each gives a toast naming the bad value and what is allowed,
-the server logs no traceback, and the page opens as usual (Step started). Pure reading first,
-then headless Chromium on the launched app."""
+the server logs no traceback, and the page opens as usual (Step started); a link to one lesson with
+its inputs. Pure reading first, then headless Chromium on the launched app."""
 
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
+import gradio as gr
 import pytest
 from browser import chromium_browser, chromium_path, open_page
 
-from playground.ui.links import read_query
+from playground.ui.hood import VIEWS, build_hood_tab
+from playground.ui.hood.tab import link_params
+from playground.ui.links import link_rules, make_query, read_query
+from playground.ui.state import TabStates
+from playground.workspace import Workspaces
 
 STEP, BEAM = "Step by step", "Beam search"
 BAD_LINKS = [
@@ -38,6 +43,70 @@ def test_a_good_link_is_read_whole_with_foreign_parameters_left_alone():
     reading = read_query({"tab": "kv", "gpu": "12.5 GB", "seq": "8192", "__theme": "dark", "presenter": "1"})
     assert reading.problem == "" and reading.link.values == {"gpu_gb": 12.5, "seq_len": 8192}
     assert read_query({}).link is None and read_query({}).problem == ""
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ({"tab": "chat", "t": "99"}, "t='99' is not allowed: temperature must be a number from 0 to 2"),
+        ({"tab": "chat", "k": "500"}, "k='500' is not allowed: top-k must be a whole number from 0 to 200"),
+        (
+            {"tab": "chat", "max": "5000"},
+            "max='5000' is not allowed: max new tokens must be a whole number from 1 to 1024",
+        ),
+        ({"tab": "chat", "seed": "-1"}, "seed='-1' is not allowed: seed must be a whole number of at least"),
+    ],
+)
+def test_a_chat_link_is_checked_against_the_chat_controls_when_it_opens(query, said):
+    """Not shown as typed and then brought into range under the answer ("used 2"), nor accepted and
+    refused on Send: refused when the page opens, as the other tabs' links are."""
+    reading = read_query(query)
+    assert reading.link is None and said in reading.problem
+
+
+def test_a_chat_link_takes_the_apps_own_max_new_tokens_limit():
+    assert read_query({"tab": "chat", "max": "300"}).link.values == {"max_new_tokens": 300}
+    refused = read_query({"tab": "chat", "max": "300"}, rules=link_rules(max_new_tokens_limit=256))
+    assert "max new tokens must be a whole number from 1 to 256" in refused.problem
+
+
+@pytest.fixture(scope="module")
+def hood_rules(tiny_lm):
+    """The link rules of an app with every lesson (their inputs as the built widgets take them)."""
+    with gr.Blocks():
+        widgets, _ = build_hood_tab(tiny_lm, Workspaces(tiny_lm), TabStates(), VIEWS)
+    return link_rules(1024, link_params(VIEWS, widgets))
+
+
+def test_a_link_to_a_lesson_carries_its_inputs_and_a_bad_one_is_named(hood_rules):
+    query = {"tab": "hood", "view": "quant", "formats": "hqq4,kv-fp8", "tokens": "4", "text": "A b."}
+    link = read_query(query, rules=hood_rules).link
+    assert link.values == {
+        "view": "quant",
+        "quant_formats": ["hqq4", "kv-fp8"],
+        "quant_tokens": 4,
+        "quant_text": "A b.",
+    }
+    again = make_query("hood", link.values, rules=hood_rules)
+    assert read_query(dict(parse_qsl(again)), rules=hood_rules).link == link  # Copy link's query reads back
+    for bad, said in [
+        ({"view": "nonsense"}, "view='nonsense' is not a lesson: use one of tok, tf, order, attn, lens"),
+        (
+            {"view": "quant", "tokens": "999"},
+            "tokens='999' is not allowed: tokens must be a whole number from 1 to 64",
+        ),
+        (
+            {"view": "quant", "formats": "hqq9"},
+            "formats='hqq9' is not allowed: formats must be names from hqq8",
+        ),
+        (
+            {"view": "attn", "foo": "1"},
+            "foo='1' is not a setting of this lesson (it takes view, text, layer, head)",
+        ),
+    ]:
+        reading = read_query({"tab": "hood", **bad}, rules=hood_rules)
+        assert reading.link is None and reading.tab == "hood" and said in reading.problem, reading.problem
+    assert "candidates" not in {p.key for p in hood_rules.of("hood", "lens")}  # filled by a run: not linkable
 
 
 # --- the browser ------------------------------------------------------------------------------------------
@@ -103,3 +172,39 @@ def test_a_beam_link_without_a_prompt_sets_the_controls_and_runs_nothing(browser
         step_started(page)
         page.get_by_role("tab", name="Beam search").click()
         assert page.locator("#beam-status").inner_text().strip() == ""  # no search ran
+
+
+# Whether the lesson sub-tab called label is the one shown.
+LESSON_SHOWN = """label => [...document.querySelectorAll('#hood-views .hood-lessons [role=tab]')]
+  .some((t) => t.offsetParent && t.ariaSelected === 'true' && t.innerText.trim() === label)"""
+
+
+@pytest_browser
+@pytest.mark.browser
+def test_a_link_opens_one_lesson_with_its_inputs_and_copy_link_gives_it(browser, launched_app):
+    """?tab=hood&view=attn&text=… opens Attention with that text (nothing runs until Run); Copy link
+    on a lesson gives a link to it with its inputs; an unknown lesson is told as a toast."""
+    text = "Links open one lesson."
+    with open_page(
+        browser, f"{launched_app}/?{urlencode({'tab': 'hood', 'view': 'attn', 'text': text})}"
+    ) as page:
+        page.wait_for_function(LESSON_SHOWN, arg="Attention")
+        page.wait_for_function(
+            "text => document.querySelector('#hood-attn-text textarea')?.value === text", arg=text
+        )
+        assert page.locator("#hood-attn-status").inner_text().startswith("Opened from a link")
+        page.locator("#hood-attn-text textarea").fill("Edited after opening.")
+        page.locator("#copy-link").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#share-link textarea, #share-link input')?.value || '')"
+            ".includes('view=attn')"
+        )
+        link = page.locator("#share-link textarea, #share-link input").first.input_value()
+    query = dict(parse_qsl(link.split("?", 1)[1]))
+    assert query["tab"] == "hood" and query["view"] == "attn" and query["text"] == "Edited after opening."
+    assert {"layer", "head"} <= set(query)
+    with open_page(browser, f"{launched_app}/?tab=hood&view=nonsense") as page:
+        toast = page.locator(".toast-body").filter(has_text="view='nonsense' is not a lesson")
+        toast.first.wait_for()
+        assert "Under the hood opened with its defaults instead" in toast.first.inner_text()
+        assert page.evaluate(SELECTED_TAB) == "Under the hood"

@@ -4,7 +4,6 @@ usable, keyboard control, and the same greedy answer in every tab. Headless Chro
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -126,6 +125,34 @@ def test_on_stage_a_long_step_path_shows_its_newest_lines_and_the_chart_stays_in
             " return [s.scrollTop, s.scrollHeight, s.clientHeight]; })()"
         )
         assert scroll[1] > scroll[2] and scroll[0] + scroll[2] >= scroll[1] - 2, scroll  # at its end
+
+
+# On stage, the chat answer's box and its last token, and the conversation box and its last question.
+CHAT_ON_STAGE_JS = """() => {
+  const stream = document.querySelector('#chat-tokens .answer-tokens');
+  const box = stream.getBoundingClientRect(), last = [...stream.querySelectorAll('.tok')].at(-1);
+  const bot = document.querySelector('#chat-bot .bubble-wrap').getBoundingClientRect();
+  const question = [...document.querySelectorAll('#chat-bot .user-row')].at(-1).getBoundingClientRect();
+  return {box: box.bottom, last: last.getBoundingClientRect().bottom,
+          scrolls: stream.scrollHeight > stream.clientHeight, bot: [bot.top, bot.bottom],
+          question: [question.top, question.bottom]};
+}"""
+
+
+def test_on_stage_a_chat_answer_keeps_its_newest_line_and_its_question_in_view(browser, launched_app):
+    """A long answer on stage: its box ends above the window's bottom with the newest line in it (the
+    status line above grows when the answer ends), and the short conversation box shows the question."""
+    question = "Tell me about the history of the printing press."
+    query = make_query("chat", {"message": question, "temperature": 0.0, "max_new_tokens": 120})
+    with open_page(browser, f"{launched_app}/?presenter=1&{query}", **VIEWPORT) as page:
+        wait_for_status(page, "#chat-status", "stopped")
+        page.wait_for_timeout(1000)  # the footer lands in the conversation, the box refits
+        shown = page.evaluate(CHAT_ON_STAGE_JS)
+        assert shown["scrolls"] and shown["box"] <= VIEWPORT["height"], shown
+        assert shown["last"] <= shown["box"] + 1, shown  # the newest line is not cut off
+        (top, bottom), (q_top, q_bottom) = shown["bot"], shown["question"]
+        assert top - 1 <= q_top and q_bottom <= bottom + 1, shown  # the question, whole, in its box
+        assert question in page.locator("#chat-bot").inner_text()
 
 
 def test_token_cards_stay_in_the_window_and_take_their_own_clicks(browser, launched_app):
@@ -479,21 +506,6 @@ def test_chat_step_and_beam_all_answer_paris_greedily_with_their_defaults(browse
 
 
 assert json  # traces below use it
-
-
-@pytest.fixture(scope="module")
-def replay_app():
-    """The bundled gallery served with no model (python app.py --replay docs/traces)."""
-    from playground.traces import load_traces
-    from playground.ui.app import launch_options
-    from playground.ui.replay import build_replay_demo
-
-    demo = build_replay_demo(load_traces(Path(__file__).resolve().parents[1] / "docs" / "traces"))
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
-    yield url.rstrip("/")
-    demo.close()
 
 
 def test_replay_on_stage_fits_the_chat_tokens_and_the_ledger_has_its_headers(browser, replay_app):

@@ -170,7 +170,8 @@ def test_import_replays_the_bundled_step_trace_and_names_what_it_refuses(handler
         refused = handlers.step_import(str(chat_trace), SimpleNamespace(session_hash="trace"))
     assert refused == {
         "status": "**Can't import chat.json:** This file is a recorded chat trace: Step by step imports "
-        "sessions and step traces (serve any trace with --replay)."
+        "sessions and step traces (serve any trace with --replay).",
+        "import_file": None,  # the box empty again: the next upload is a new one
     }
     assert handlers.workspaces.get("trace").step is session
     bare.write_text(json.dumps({**trace, "data": {"snapshot": trace["data"]["snapshot"]}}), "utf-8")

@@ -370,16 +370,30 @@ def test_beam_labels_name_the_characters(embedded_lm):
     split = [n for n in tree.nodes[1:] if n.token.visible.startswith("<0x")]
     assert split, [n.token.visible for n in tree.nodes[1:]]  # the answer starts with 美's bytes
     labels = {n.id: tree.tree.label(n.id) for n in tree.nodes}
-    for node in split:  # '美 (byte 1/3)' once the path settles it, else '<0xE7> (byte 1/3)'
+    for node in split:  # '美 (byte 1/3)': named by its path, or by its best continuation
         path = tree.prefix_ids(node.id)[len(tree.prompt_ids) :]
         alone = token_texts(embedded_lm.tokenizer, path)[-1]  # what its ancestors settle
         if alone.char is not None:
             assert labels[node.id] == alone.visible
         assert labels[node.id].endswith(alone.visible.rsplit(" (", 1)[1]), (labels[node.id], alone)
+        if node.children:  # a first byte is named by the character its best child completes
+            assert not labels[node.id].startswith("<0x"), labels[node.id]
     drawing = lay_out(tree, pruned_per_parent=2)
     assert {p.label for p in drawing.points.values() if p.id > 0} <= set(labels.values())
     figure = str(beam_tree_figure(tree, 2).to_dict())
     assert "美 (byte 3/3)" in figure and "\ufffd" not in figure
+
+
+def test_a_beam_cut_inside_a_character_reads_with_an_ellipsis_not_a_replacement_mark(embedded_lm):
+    from playground.beam import beam_search
+    from playground.ui.beam_tab import hypothesis_rows, node_prefix, status_markdown
+
+    tree = beam_search(embedded_lm, "用中文说：美丽的花", 2, 1, chat=True, include_greedy=True)
+    best = tree.hypotheses[0]
+    assert best.text.endswith("\ufffd")  # one step: only 美's first byte
+    shown = status_markdown(tree) + str(hypothesis_rows(tree))
+    shown += node_prefix(tree, best.node_id, embedded_lm.tokenizer)
+    assert "\ufffd" not in shown and "…" in shown
 
 
 def test_probability_of_a_byte_token_says_which_byte_it_is(cjk_step, embedded_lm):

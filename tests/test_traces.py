@@ -162,28 +162,20 @@ def test_replay_skips_a_corrupt_file_of_a_folder_and_says_which(monkeypatch, tmp
 
 
 @pytest.mark.browser
-def test_replay_in_a_browser_marks_every_view_recorded(tmp_path):
+def test_replay_in_a_browser_marks_every_view_recorded(replay_app):
     from browser import browser_page, chromium_path
 
     if chromium_path() is None:
         pytest.skip("Debian chromium not installed (scripts/install_browser.sh)")
-    from playground.ui.app import launch_options
-    from playground.ui.replay import build_replay_demo
-
-    demo = build_replay_demo(load_traces(GALLERY))
-    url = launch_local(demo, **launch_options())
-    try:
-        with browser_page(url, 1280, 720) as page:
-            page.wait_for_function("document.querySelector('#chat-tokens .answer-tokens')")
-            assert "recorded" in page.locator("#header").inner_text()
-            assert "Paris" in page.locator("#chat-tokens").inner_text()
-            page.get_by_role("tab", name="Step by step").click()
-            page.wait_for_function("document.querySelector('#step-text .step-text .tok')")
-            page.get_by_role("tab", name="Beam search").click()
-            page.wait_for_function("document.querySelector('#beam-plot .js-plotly-plot')")
-            page.get_by_role("tab", name="Under the hood").click()
-            page.wait_for_function("document.querySelector('#replay-hood-plot-0 .js-plotly-plot')")
-            assert "Attention and the causal mask" in page.locator("#replay-hood-summary").inner_text()
-            assert page.locator(".recorded-badge").count() >= 4
-    finally:
-        demo.close()
+    with browser_page(replay_app, 1280, 720) as page:
+        page.wait_for_function("document.querySelector('#chat-tokens .answer-tokens')")
+        assert "recorded" in page.locator("#header").inner_text()
+        assert "Paris" in page.locator("#chat-tokens").inner_text()
+        page.get_by_role("tab", name="Step by step").click()
+        page.wait_for_function("document.querySelector('#step-text .step-text .tok')")
+        page.get_by_role("tab", name="Beam search").click()
+        page.wait_for_function("document.querySelector('#beam-plot .js-plotly-plot')")
+        page.get_by_role("tab", name="Under the hood").click()
+        page.wait_for_function("document.querySelector('#replay-hood-plot-0 .js-plotly-plot')")
+        assert "Attention and the causal mask" in page.locator("#replay-hood-status").inner_text()
+        assert page.locator(".recorded-badge").count() >= 4

@@ -148,10 +148,20 @@ class TreeBuilder:
 
     def hypotheses(self, scores: list[float]) -> list[Hypothesis]:
         """The returned hypotheses, best first, with their ranks set on the nodes."""
+        if any(node_id is None for node_id in self.finished[: len(scores)]):
+            raise RuntimeError("beam search returned an empty hypothesis slot")  # cannot happen
+        return self._ranked([n for n in self.finished if n is not None], scores)
+
+    def best_so_far(self, count: int) -> list[Hypothesis]:
+        """A search stopped part way: its best `count` beams, finished or still running, by score
+        (cum log-prob / length^penalty), with their ranks set on the nodes."""
+        beams = {n for n in [*self.finished, *self.running] if n is not None}
+        best = sorted(beams, key=lambda n: -self.nodes[n].score)[:count]
+        return self._ranked(best, [self.nodes[n].score for n in best])
+
+    def _ranked(self, node_ids: list[int], scores: list[float]) -> list[Hypothesis]:
         result = []
-        for rank, (node_id, score) in enumerate(zip(self.finished, scores, strict=False), start=1):
-            if node_id is None:
-                raise RuntimeError("beam search returned an empty hypothesis slot")  # cannot happen
+        for rank, (node_id, score) in enumerate(zip(node_ids, scores, strict=False), start=1):
             self.nodes[node_id].rank = rank
             path = self.tree.token_ids(node_id)
             text = decode_ids(self.tokenizer, path)

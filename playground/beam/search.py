@@ -36,7 +36,8 @@ from playground.engine.prompts import encode_prompt as encode_prompt_ids
 from playground.engine.records import TokenRecord, raw_logprobs
 from playground.engine.sampling import SamplingSettings
 from playground.engine.tokens import decode_ids
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
+from playground.messages import Message
 from playground.tree import ROOT as ROOT_ID
 
 MAX_BEAMS = 16
@@ -89,17 +90,35 @@ def beam_search(
     check_fits(engine, len(prompt_ids), settings)
     greedy = _GreedyOverlay(engine, prompt_ids, max_new_tokens, control) if include_greedy else None
     try:
-        with torch.inference_mode():
-            search = _Search(engine, prompt_ids, settings, progress, control)
-            search.run()
-        tree = search.to_tree(prompt, prompt_text, time.perf_counter() - started)
-        if greedy is not None:
+        search, stopped = _run(engine, prompt_ids, settings, progress, control)
+        tree = search.to_tree(prompt, prompt_text, time.perf_counter() - started, stopped)
+        if greedy is not None and not stopped:
             tree.greedy = _link_greedy(tree, greedy.result())
             tree.greedy_text = decode_ids(engine.tokenizer, [token.token.id for token in tree.greedy])
         return tree
     finally:
         if greedy is not None:  # a failed search (or Stop) ends its overlay too; harmless once done
             greedy.cancel()
+
+
+def _run(
+    engine: Engine,
+    prompt_ids: list[int],
+    settings: BeamSettings,
+    progress: BeamProgressFn | None,
+    control: Control | None,
+) -> tuple[_Search, bool]:
+    """The search, run; and whether Stop ended it after its first step (its tree so far stands).
+    Stopped before any step, Cancelled goes on up: there is nothing to draw."""
+    with torch.inference_mode():
+        search = _Search(engine, prompt_ids, settings, progress, control)
+        try:
+            search.run()
+        except Cancelled:
+            if not search.records:
+                raise
+            return search, True
+    return search, False
 
 
 # --- input checks ---------------------------------------------------------------------------
@@ -392,14 +411,27 @@ class _Search:
             )
         )
 
-    def to_tree(self, prompt: str, prompt_text: str, seconds: float) -> BeamTree:
+    def to_tree(self, prompt: str, prompt_text: str, seconds: float, stopped: bool = False) -> BeamTree:
+        """The tree of every step run. stopped: Stop ended the search, and the hypotheses are the
+        best of its finished and running beams as they stood (generate would return none)."""
         s = self.settings
-        scores = self.beam_scores[0, : s.num_return_sequences].tolist()
-        rows = self.sequences[0, : s.num_return_sequences, self.prompt_len :].tolist()  # (R, steps)
         builder = TreeBuilder(self.engine.tokenizer, s, self.prompt_ids)
         for step, record in enumerate(self.records, start=1):
             builder.add_step(step, record)
-        hypotheses = builder.hypotheses(scores)
+        if stopped:
+            hypotheses = builder.best_so_far(s.num_return_sequences)
+            rows = [h.token_ids for h in hypotheses]
+            scores = [h.score for h in hypotheses]
+            self.stop_reason = Message(
+                "beam.stopped_by_you",
+                "stopped by you at step {step} of {steps}",
+                step=len(self.records),
+                steps=s.max_new_tokens,
+            )
+        else:
+            scores = self.beam_scores[0, : s.num_return_sequences].tolist()
+            rows = self.sequences[0, : s.num_return_sequences, self.prompt_len :].tolist()  # (R, steps)
+            hypotheses = builder.hypotheses(scores)
         length = max(len(h.token_ids) for h in hypotheses)
         return BeamTree(
             prompt,
@@ -408,13 +440,14 @@ class _Search:
             s,
             builder.tree,
             hypotheses,
-            [row[:length] for row in rows],
+            [row[:length] + [self.fill] * (length - len(row[:length])) for row in rows],
             scores,
             self.fill,
             self.eos_ids,
             len(self.records),
             self.stop_reason,
             seconds,
+            stopped=stopped,
         )
 
 

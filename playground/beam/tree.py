@@ -106,6 +106,7 @@ class BeamTree:
     seconds: float
     greedy: list[GreedyToken] | None = None
     greedy_text: str | None = None  # the greedy tokens decoded as one sequence
+    stopped: bool = False  # Stop ended it part way: its hypotheses are its best beams as they stood
 
     @property
     def nodes(self) -> list[BeamNode]:

@@ -210,7 +210,13 @@ def _require_model_config(config: dict[str, Any], where: str) -> dict[str, Any]:
     )
 
 
+HUB_TIMEOUT_S = 2.0  # how long the Hub gets to answer a connection before "unreachable" is said
+
+
 def _config_from_hub(model_id: str) -> dict[str, Any]:
+    """config.json of a Hub model. Offline (HF_HUB_OFFLINE=1, or no connection to the Hub within
+    HUB_TIMEOUT_S) it says so at once, instead of huggingface_hub's retries (many seconds, a warning
+    each in the console)."""
     import os
 
     if os.environ.get("HF_HUB_OFFLINE") == "1":
@@ -218,6 +224,15 @@ def _config_from_hub(model_id: str) -> dict[str, Any]:
             "{model_id!r} is not a local file or directory, and the Hub is offline here.",
             key="kv.error.offline",
             model_id=model_id,
+        )
+    unreachable = hub_unreachable()
+    if unreachable:
+        raise PlaygroundError(
+            "{model_id!r} is not a local file or directory, and the Hub cannot be reached from here "
+            "({why}): give a local config.json or model directory.",
+            key="kv.error.unreachable",
+            model_id=model_id,
+            why=unreachable,
         )
     try:
         from huggingface_hub import hf_hub_download
@@ -232,3 +247,19 @@ def _config_from_hub(model_id: str) -> dict[str, Any]:
             model_id=model_id,
             why=str(exc),
         ) from exc
+
+
+def hub_unreachable(timeout: float = HUB_TIMEOUT_S) -> str | None:
+    """Why the Hub (huggingface_hub's endpoint, HF_ENDPOINT) takes no connection from here, or None."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"{host}: {exc.strerror or exc}"

@@ -15,46 +15,34 @@ from playground.api import ModelLookup, OneModel, openai_routes
 from playground.engine.base import Engine
 from playground.models import ModelRegistry
 from playground.settings import Settings, load_settings
-from playground.ui.beam_tab import RUN_OUTPUTS, build_beam_tab
-from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS, build_chat_tab, connect_answer
-from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_model_concurrency
-from playground.ui.compare import LINK_OUTPUTS as COMPARE_LINK_OUTPUTS
+from playground.ui.beam_tab import build_beam_tab
+from playground.ui.chat_tab import build_chat_tab, connect_answer
+from playground.ui.common import MODEL_QUEUE, connect, set_model_concurrency
 from playground.ui.compare import TEXT_OUTPUTS as COMPARE_TEXT_OUTPUTS
 from playground.ui.compare import build_compare_tab
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
 from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
-from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
-from playground.ui.links import TAB_TITLES, make_query, warn_bad_link
+from playground.ui.kv_tab import CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
+from playground.ui.links import TAB_TITLES
 from playground.ui.model_picker import ModelPicker
 from playground.ui.ranges import say_when_clamped
+from playground.ui.share import app_link_rules, wire_links
 from playground.ui.state import TabStates
-from playground.ui.step_tab import SETTINGS_INPUTS, VIEW_OUTPUTS, build_step_tab
+from playground.ui.step_tab import VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css", "models.css")
 JS_FILES = ("i18n.js", "plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
-# The selected tab's id, read in the browser when "Copy link" is pressed (its name is translated).
-CURRENT_TAB_JS = """(tab, ...rest) => {
-  const selected = document.querySelector("#main-tabs [role=tab][aria-selected=true]");
-  return [selected?.dataset.tabId || "chat", ...rest];
-}"""
 # The header's language switch: the page's language now (static/i18n.js decides it on load)...
 LANGUAGE_NOW_JS = "() => window.playgroundLanguage()"
 # ...and a choice: Gradio's own and our static text change at once; ?lang= in the address tells the
 # server (every later request carries it), and stays for a reload.
 SET_LANGUAGE_JS = "(lang) => window.playgroundSetLanguage(lang)"
-# The full link from the query the server built: shown, and copied when the browser allows it.
 # Each app's OpenAI-compatible routes (/v1/...), added to its server at launch (launch_options).
 _API_ROUTES: weakref.WeakKeyDictionary[gr.Blocks, list[Any]] = weakref.WeakKeyDictionary()
-SHOW_LINK_JS = """(query) => {
-  const link = `${location.origin}${location.pathname}?${query}`;
-  navigator.clipboard?.writeText(link).catch(() => {});
-  window.playgroundShowLink?.();
-  return link;
-}"""
 
 
 def header_markdown(engine: Engine, lang: str = "en") -> str:
@@ -145,7 +133,7 @@ def build_demo(
                 built["hood"] = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
             with _tab(toolbar, "compare"):
                 built["compare"] = build_compare_tab(workspaces, settings)
-        _wire_tabs(demo, tabs, toolbar, picker, built)
+        _wire_tabs(demo, tabs, toolbar, picker, built, settings.max_new_tokens_limit)
         release_closed_tabs(demo, workspaces, states)
         say_when_clamped(demo)  # every slider names a typed value its box brought into range
     demo.queue(default_concurrency_limit=concurrency)
@@ -160,7 +148,12 @@ def build_demo(
 
 
 def _wire_tabs(
-    demo: gr.Blocks, tabs: gr.Tabs, toolbar: dict, picker: ModelPicker, built: dict[str, tuple[dict, Any]]
+    demo: gr.Blocks,
+    tabs: gr.Tabs,
+    toolbar: dict,
+    picker: ModelPicker,
+    built: dict[str, tuple[dict, Any]],
+    max_new_tokens_limit: int,
 ) -> None:
     """The events between the tabs: moves, the page's language, the model picker, shared links."""
     widgets = {name: tab[0] for name, tab in built.items()}
@@ -177,8 +170,9 @@ def _wire_tabs(
     reruns = [(widgets["kv"], handlers["kv"].kv_calculate, CALCULATOR_OUTPUTS)]
     opened, shown = _wire_language(demo, picker.workspaces, toolbar, texts, reruns)
     _wire_picker(toolbar, picker, shown, widgets, handlers)
-    del widgets["hood"], handlers["hood"]  # a link to Under the hood only opens the tab
-    _wire_links(opened, tabs, toolbar, widgets, handlers)
+    del handlers["hood"]  # a link to a lesson is read from its widgets (ui/share.py)
+    rules = app_link_rules(max_new_tokens_limit, widgets["hood"])
+    wire_links(opened, tabs, toolbar, widgets, handlers, rules)
 
 
 def _tab(toolbar: dict[str, Any], name: str) -> gr.Tab:
@@ -321,77 +315,6 @@ def _cleared(tab: str) -> Callable[[], dict[str, Any]]:
 
     clear.__name__ = f"{tab}_cleared"
     return clear
-
-
-def _wire_links(
-    loaded: Any, tabs: gr.Tabs, toolbar: dict, widgets: dict[str, dict], handlers: dict[str, Any]
-) -> None:
-    """After the page's load event, open what a shared link asks for (or start the Step tab as
-    usual); "Copy link" makes a link to the current tab's state, in the page's language."""
-    on = {"status": "status"}
-
-    def select_tab(request: gr.Request = None) -> Any:
-        """The tab a link names (a bad link is told as a toast; the tabs then open as usual)."""
-        tab = warn_bad_link(request)
-        return gr.Tabs(selected=tab) if tab else gr.skip()
-
-    opened = loaded.then(select_tab, None, tabs, api_visibility="private")
-    step_outputs = [*VIEW_OUTPUTS, *SETTINGS_INPUTS, "candidates"]
-    connect(opened.then, handlers["step"].step_from_link, widgets["step"], step_outputs, api_name=None, **on)
-    chat_outputs = [*ANSWER_OUTPUTS, *CONTROLS]
-    connect(opened.then, handlers["chat"].chat_from_link, widgets["chat"], chat_outputs, api_name=None, **on)
-    beam_outputs = [*RUN_OUTPUTS, "prompt", "chat", "beams", "steps", "length_penalty", "early_stopping"]
-    connect(opened.then, handlers["beam"].beam_from_link, widgets["beam"], beam_outputs, api_name=None, **on)
-    kv_outputs = [*CALCULATOR_INPUTS, *CALCULATOR_OUTPUTS]
-    connect(opened.then, handlers["kv"].kv_from_link, widgets["kv"], kv_outputs, api_name=None, model=False)
-    compare = (handlers["compare"].compare_from_link, widgets["compare"], COMPARE_LINK_OUTPUTS)
-    connect(opened.then, *compare, api_name=None, status="status_a")
-
-    def share_link(
-        current_tab: str,
-        preset: str,
-        seq_len: float,
-        batch: float,
-        kv_dtype: str,
-        mode: str,
-        gpu_gb: float,
-        weights_dtype: str,
-        request: gr.Request = None,
-    ) -> str:
-        """The query string of a link to the current tab's state (the KV tab's: its controls)."""
-        if current_tab == "kv":
-            values = {
-                "preset": preset,
-                "seq_len": seq_len,
-                "batch": batch,
-                "kv_dtype": kv_dtype,
-                "mode": mode,
-                "gpu_gb": gpu_gb,
-                "weights_dtype": weights_dtype,
-            }
-        else:
-            values = handlers[current_tab].link_values(request) if current_tab in handlers else {}
-        return make_query(current_tab, values, lang=session_lang(request))
-
-    kv_inputs = [
-        widgets["kv"][name]
-        for name in ("preset", "seq_len", "batch", "kv_dtype", "mode", "gpu_gb", "weights_dtype")
-    ]
-    toolbar["copy_link"].click(
-        friendly_errors(share_link),
-        [toolbar["current_tab"], *kv_inputs],
-        toolbar["current_tab"],
-        js=CURRENT_TAB_JS,
-        api_name="share_link",
-        concurrency_limit=None,
-        show_progress="hidden",
-    ).then(
-        lambda query: gr.Textbox(value=query, visible=True),
-        toolbar["current_tab"],
-        toolbar["link"],
-        js=SHOW_LINK_JS,
-        api_visibility="private",
-    )
 
 
 def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict) -> None:

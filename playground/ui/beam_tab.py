@@ -30,6 +30,7 @@ from playground.errors import Cancelled, PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect, connect_after_ticket
+from playground.ui.i18n import DEFAULT, localize, session_lang, t
 from playground.ui.links import Link, link_opener
 from playground.ui.ranges import CheckedSlider
 from playground.ui.state import BeamView, TabStates
@@ -94,24 +95,31 @@ def parse_view(view: str) -> tuple[PlotFrame, tuple[float, float, float, float] 
     return frame, None if fit else (x0, x1, y0, y1)
 
 
-def status_markdown(tree: BeamTree) -> str:
-    """Summary: steps, why it stopped, node counts, time, greedy vs best beam."""
+def status_markdown(tree: BeamTree, lang: str = DEFAULT) -> str:
+    """Summary: steps, why it stopped, node counts, time, greedy vs best beam (a search Stop ended part
+    way: marked so, in lang)."""
     counts = {fate: sum(n.fate == fate for n in tree.nodes) for fate in (KEPT, "finished", PRUNED)}
+    if tree.stopped:
+        why = localize(tree.stop_reason, lang)
+        steps = f"**{why[:1].upper()}{why[1:]}**: {t('beam.stopped.as_it_stood', lang)}"
+    else:
+        steps = f"**{tree.steps_run} steps**, stopped: {tree.stop_reason}"
     lines = [
-        f"**{tree.steps_run} steps**, stopped: {tree.stop_reason} · {len(tree.nodes) - 1} nodes "
+        f"{steps} · {len(tree.nodes) - 1} nodes "
         f"({counts[KEPT]} kept, {counts['finished']} finished, {counts[PRUNED]} pruned) · "
         f"prompt {len(tree.prompt_ids)} tokens · {tree.seconds:.2f} s"
     ]
     best = tree.hypotheses[0]
+    name = t("beam.stopped.best_so_far" if tree.stopped else "beam.stopped.best", lang)
     lines.append(
-        f"**Best beam** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): "
-        f"{markdown_text(best.text)}"
+        f"**{name}** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): "
+        f"{markdown_text(cut_off_shown(best.text))}"
     )
     if tree.greedy:
         greedy = tree.greedy[-1]
         lines.append(
             f"**Greedy** (cum log-prob {greedy.cum_logprob:.3f}, {len(tree.greedy)} tokens): "
-            f"{markdown_text(tree.greedy_text or '')}"
+            f"{markdown_text(cut_off_shown(tree.greedy_text or ''))}"
         )
     return "\n\n".join(lines)
 
@@ -142,14 +150,14 @@ def node_choices(tree: BeamTree) -> list[tuple[str, int]]:
 
 def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> str:
     """The prompt plus the tokens up to a node, decoded as one sequence (characters split over
-    byte tokens stay whole)."""
+    byte tokens stay whole; one whose last bytes come after the node ends in "…")."""
     try:
         node_id = int(node_id)
     except (TypeError, ValueError):
         raise PlaygroundError(f"Choose a node from the list, got {node_id!r}.") from None
     if not 0 <= node_id < len(tree.nodes):
         raise PlaygroundError(f"Node #{node_id} is not in this tree (0 to {len(tree.nodes) - 1}).")
-    return decode_ids(tokenizer, tree.prefix_ids(node_id))
+    return cut_off_shown(decode_ids(tokenizer, tree.prefix_ids(node_id)))
 
 
 def export_json(tree: BeamTree | None) -> str:
@@ -200,6 +208,8 @@ class BeamHandlers:
 
         ws = self._workspace(request)
         with ws.run("beam", ticket) as control:  # Stop cancels it at the next step
+            if control.cancelled:  # dropped while it waited: beam_stop said so
+                return {}
             try:
                 tree = beam_search(
                     ws.engine,
@@ -213,13 +223,21 @@ class BeamHandlers:
                     progress=report,
                     control=control,
                 )
-            except Cancelled:
-                return {}  # stopped: beam_stop's status line says so, the shown tree stays
+            except Cancelled:  # stopped before its first step: the shown tree, if any, stays
+                return {"status": self._stopped_before(ws, session_lang(request))}
+        return self._show_search(tree, (pruned, show_greedy, image_format), request)
+
+    def _show_search(
+        self, tree: BeamTree, drawing: tuple[Any, bool, str], request: gr.Request | None
+    ) -> dict:
+        """A new search on screen (drawing: pruned per node, greedy overlay, image format): the tab's
+        tree, its best hypothesis chosen, every view."""
+        ws, view = self._workspace(request), self._view(request)
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
-        self._view(request).unfolded, self._view(request).window = set(), None
+        view.unfolded, view.window = set(), None
         return {
-            "plot": plot_value(tree, pruned, show_greedy, image_format, ws, self._view(request)),
-            "status": status_markdown(tree),
+            "plot": plot_value(tree, *drawing, ws, view),
+            "status": status_markdown(tree, session_lang(request)),
             "table": hypothesis_rows(tree),
             "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),
             "prefix_text": node_prefix(tree, ws.beam_node, ws.engine.tokenizer),
@@ -258,11 +276,20 @@ class BeamHandlers:
         return {"ticket": self._workspace(request).ticket("beam")}
 
     def beam_stop(self, request: gr.Request = None) -> dict[str, Any]:
-        """Stop: the running search ends at its next step (the tree on screen, if any, stays)."""
+        """Stop: the running search ends at its next step, and its own last update draws its tree so
+        far and says so (nothing here: this reply may reach the page after that one); one that
+        waited in the queue never starts (the tree on screen, if any, stays)."""
         ws = self._workspace(request)
-        when = "at its next step" if ws.stop("beam") == "running" else "before it began"
-        shown = f"\n\nShown: the previous search. {status_markdown(ws.beam)}" if ws.beam else ""
-        return {"status": f"**Stopped** by you: the search ended {when}.{shown}"}
+        if ws.stop("beam") == "running":
+            return {}
+        return {"status": self._stopped_before(ws, session_lang(request), began=False)}
+
+    @staticmethod
+    def _stopped_before(ws: Workspace, lang: str, began: bool = True) -> str:
+        """Stop before the search's first step (began: it had left the queue), in lang."""
+        said = t("beam.stopped.before_first_step" if began else "beam.stopped.before_began", lang)
+        shown = t("beam.stopped.shown", lang, status=status_markdown(ws.beam, lang)) if ws.beam else ""
+        return f"{said}\n\n{shown}" if shown else said
 
     def beam_redraw(
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None

@@ -143,6 +143,7 @@ def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
             placeholder="random",
             info="Same seed + same settings = same answer; empty = a new random seed each time",
             elem_classes=["stage-hide"],
+            elem_id="chat-seed",
         )
     w["show_template"] = gr.Checkbox(
         default.show_template,

@@ -35,7 +35,7 @@ from playground.traces import new_trace, save_trace
 from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
 from playground.ui.common import as_whole, connect, connect_after_ticket, explain_exception
 from playground.ui.i18n import localize, session_lang
-from playground.ui.links import link_to
+from playground.ui.links import link_rules, link_to
 from playground.ui.ranges import CheckedNumber
 from playground.ui.token_html import TOKEN_CARD_CLICKS, answer_tokens_html, legend_html, templated_stream_html
 from playground.workspace import Workspace, Workspaces
@@ -103,23 +103,17 @@ class ChatHandlers:
         yield from self._send(message, history, controls, request)
 
     def _send(
-        self,
-        message: str,
-        history: list,
-        controls: ChatControls,
-        request: gr.Request,
-        typed: str | None = None,
+        self, message: str, history: list, controls: ChatControls, request: gr.Request
     ) -> Iterator[dict[str, Any]]:
-        """Append message and stream its answer. typed: the box's text when the message did not come
-        from it (a Retry): the box is left as it is, and if no answer comes the message goes back in
-        before that text; None: the message left the box (a Send), which is empty meanwhile."""
+        """Append message and stream its answer; the box is empty meanwhile, and if no answer comes
+        the message goes back in it."""
         shown = [*(history or []), {"role": "user", "content": as_typed(message)}]  # earlier footers stay
         chat_request = controls.request(normalize_history(shown))
         session = self._workspace(request).chat
         stream = session.answer(chat_request, self.settings.max_new_tokens_limit)
-        before = {"message": back_in_box(message, typed), "history": list(history or [])}
+        before = {"message": message, "history": list(history or [])}
         lang = session_lang(request)
-        yield from self._stream(shown, session, stream, controls.show_template, before, typed is None, lang)
+        yield from self._stream(shown, session, stream, controls.show_template, before, lang=lang)
 
     def chat_retry(
         self,
@@ -129,16 +123,24 @@ class ChatHandlers:
         ticket: int | None = None,
         message: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Answer the last user message again (its previous answer is dropped); message: what the box
-        holds, left there."""
-        if not self._workspace(request).begin("chat", ticket):
+        """Answer the last user message again: a new branch of its answer, the earlier answers and
+        their forks kept in the branch list; message: what the box holds, left there. If no answer
+        comes, the chat shows what it showed before."""
+        ws = self._workspace(request)
+        if not ws.begin("chat", ticket):
             yield {}
             return
-        controls.request(normalize_history(history or []))  # a bad value is named before the undo
-        undone = self.chat_undo(history, controls.show_template, request)
-        if not undone["message"]:
+        earlier, last_user = without_last_exchange(history)
+        shown = [*earlier, {"role": "user", "content": as_typed(last_user)}]
+        chat_request = controls.request(normalize_history(shown))  # a bad value is named first
+        if not last_user:
             raise PlaygroundError("Nothing to retry yet: send a message first.")
-        yield from self._send(undone["message"], undone["history"], controls, request, message or "")
+        ws.stop("chat")  # an answer still waiting in the queue is dropped too
+        _stopped(ws.chat, ws.chat.stop)
+        stream = ws.chat.retry(chat_request, self.settings.max_new_tokens_limit)
+        before = {"message": message or "", "history": list(history or [])}
+        lang = session_lang(request)
+        yield from self._stream(shown, ws.chat, stream, controls.show_template, before, False, lang)
 
     def chat_from_step(
         self, controls: ChatControls, request: gr.Request = None, ticket: int | None = None
@@ -168,7 +170,7 @@ class ChatHandlers:
     def chat_from_link(self, controls: ChatControls, request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """A shared link to a chat answer: its settings on the controls, then the same answer
         (greedy, or seeded: the link carries the seed)."""
-        link = link_to("chat", request)
+        link = link_to("chat", request, link_rules(self.settings.max_new_tokens_limit))
         if link is None:
             yield {}
             return
@@ -258,9 +260,10 @@ class ChatHandlers:
         empty_box: bool = True,
         lang: str = "en",
     ) -> Iterator[dict[str, Any]]:
-        """The answer as it streams. before: a new message's box and history, shown again (with
-        what went wrong) if no token of the answer comes; None for a fork or a continued path.
-        empty_box: the message left the box (a Send), so it is emptied, once."""
+        """The answer as it streams. before: the box and history shown again (with what went wrong)
+        if no token of the answer comes (a new message's, or a Retry's screen as it was); None for a
+        fork or a continued path. empty_box: the message left the box (a Send), so it is emptied,
+        once, and goes back if no answer comes."""
         first: dict[str, Any] = {"status": "Waiting for the model…", "token_view": ""}
         if before is not None:  # the message moves to the chat, once: typing goes on
             first.update(history=shown, **({"message": ""} if empty_box else {}))
@@ -277,7 +280,7 @@ class ChatHandlers:
             return
         except Exception as exc:  # nothing was answered: show the chat as it was, and why
             if not answered:
-                back = " Your message is back in the box." if before is not None else ""
+                back = " Your message is back in the box." if before is not None and empty_box else ""
                 status = f"Not answered: {explain_exception(exc)}{back}"
                 yield {**self._screen(session, show_template, lang=lang), **(before or {}), "status": status}
             raise

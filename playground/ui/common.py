@@ -269,6 +269,29 @@ def grouped_inputs(fn: Callable) -> Callable:
     return wrapper
 
 
+def error_on_status(fn: Callable, status: str) -> Callable:
+    """A streaming handler whose error (a gr.Error: the toast) also goes on its status line, unless
+    the line says it already (the handler's own words, "Not answered: …"): the line never keeps an
+    older event's words ("Stopped before the first token" after a refused seed)."""
+    if not inspect.isgeneratorfunction(fn):
+        return fn
+
+    @functools.wraps(fn)
+    def generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+        shown = ""
+        try:
+            for values in fn(*args, **kwargs):
+                if isinstance(values, dict) and status in values:
+                    shown = str(values[status])
+                yield values
+        except gr.Error as exc:
+            if exc.message not in shown:
+                yield {status: exc.message}
+            raise
+
+    return generator_wrapper
+
+
 def checked_inputs(fn: Callable, components: Sequence[Any]) -> Callable:
     """fn with the value of each input whose component checks it (a `checked` method: ui/ranges.py)
     checked first; a refusal is a PlaygroundError, so friendly_errors says it in the page's language.
@@ -344,7 +367,8 @@ def connect(
     show_progress_on=[...] (a move between tabs: both tabs' status lines) replaces it."""
     inputs = [widgets[name] for name in input_names(fn)]
     flat = checked_inputs(grouped_inputs(fn), inputs)
-    handler = named_outputs(model_handler(flat) if model else friendly_errors(flat), widgets)
+    guarded = model_handler(flat) if model else friendly_errors(flat)
+    handler = named_outputs(guarded if status is None else error_on_status(guarded, status), widgets)
     options: dict[str, Any] = {**(model_event() if model else {"concurrency_limit": None}), **event}
     if api_name is None:
         options["api_visibility"] = "private"

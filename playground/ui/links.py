@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,6 +26,7 @@ from playground.engine.sampling import DEFAULT_ORDER, validate_settings
 from playground.errors import PlaygroundError
 from playground.kv import KV_DTYPES, MODES, memory_gb
 from playground.messages import Message
+from playground.ui.chat_controls import SLIDERS
 from playground.ui.i18n import LANGUAGES, language_of, localize, session_lang, t
 
 TABS = ("chat", "step", "beam", "kv", "hood", "compare")
@@ -163,15 +164,33 @@ SAMPLING = [
     Param("minp", "min_p", sampling("min_p", number()), "min-p"),
     Param("rep", "repetition_penalty", sampling("repetition_penalty", number())),
 ]
-SEED = Param("seed", "seed", lambda text: str(whole()(text)))
+SEED = Param("seed", "seed", lambda text: str(whole(0)(text)))
+MAX_NEW_TOKENS_LIMIT = 1024  # Settings.max_new_tokens_limit's default (link_rules takes the app's)
+
+
+def chat_params(max_new_tokens_limit: int = MAX_NEW_TOKENS_LIMIT) -> list[Param]:
+    """The Chat tab's parameters: each setting within its control's range (a value out of it is
+    refused when the page opens, not brought into range later), max new tokens within the app's limit."""
+    sliders = [Param(p.key, p.widget, _on_slider(p.parse, p.widget), p.label) for p in SAMPLING]
+    limit = Param("max", "max_new_tokens", whole(1, max_new_tokens_limit), "max new tokens")
+    return [Param("q", "message", str), Param("sys", "system_prompt", str), *sliders, limit, SEED]
+
+
+def _on_slider(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """parse, then within the range of the Chat tab's slider `name`."""
+    _, low, high, step, _ = SLIDERS[name]
+    bounded = whole(int(low), int(high)) if step == 1 else number(low, high)
+
+    def both(text: str) -> Any:
+        value = parse(text)
+        bounded(text)
+        return value
+
+    return both
+
+
 PARAMS: dict[str, list[Param]] = {
-    "chat": [
-        Param("q", "message", str),
-        Param("sys", "system_prompt", str),
-        *SAMPLING,
-        Param("max", "max_new_tokens", whole(1), "max new tokens"),
-        SEED,
-    ],
+    "chat": chat_params(),
     "step": [
         Param("prompt", "prompt", str),
         Param("chat", "chat", _flag),
@@ -201,7 +220,7 @@ PARAMS: dict[str, list[Param]] = {
         Param("gpu", "gpu_gb", _memory),
         Param("wdtype", "weights_dtype", one_of(*KV_DTYPES)),
     ],
-    "hood": [Param("view", "view", str)],
+    "hood": [Param("view", "view", str)],  # and the lesson's inputs (LinkRules.lessons)
     "compare": [
         Param("view", "compare_view", one_of("chat", "score", "step", "tokens"), "view"),
         *(
@@ -234,6 +253,59 @@ PARAMS: dict[str, list[Param]] = {
 
 
 @dataclass(frozen=True)
+class LinkRules:
+    """The parameters a link to each tab takes in this app: PARAMS with the Chat's max new tokens
+    within the app's limit, and for Under the hood each lesson's inputs (view key -> parameters)."""
+
+    params: Mapping[str, list[Param]]
+    lessons: Mapping[str, list[Param]] = field(default_factory=dict)
+
+    def of(self, tab: str, view: str | None = None) -> list[Param]:
+        """A tab's parameters; for Under the hood, those of the lesson `view` after `view` itself."""
+        return [*self.params[tab], *(self.lessons.get(view or "", []) if tab == "hood" else [])]
+
+
+def link_rules(
+    max_new_tokens_limit: int = MAX_NEW_TOKENS_LIMIT, lessons: Mapping[str, list[Param]] | None = None
+) -> LinkRules:
+    return LinkRules({**PARAMS, "chat": chat_params(max_new_tokens_limit)}, dict(lessons or {}))
+
+
+RULES = link_rules()  # an app with its own limit and lessons reads links with its own (ui/share.py)
+
+
+def widget_param(key: str, widget: str, component: Any) -> Param | None:
+    """The link parameter `key` of an input component (a lesson's), checked as the component
+    would take it: a slider's range and step, a choice among its choices, a box's text. None for
+    a choice whose choices come later (from a run): a link could not be checked when it opens."""
+    if isinstance(component, gr.Checkbox):
+        return Param(key, widget, _flag, key)
+    if isinstance(component, gr.Slider):
+        low, high, step = component.minimum, component.maximum, component.step
+        whole_steps = float(step).is_integer() and float(low).is_integer()
+        return Param(key, widget, whole(int(low), int(high)) if whole_steps else number(low, high), key)
+    choices = [value for _, value in getattr(component, "choices", None) or []]
+    if isinstance(component, (gr.Dropdown, gr.CheckboxGroup, gr.Radio)) and not choices:
+        return None
+    if isinstance(component, gr.CheckboxGroup) or getattr(component, "multiselect", False):
+        return Param(key, widget, _choices(choices), key)
+    if choices:
+        return Param(key, widget, one_of(*map(str, choices)), key)
+    return Param(key, widget, str, key)
+
+
+def _choices(allowed: list[Any]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        chosen = [name for name in text.split(",") if name]
+        if not set(chosen) <= set(map(str, allowed)):
+            names = ", ".join(map(str, allowed))
+            raise ValueError(Message("link.names", "names from {names}, separated by commas", names=names))
+        return chosen
+
+    return parse
+
+
+@dataclass(frozen=True)
 class Link:
     """What a shared link asks for: the tab, and values by component name for that tab."""
 
@@ -261,21 +333,27 @@ class Reading:
     problem: str = ""
 
 
-def read_query(query: Mapping[str, str], lang: str = "en") -> Reading:
-    """Every parameter checked; a bad one is named with what is allowed (in lang), and then no value
-    of the link is used (a link opens exactly what it says, or the tab's defaults)."""
+def read_query(query: Mapping[str, str], lang: str = "en", rules: LinkRules | None = None) -> Reading:
+    """Every parameter checked (rules: this app's, RULES by default); a bad one is named with what is
+    allowed (in lang), and then no value of the link is used (a link opens exactly what it says, or
+    the tab's defaults)."""
+    rules = rules or RULES
     tab = query.get("tab")
     if not tab:
         return Reading(None, None)
     if tab not in TABS:
         return Reading(None, None, t("link.bad_tab", lang, tab=tab, tabs=", ".join(TABS)))
-    params = {param.key: param for param in PARAMS[tab]}
+    view = query.get("view") if tab == "hood" else None
+    if rules.lessons and view is not None and view not in rules.lessons:
+        return Reading(None, tab, t("link.bad_lesson", lang, view=view, lessons=", ".join(rules.lessons)))
+    params = {param.key: param for param in rules.of(tab, view)}
     values, problems = {}, []
     for key, text in query.items():
         if key == "tab" or key in FOREIGN:
             continue
         if key not in params:
-            problems.append(t("link.not_a_setting", lang, key=key, text=text, keys=", ".join(params)))
+            where = "link.not_a_lesson_setting" if view else "link.not_a_setting"
+            problems.append(t(where, lang, key=key, text=text, keys=", ".join(params)))
             continue
         try:
             values[params[key].widget] = params[key].parse(text)
@@ -294,31 +372,31 @@ def _why(exc: ValueError, param: Param, lang: str) -> str:
     return said.rstrip(".。")
 
 
-def read_link(query: Mapping[str, str]) -> Link | None:
+def read_link(query: Mapping[str, str], rules: LinkRules | None = None) -> Link | None:
     """The link in a page's query parameters (None when it names no tab); a bad value is named."""
-    reading = read_query(query)
+    reading = read_query(query, rules=rules)
     if reading.problem:
         raise PlaygroundError(reading.problem)
     return reading.link
 
 
-def page_query(request: Any) -> Reading:
+def page_query(request: Any, rules: LinkRules | None = None) -> Reading:
     """The query the page was opened with (a handler's gr.Request), read in the page's language."""
     query = getattr(request, "query_params", None)
-    return read_query(dict(query), session_lang(request)) if query else Reading(None, None)
+    return read_query(dict(query), session_lang(request), rules) if query else Reading(None, None)
 
 
-def link_to(tab: str, request: Any) -> Link | None:
+def link_to(tab: str, request: Any, rules: LinkRules | None = None) -> Link | None:
     """The valid link to `tab` the page was opened with, if any (its problems are told once, on
     page load, by `warn_bad_link`)."""
-    link = page_query(request).link
+    link = page_query(request, rules).link
     return link if link is not None and link.tab == tab else None
 
 
-def warn_bad_link(request: Any) -> str | None:
+def warn_bad_link(request: Any, rules: LinkRules | None = None) -> str | None:
     """Page load: a toast for a link that can't be opened (or a ?lang= that names no language here);
     returns the tab to show (None: as usual)."""
-    reading, lang = page_query(request), session_lang(request)
+    reading, lang = page_query(request, rules), session_lang(request)
     if reading.problem:
         if reading.tab:
             gr.Warning(
@@ -393,15 +471,18 @@ def _with_request(signature: inspect.Signature) -> inspect.Signature:
     return signature.replace(parameters=[*head, inspect.Parameter("request", kind, default=None), *tail])
 
 
-def make_query(tab: str, values: Mapping[str, Any], lang: str | None = None) -> str:
-    """The query string for a tab's current values (only the parameters that tab has), and the
-    page's language when given (a link opens in the language it was made in)."""
+def make_query(
+    tab: str, values: Mapping[str, Any], lang: str | None = None, rules: LinkRules | None = None
+) -> str:
+    """The query string for a tab's current values (only the parameters that tab has; Under the
+    hood: those of the lesson values["view"]), and the page's language when given (a link opens in
+    the language it was made in)."""
     if tab not in TABS:
         raise PlaygroundError(
             "Unknown tab {tab!r}: use one of {tabs}.", key="link.unknown_tab", tab=tab, tabs=", ".join(TABS)
         )
     pairs = [("tab", tab)]
-    for param in PARAMS[tab]:
+    for param in (rules or RULES).of(tab, values.get("view")):
         value = values.get(param.widget)
         if value is None or value == "" or value == []:
             continue

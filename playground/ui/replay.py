@@ -47,7 +47,7 @@ def header_markdown(traces: list[Trace], skipped: Sequence[str] = ()) -> str:
 
 def render_lesson_trace(data: dict[str, Any]) -> dict[str, Any]:
     """An Under the hood trace, titled by its lesson (the registry names every lesson)."""
-    return render_hood_trace(data, {view.key: view.lesson.title for view in VIEWS})
+    return render_hood_trace(data, {view.key: (view.lesson.title, view.main) for view in VIEWS})
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -128,7 +128,9 @@ def build_replay_demo(traces: list[Trace], skipped: Sequence[str] = ()) -> gr.Bl
 
 
 def _picker(w: dict[str, Any], kind: str, choices: list[tuple[str, int]]) -> None:
-    w[f"{kind}_trace"] = gr.Dropdown(choices, value=0, label="Recorded trace", elem_id=f"replay-{kind}")
+    w[f"{kind}_trace"] = gr.Dropdown(
+        choices, value=0, label="Recorded trace", elem_id=f"replay-{kind}", elem_classes=["replay-picker"]
+    )
     w[f"{kind}_source"] = gr.Markdown(elem_classes=["recorded"])
 
 
@@ -179,15 +181,19 @@ def _beam_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
 
 
 def _hood_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: gr.Blocks) -> None:
-    """Any recorded Under the hood run: its summary, text, figures and table."""
+    """Any recorded Under the hood run, in the order a live lesson shows on stage: its title and
+    status, its main visual (HTML or the first figure, on a row of its own), the other figures, texts
+    and table, then its summary."""
     _picker(w, "hood", choices)
-    w["hood_summary"] = gr.Markdown(elem_id="replay-hood-summary")
-    w["hood_html"] = gr.HTML()
-    for row in (PLOT_SLOTS[:2], PLOT_SLOTS[2:]):
+    w["hood_status"] = gr.Markdown(elem_id="replay-hood-status")
+    w["hood_main_html"] = gr.HTML(visible=False, elem_id="replay-hood-main-html")
+    for row in (PLOT_SLOTS[:1], PLOT_SLOTS[1:3], PLOT_SLOTS[3:]):
         with gr.Row():
             for slot in row:
                 w[slot] = gr.Plot(visible=False, elem_id=f"replay-{slot.replace('_', '-')}")
+    w["hood_html"] = gr.HTML(elem_id="replay-hood-html")
     w["hood_table"] = gr.Dataframe(
         label="measurements (recorded)", interactive=False, wrap=True, visible=False
     )
+    w["hood_summary"] = gr.Markdown(elem_id="replay-hood-summary")
     _show(demo, w, "hood", handlers.replay_hood, REPLAY_OUTPUTS)

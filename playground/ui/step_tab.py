@@ -151,7 +151,7 @@ class StepHandlers:
         except PlaygroundError as exc:
             message = t("step.import.refused", lang, name=name, why=localize(exc.message, lang))
             gr.Warning(message)
-            return {"status": message}
+            return {"status": message, "import_file": None}  # the box empty: the next upload starts
         ws.step_settings = session.settings
         views = self._install(ws, session)
         views["status"] = t("step.import.done", lang, name=name, status=views["status"])
@@ -482,9 +482,8 @@ def _wire(h: StepHandlers, w: dict[str, Any]) -> None:
     )
     connect(w["export"].click, h.step_export, w, ["export_file"], api_name="step_export", model=False)
     connect(w["save_trace"].click, h.step_trace, w, ["export_file"], api_name="step_trace", status="status")
-    connect(
-        w["import_file"].upload, h.step_import, w, [*views, *SETTINGS_INPUTS], api_name="step_import", **on
-    )
+    imported = [*views, "import_file", *SETTINGS_INPUTS]
+    connect(w["import_file"].upload, h.step_import, w, imported, api_name="step_import", **on)
     settings = [w[name].change for name in SETTINGS_INPUTS]
     connect(settings, h.step_settings, w, views, api_name="step_settings", trigger_mode="always_last", **on)
     view_triggers = [w["stage"].input, w["candidates"].release, w["candidates"].input]
@@ -517,7 +516,10 @@ def build_step_tab(engine: Engine, workspaces: Workspaces) -> tuple[dict[str, An
         w["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
         w["export_file"] = gr.File(label="exported session", interactive=False)
         w["import_file"] = gr.File(
-            label="import a session or step trace", file_types=[".json"], type="filepath"
+            label="import a session or step trace",
+            file_types=[".json"],
+            type="filepath",
+            elem_id="step-import",
         )
     hidden = {"visible": "hidden"}  # endpoints for the API (the buttons above use the same handlers)
     w["refresh"] = gr.Button("Refresh", **hidden)

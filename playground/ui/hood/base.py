@@ -21,6 +21,7 @@ from playground.engine.control import Control
 from playground.engine.tokens import byte_groups, group_text, token_texts, visible_text
 from playground.hood.common import Lesson
 from playground.ui.common import Widgets, as_whole
+from playground.ui.i18n import DEFAULT
 from playground.workspace import Workspace
 
 # The lessons' groups, in order: a row of group tabs, each with a row of its lessons' tabs.
@@ -59,6 +60,7 @@ class RunContext:
     workspace: Workspace
     session: str = ""  # the browser tab's session id
     shown: dict[str, Any] = field(default_factory=dict)  # what the view showed after its last run
+    lang: str = DEFAULT  # the page's language (playground/ui/i18n)
 
 
 class LessonView:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from playground.engine.base import Engine
 from playground.engine.kv_quant import KV_FORMATS, RESIDUAL_TOKENS
@@ -18,18 +19,21 @@ from playground.hood import quantization as quantization_lesson
 from playground.hood.common import LONG_TEXT
 from playground.hood.quantization import LADDER, LESSON, MAX_NEW_TOKENS, QuantizationRun
 from playground.plots.hood import quantization as plots
-from playground.ui.common import as_whole
+from playground.traces import gallery_trace
+from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import (
     GREEN,
     RED,
     HoodEnv,
     LessonView,
     RunContext,
+    TabServices,
     run_row,
     spans,
     status,
     verdict,
 )
+from playground.ui.i18n import DEFAULT, i18n, t
 from playground.ui.ranges import CheckedSlider
 
 TEXT = LONG_TEXT + (
@@ -55,6 +59,17 @@ CHOICES = [
     *((f.label, f"kv-{f.name}") for f in KV_FORMATS.values()),
 ]
 SHOWN_TAIL = 16  # tokens of each continuation shown after the fork
+# The quick setting: three formats (8-bit weights, 4-bit weights, an 8-bit KV cache) over 64 tokens (this
+# 61-token text, whose tokens after the first are 60 predictions, then 4 new tokens): 0.06 of the whole
+# ladder's time in one process (README, "Quantization": 10-17 s on 2 busy cores, where the ladder takes
+# 165-287 s). Meanwhile the whole ladder is shown from the gallery's trace.
+QUICK_TEXT = (
+    "The history of the printing press begins long before Gutenberg. Carved wooden blocks were inked and "
+    "pressed onto paper in China, and movable type made of clay and later metal followed in China and Korea. "
+    "In Europe, around 1440, a goldsmith from Mainz combined a screw press,"
+)
+QUICK = {"quant_text": QUICK_TEXT, "quant_formats": ["int8", "hqq4", "kv-fp8"], "quant_tokens": 4}
+LADDER_TRACE = "hood-quant.json"  # the whole ladder, recorded (docs/traces)
 
 
 class QuantizationView(LessonView):
@@ -69,14 +84,10 @@ class QuantizationView(LessonView):
         "transformers' QuantizedCache), run on the same text: the **KL divergence** from the model at every "
         "token, where the first top token flips, and how the two greedy continuations part."
     )
-    outputs = ("quant_strip", "quant_fork", "quant_table", "quant_bytes")
+    outputs = ("quant_strip", "quant_ladder", "quant_fork", "quant_table", "quant_bytes")
     main = "quant_strip"
     tables: ClassVar[dict[str, list[str]]] = {"quant_table": COLUMNS}
-    quick: ClassVar[dict[str, Any]] = {
-        "quant_text": "The capital of France is Paris, and the capital of Italy is",
-        "quant_formats": ["hqq4", "kv-fp8"],
-        "quant_tokens": 4,
-    }
+    quick: ClassVar[dict[str, Any]] = QUICK
 
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         w["quant_text"] = gr.Textbox(
@@ -107,9 +118,15 @@ class QuantizationView(LessonView):
                 elem_id="hood-quant-tokens",
                 info="Greedy continuation after the text",
             )
+            w["quant_quick"] = gr.Button(
+                i18n("hood.quant.quick"), size="sm", scale=1, elem_id="hood-quant-quick"
+            )
         run_row(w, self)
         w["quant_strip"] = gr.Plot(
             label="KL from the model at every token (one row per format)", elem_id="hood-quant-strip"
+        )
+        w["quant_ladder"] = gr.Plot(
+            label=i18n("hood.quant.ladder"), visible=False, elem_id="hood-quant-ladder"
         )
         w["quant_fork"] = gr.HTML(elem_id="hood-quant-fork")
         w["quant_table"] = gr.Dataframe(
@@ -128,6 +145,10 @@ class QuantizationView(LessonView):
         lm = ctx.engine
         ids = list(lm.tokenizer(quant_text, add_special_tokens=True).input_ids)
         tokens, run, drawn = as_whole(quant_tokens, "new tokens"), None, -1
+        ladder = {
+            "quant_ladder": recorded_ladder(lm, quant_formats, ctx.lang)
+        }  # shown while the run measures
+        yield ladder
         for run in quantization_lesson.iter_run(lm, ids, quant_formats, tokens, ctx.control):
             if len(run.results) != drawn:
                 drawn = len(run.results)
@@ -138,7 +159,12 @@ class QuantizationView(LessonView):
             return
         if not run.results:
             raise PlaygroundError("No format could run here: " + " ".join(run.skipped.values()))
-        yield {**status(self, run.phase, final=True), **self.figures(lm, run), **self.texts(lm, run)}
+        yield {
+            **status(self, run.phase, final=True),
+            **self.figures(lm, run),
+            **self.texts(lm, run),
+            **ladder,
+        }
 
     def figures(self, lm: Engine, run: QuantizationRun) -> dict[str, Any]:
         """The strip, the table and the bytes plot for the formats measured so far."""
@@ -163,6 +189,27 @@ class QuantizationView(LessonView):
 
     def texts(self, lm: Engine, run: QuantizationRun) -> dict[str, Any]:
         return {"quant_summary": summary(run), "quant_fork": forks_html(lm, run)}
+
+    def wire(self, w: Widgets, tab: TabServices) -> None:
+        def hood_quant_quick() -> dict[str, Any]:
+            """The quick setting on the widgets (nothing runs until Run)."""
+            return dict(QUICK)
+
+        connect(w["quant_quick"].click, hood_quant_quick, w, list(QUICK), api_name=None, model=False)
+
+
+def recorded_ladder(lm: Engine, formats: list[str], lang: str = DEFAULT) -> Any:
+    """The gallery's recorded run of the whole ladder (its strip, marked recorded) while a run of
+    fewer formats measures them; hidden for the whole ladder, or when that trace is of another model."""
+    trace = gallery_trace(LADDER_TRACE)
+    if set(LADDER) <= set(formats) or trace is None or trace.model != lm.name:
+        return gr.Plot(None, visible=False)
+    strip = next((f for f in trace.data["outputs"]["figures"] if f["name"] == "quant_strip"), None)
+    if strip is None:
+        return gr.Plot(None, visible=False)
+    what = trace.title.split(": ", 1)[-1]
+    label = t("hood.quant.ladder_recorded", lang, date=trace.created[:10], model=trace.model, what=what)
+    return gr.Plot(go.Figure(strip["figure"]), label=label, visible=True)
 
 
 def table_rows(run: QuantizationRun) -> list[list[Any]]:

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 
 MAX_PLOTS = 4  # no view draws more figures than this
 PLOT_SLOTS = [f"hood_plot_{i}" for i in range(MAX_PLOTS)]
-REPLAY_OUTPUTS = ["hood_summary", "hood_html", *PLOT_SLOTS, "hood_table"]
+REPLAY_OUTPUTS = ["hood_status", "hood_main_html", *PLOT_SLOTS, "hood_html", "hood_table", "hood_summary"]
+MARKDOWN = ("_status", "_summary")  # the texts drawn as Markdown lines; the others are HTML
 
 
 def record_views(views: dict[str, Any], labels: dict[str, str], headers: dict[str, list[str]]) -> dict:
@@ -35,27 +36,41 @@ def record_views(views: dict[str, Any], labels: dict[str, str], headers: dict[st
     return recorded
 
 
-def render_hood_trace(data: dict[str, Any], titles: dict[str, str]) -> dict[str, Any]:
-    """A recorded run drawn into the replay tab's generic slots (titles: view key -> lesson title)."""
-    texts: dict[str, str] = data["outputs"]["texts"]
-    markdown = [texts[name] for name in texts if name.endswith(("_status", "_summary")) and texts[name]]
-    html = [texts[name] for name in texts if not name.endswith(("_status", "_summary")) and texts[name]]
+def render_hood_trace(data: dict[str, Any], lessons: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """A recorded run drawn into the replay tab's generic slots, laid out as the live lesson is on
+    stage: its title and status line, its main visual (lessons: view key -> (title, main
+    component's name)), the other figures, texts and table, the summary last."""
+    title, main = lessons.get(data["view"], (data["view"], ""))
+    texts: dict[str, str] = {name: text for name, text in data["outputs"]["texts"].items() if text}
+    status = next((text for name, text in texts.items() if name.endswith("_status")), "")
+    summaries = [text for name, text in texts.items() if name.endswith("_summary")]
+    others = [text for name, text in texts.items() if name != main and not name.endswith(MARKDOWN)]
     views: dict[str, Any] = {
-        "hood_summary": f"**{titles.get(data['view'], data['view'])}**\n\n" + "\n\n".join(markdown),
-        "hood_html": "".join(html),
+        "hood_status": f"**{title}** · {status}" if status else f"**{title}**",
+        "hood_main_html": gr.HTML(texts.get(main, ""), visible=main in texts),
+        "hood_html": "".join(others),
+        "hood_summary": "\n\n".join(summaries),
     }
-    figures = data["outputs"]["figures"][:MAX_PLOTS]
-    for slot, recorded in zip(PLOT_SLOTS, figures, strict=False):
-        label = recorded["label"] or None
-        views[slot] = gr.Plot(
-            go.Figure(recorded["figure"]), label=label, show_label=bool(label), visible=True
-        )
-    for slot in PLOT_SLOTS[len(figures) :]:
-        views[slot] = gr.Plot(None, visible=False)
+    views.update(_figure_slots(data["outputs"]["figures"], main))
     tables = list(data["outputs"]["tables"].values())
     if tables:
         table = tables[0]
         views["hood_table"] = gr.Dataframe({"headers": table["headers"], "data": table["rows"]}, visible=True)
     else:
         views["hood_table"] = gr.Dataframe(visible=False)
+    return views
+
+
+def _figure_slots(figures: list[dict[str, Any]], main: str) -> dict[str, Any]:
+    """The recorded figures in the plot slots, the main one first (the first slot has a row of its
+    own), the slots left over hidden."""
+    ordered = sorted(figures, key=lambda recorded: recorded["name"] != main)[:MAX_PLOTS]
+    views: dict[str, Any] = {}
+    for slot, recorded in zip(PLOT_SLOTS, ordered, strict=False):
+        label = recorded["label"] or None
+        views[slot] = gr.Plot(
+            go.Figure(recorded["figure"]), label=label, show_label=bool(label), visible=True
+        )
+    for slot in PLOT_SLOTS[len(ordered) :]:
+        views[slot] = gr.Plot(None, visible=False)
     return views

@@ -23,6 +23,8 @@ from playground.traces import new_trace, save_trace
 from playground.ui.common import connect, connect_after_ticket
 from playground.ui.hood.base import GROUPS, HoodEnv, LessonView, RunContext
 from playground.ui.hood.record import record_views
+from playground.ui.i18n import DEFAULT, session_lang, t
+from playground.ui.links import Link, Param, widget_param
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 
@@ -44,7 +46,10 @@ class HoodTab:
         sid = _session(request)
         shown = self.states.get(sid).shown(key)
         workspace = self.workspaces.get(sid)
-        return RunContext(workspace.engine, self.env.draft, control or Control(), workspace, sid or "", shown)
+        control = control or Control()
+        return RunContext(
+            workspace.engine, self.env.draft, control, workspace, sid or "", shown, session_lang(request)
+        )
 
     def remember(
         self, request: gr.Request | None, key: str, views: dict[str, Any], fresh: bool = False
@@ -60,7 +65,7 @@ class HoodTab:
         """Stream a view's run; an error is shown as a "Failed" status line and raised for the toast.
         Stopped (Stop, or a ticket a Stop dropped while the run waited), its last update says so:
         an update the run made after the Stop never stays on screen."""
-        shown: dict[str, Any] = {}
+        shown: dict[str, Any] = {}  # every view the run set, its latest value (a trace records them)
         with self.workspaces.get(_session(request)).run(view.key, ticket) as control:
             if control.cancelled:
                 yield _stopped(view)
@@ -68,8 +73,9 @@ class HoodTab:
             ctx = self.context(request, view.key, control)
             yield {f"{view.key}_status": f"Running: {view.run_label.removeprefix('Run: ')}…"}
             try:
-                for shown in view.run(ctx, **inputs):
-                    yield shown
+                for update in view.run(ctx, **inputs):
+                    shown.update(update)
+                    yield update
                     control.check()
             except Cancelled:
                 yield _stopped(view)
@@ -210,6 +216,44 @@ def _lesson_tab(view: LessonView, w: dict[str, Any], env: HoodEnv) -> None:
         view.layout(w, env)
         main = w[view.main]
         main.elem_classes = [*(main.elem_classes or []), "hood-main"]  # static/hood.css
+
+
+def link_params(views: tuple[LessonView, ...], widgets: dict[str, Any]) -> dict[str, list[Param]]:
+    """Each lesson's inputs as link parameters (view key -> parameters): a widget `<key>_<name>` is
+    `<name>` in a link (`?tab=hood&view=attn&text=…`), checked as the widget would take it (a choice
+    filled by a run, the logit lens's tracked tokens, is not in links)."""
+    params: dict[str, list[Param]] = {}
+    for view in views:
+        found = [
+            widget_param(name.removeprefix(f"{view.key}_"), name, widgets[name]) for name in run_inputs(view)
+        ]
+        params[view.key] = [param for param in found if param is not None]
+    return params
+
+
+def link_outputs(views: tuple[LessonView, ...]) -> list[str]:
+    """What opening a link to a lesson may set: the tabs that show it, its inputs and status line."""
+    groups = [f"hood_group_{group}" for group in dict.fromkeys(view.group for view in views)]
+    inputs = [name for view in views for name in run_inputs(view)]
+    return ["hood_views", *groups, *inputs, *(f"{view.key}_status" for view in views)]
+
+
+def opened_from_link(views: tuple[LessonView, ...], link: Link | None, lang: str = DEFAULT) -> dict[str, Any]:
+    """A link to one lesson: its sub-tab chosen (its group's first), its inputs set; nothing runs
+    until Run. A link to the tab without a lesson changes nothing."""
+    if link is None or "view" not in link.values:
+        return {}
+    view = next(view for view in views if view.key == link.values["view"])
+    inputs = {name: value for name, value in link.values.items() if name != "view"}
+    return {**open_at(view), **inputs, f"{view.key}_status": t("hood.link_opened", lang)}
+
+
+def link_values(views: tuple[LessonView, ...], tab_id: str, shown: dict[str, Any]) -> dict[str, Any]:
+    """What a link to the lesson whose sub-tab is `tab_id` carries: its key and its inputs as shown."""
+    view = next((view for view in views if view.tab_id == tab_id), None)
+    if view is None:
+        return {}
+    return {"view": view.key, **{name: shown[name] for name in run_inputs(view) if name in shown}}
 
 
 def open_at(view: LessonView) -> dict[str, Any]:

@@ -47,6 +47,8 @@ STRINGS: dict[str, str] = {
     # --- shared links (ui/links.py) -------------------------------------------------------------------
     "link.bad_tab": "This link's tab={tab!r} is not a tab: use one of {tabs}.",
     "link.not_a_setting": "{key}={text!r} is not a setting of this tab (it takes {keys})",
+    "link.not_a_lesson_setting": "{key}={text!r} is not a setting of this lesson (it takes {keys})",
+    "link.bad_lesson": "This link's view={view!r} is not a lesson: use one of {lessons}.",
     "link.refused": "{key}={text!r} is not allowed: {why}",
     "link.must_be": "{name} must be {allowed}",
     "link.problems": "This link's {problems}.",
@@ -304,6 +306,18 @@ STRINGS: dict[str, str] = {
     "compare.tokens.ratio": "**{b} needs {ratio:.2f}× the tokens of {a}** for this text ({b_tokens} against"
     " {a_tokens}).",
     # --- Under the hood (ui/hood/: issue 35) ----------------------------------------------------------
+    "hood.link_opened": "Opened from a link: its inputs are set; press Run.",
+    "hood.quant.quick": "Quick setting: 3 formats over 64 tokens",
+    "hood.quant.ladder": "the whole ladder, recorded (while this run measures its formats)",
+    "hood.quant.ladder_recorded": "● the whole ladder, recorded {date} from {model}: {what} "
+    "(while this run measures its formats)",
+    # --- Beam search's Stop (ui/beam_tab.py: issue 35) ------------------------------------------------
+    "beam.stopped.as_it_stood": "the tree as it stood",
+    "beam.stopped.best_so_far": "Best beam so far",
+    "beam.stopped.best": "Best beam",
+    "beam.stopped.before_began": "**Stopped** by you: the search ended before it began.",
+    "beam.stopped.before_first_step": "**Stopped** by you: the search ended before its first step.",
+    "beam.stopped.shown": "Shown: the previous search. {status}",
     # --- the browser's own text (static/*.js: playgroundT("js.…")) ----------------------------------
     "js.title": "LLM generation playground",
     "js.presenter.tip": "Presenter mode: larger text, each tab's main view fits the window (key p)",

@@ -50,6 +50,8 @@ STRINGS: dict[str, str] = {
     # --- shared links (ui/links.py) -------------------------------------------------------------------
     "link.bad_tab": "此链接的 tab={tab!r} 不是一个标签页：请用 {tabs} 之一。",
     "link.not_a_setting": "{key}={text!r} 不是此标签页的设置（它接受 {keys}）",
+    "link.not_a_lesson_setting": "{key}={text!r} 不是此课程的设置（它接受 {keys}）",
+    "link.bad_lesson": "此链接的 view={view!r} 不是一门课程：请用 {lessons} 之一。",
     "link.refused": "{key}={text!r} 不被接受：{why}",
     "link.must_be": "{name} 必须是{allowed}",
     "link.problems": "此链接的 {problems}。",
@@ -65,6 +67,7 @@ STRINGS: dict[str, str] = {
     "link.one_of": "{choices} 之一",
     "link.stages": "采样阶段名（{names}），用逗号分隔",
     "link.ids": "词元 id：不小于 0 的整数，用逗号分隔，例如 7042,28",
+    "link.names": "{names} 中的名称，用逗号分隔",
     "link.unknown_tab": "未知的标签页 {tab!r}：请用 {tabs} 之一。",
     # --- Chat (ui/chat_tab.py: issue 33) --------------------------------------------------------------
     # --- Step by step (ui/step_tab.py: issue 33) ------------------------------------------------------
@@ -267,6 +270,8 @@ STRINGS: dict[str, str] = {
     "也没有计算器需要的任何层数 / 头数键（{keys}）。",
     "kv.error.offline": "{model_id!r} 不是本地文件或目录，而这里的 Hub 处于离线状态。",
     "kv.error.hub": "无法从 Hub 获取 {model_id!r} 的 config.json：{why}",
+    "kv.error.unreachable": "{model_id!r} 不是本地文件或目录，而这里连不上 Hub（{why}）：请给出本地的 "
+    "config.json 或模型目录。",
     "kv.error.memory": "{name} 必须是以 GB 计的正数（例如 80、12.5 或 12.5 GB；也可以用 GiB 和 TB），收到"
     "的是 {value!r}。",
     "kv.error.dtype": "未知的数据类型 {dtype!r}：请用 {allowed} 之一。",
@@ -462,6 +467,18 @@ STRINGS: dict[str, str] = {
     "的提示词调大 PLAYGROUND_ENGINE_TIMEOUT。",
     "remote.error.broke": "与 {where} 的连接断了（{why}）：引擎停止或重启了。请重试。",
     # --- Under the hood (ui/hood/: issue 35) ----------------------------------------------------------
+    "hood.link_opened": "从链接打开：输入已填好，按「运行」开始。",
+    "hood.quant.quick": "快速设置：3 种格式，64 个词元",
+    "hood.quant.ladder": "完整的阶梯（录制结果，本次运行测量其格式时显示）",
+    "hood.quant.ladder_recorded": "● 完整的阶梯，{date} 录制自 {model}：{what}（本次运行测量其格式时显示）",
+    # --- Beam search's Stop (ui/beam_tab.py: issue 35) ------------------------------------------------
+    "beam.stopped.as_it_stood": "停止时的搜索树",
+    "beam.stopped.best_so_far": "目前最好的束",
+    "beam.stopped.best": "最好的束",
+    "beam.stopped.before_began": "**已停止**：搜索在开始之前就结束了。",
+    "beam.stopped.before_first_step": "**已停止**：搜索在第一步之前就结束了。",
+    "beam.stopped.shown": "显示的是上一次搜索。{status}",
+    "beam.stopped_by_you": "由你在第 {step} 步（共 {steps} 步）停止",
     # --- the browser's own text (static/*.js: playgroundT("js.…")) ----------------------------------
     "js.title": "LLM 生成实验场",
     "js.presenter.tip": "演示模式：字更大，每个标签页的主视图正好占满窗口（按 p 键）",
