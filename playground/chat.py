@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from playground import messages as said
+
 # Re-exported: the history helpers were here first.
 from playground.chat_history import (  # noqa: F401
     FOOTER_START,
@@ -40,8 +42,12 @@ from playground.engine.tokens import check_token_id, decode_ids
 from playground.errors import Cancelled, PlaygroundError
 from playground.tree import ROOT, GenerationTree
 
-# Said with an answer of a model that has no chat template (a base model, e.g. gemma-3-270m).
-NO_TEMPLATE_NOTE = "no chat template: a base model continues your text (the system prompt is unused)"
+# Said with an answer of a model that has no chat template (a base model, e.g. gemma-3-270m); the UI
+# says it in the page's language (its key).
+NO_TEMPLATE_NOTE = said.Message(
+    "notes.no_template",
+    "no chat template: a base model continues your text (the system prompt is unused)",
+)
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ class BeamHandlers:
                 return {}
             try:
                 tree = beam_search(
-                    self.engine,
+                    ws.engine,
                     prompt,
                     beams,
                     steps,
@@ -240,7 +240,7 @@ class BeamHandlers:
             "status": status_markdown(tree, session_lang(request)),
             "table": hypothesis_rows(tree),
             "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),
-            "prefix_text": node_prefix(tree, ws.beam_node, self.engine.tokenizer),
+            "prefix_text": node_prefix(tree, ws.beam_node, ws.engine.tokenizer),
             "export_file": None,
         }
 
@@ -347,18 +347,19 @@ class BeamHandlers:
             raise PlaygroundError("Run a search first: there are no nodes to choose yet.")
         if node is None or node == "":
             return ""
-        text = node_prefix(ws.beam, node, self.engine.tokenizer)
+        text = node_prefix(ws.beam, node, ws.engine.tokenizer)
         ws.beam_node = int(node)
         return text
 
     def beam_trace(self, request: gr.Request = None) -> str:
         """Save the search on screen as a recorded trace (the whole tree, every number)."""
-        tree = self._workspace(request).beam
+        ws = self._workspace(request)
+        tree = ws.beam
         if tree is None:
             raise PlaygroundError("Run a search first: there is no tree to save yet.")
         s = tree.settings
         title = f"Beam search: {tree.prompt[:50]} · {s.num_beams} beams × {tree.steps_run} steps"
-        trace = new_trace("beam", title, self.engine, tree.to_dict())
+        trace = new_trace("beam", title, ws.engine, tree.to_dict())
         return str(save_trace(trace, Path(tempfile.mkdtemp(prefix="trace-"))))
 
     def beam_export(self, request: gr.Request = None) -> str:

@@ -34,6 +34,7 @@ from playground.settings import Settings
 from playground.traces import new_trace, save_trace
 from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
 from playground.ui.common import as_whole, connect, connect_after_ticket, explain_exception
+from playground.ui.i18n import localize, session_lang
 from playground.ui.links import link_rules, link_to
 from playground.ui.ranges import CheckedNumber
 from playground.ui.token_html import TOKEN_CARD_CLICKS, answer_tokens_html, legend_html, templated_stream_html
@@ -62,15 +63,17 @@ def progress_stats(update: ChatUpdate) -> str:
     return f"Reading the prompt (prefill): {done:,} / {total:,} tokens…"
 
 
-def render_answer(engine: Engine, update: ChatUpdate, show_template: bool) -> tuple[str, str]:
-    """(token view html, statistics markdown with notes) for one answer."""
+def render_answer(
+    engine: Engine, update: ChatUpdate, show_template: bool, lang: str = "en"
+) -> tuple[str, str]:
+    """(token view html, statistics markdown with notes, said in lang) for one answer."""
     if show_template:
         ids = update.prompt_ids + update.answer_ids
         pieces = [token_piece(engine.tokenizer, i) for i in ids]
         view = templated_stream_html(pieces, len(update.prompt_ids))
     else:
         view = legend_html(FORK_HINT) + answer_tokens_html(update.tokens)
-    notes = "".join(f"\n\n> {note}" for note in update.notes)
+    notes = "".join(f"\n\n> {localize(note, lang)}" for note in update.notes)
     return view, answer_stats(update) + notes
 
 
@@ -109,7 +112,8 @@ class ChatHandlers:
         session = self._workspace(request).chat
         stream = session.answer(chat_request, self.settings.max_new_tokens_limit)
         before = {"message": message, "history": list(history or [])}
-        yield from self._stream(shown, session, stream, controls.show_template, before)
+        lang = session_lang(request)
+        yield from self._stream(shown, session, stream, controls.show_template, before, lang=lang)
 
     def chat_retry(
         self,
@@ -135,7 +139,8 @@ class ChatHandlers:
         _stopped(ws.chat, ws.chat.stop)
         stream = ws.chat.retry(chat_request, self.settings.max_new_tokens_limit)
         before = {"message": message or "", "history": list(history or [])}
-        yield from self._stream(shown, ws.chat, stream, controls.show_template, before, empty_box=False)
+        lang = session_lang(request)
+        yield from self._stream(shown, ws.chat, stream, controls.show_template, before, False, lang)
 
     def chat_from_step(
         self, controls: ChatControls, request: gr.Request = None, ticket: int | None = None
@@ -157,9 +162,10 @@ class ChatHandlers:
         system = step.system_prompt if step.conversation is not None else None
         records = step.records
         chat_request = replace(controls.request(messages, system), answer_prefix=[r.id for r in records])
-        self.engine.fork(step.key, ws.chat.key)  # the step's cache covers the prompt and the path
+        ws.engine.fork(step.key, ws.chat.key)  # the step's cache covers the prompt and the path
         stream = ws.chat.answer(chat_request, self.settings.max_new_tokens_limit, known=records)
-        yield from self._stream(shown_history(messages), ws.chat, stream, controls.show_template)
+        shown, lang = shown_history(messages), session_lang(request)
+        yield from self._stream(shown, ws.chat, stream, controls.show_template, lang=lang)
 
     def chat_from_link(self, controls: ChatControls, request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """A shared link to a chat answer: its settings on the controls, then the same answer
@@ -202,7 +208,7 @@ class ChatHandlers:
             "settings": chat.settings.to_dict(),
             "update": update.to_dict(),
         }
-        trace = new_trace("chat", f"Chat: {chat.messages[-1]['content'][:70]}", self.engine, data)
+        trace = new_trace("chat", f"Chat: {chat.messages[-1]['content'][:70]}", session.engine, data)
         return str(save_trace(trace, Path(tempfile.mkdtemp(prefix="trace-"))))
 
     def chat_fork(
@@ -226,7 +232,7 @@ class ChatHandlers:
         shown = without_last_answer(history)
         session.check_last(normalize_history(shown))  # never an answer that is not on screen
         stream = session.fork(pos, token, self.settings.max_new_tokens_limit)
-        yield from self._stream(shown, session, stream, show_template)
+        yield from self._stream(shown, session, stream, show_template, lang=session_lang(request))
 
     def chat_branch(
         self, history: list, branch: Any, show_template: bool, request: gr.Request = None
@@ -239,7 +245,10 @@ class ChatHandlers:
         session.check_last(normalize_history(shown))
         update = session.switch(as_whole(branch, "branch"))
         answer = {"role": "assistant", "content": with_footer(update.text, answer_stats(update))}
-        return {"history": [*shown, answer], **self._screen(session, show_template)}
+        return {
+            "history": [*shown, answer],
+            **self._screen(session, show_template, lang=session_lang(request)),
+        }
 
     def _stream(
         self,
@@ -249,6 +258,7 @@ class ChatHandlers:
         show_template: Any,
         before: dict[str, Any] | None = None,
         empty_box: bool = True,
+        lang: str = "en",
     ) -> Iterator[dict[str, Any]]:
         """The answer as it streams. before: the box and history shown again (with what went wrong)
         if no token of the answer comes (a new message's, or a Retry's screen as it was); None for a
@@ -265,20 +275,20 @@ class ChatHandlers:
                     yield {"status": progress_stats(update)}
                     continue
                 answered = True
-                yield self._answer_values(shown, session, update, bool(show_template))
+                yield self._answer_values(shown, session, update, bool(show_template), lang)
         except Cancelled:  # Stop, Undo, Clear or a closed tab: the handler that stopped it shows why
             return
         except Exception as exc:  # nothing was answered: show the chat as it was, and why
             if not answered:
                 back = " Your message is back in the box." if before is not None and empty_box else ""
                 status = f"Not answered: {explain_exception(exc)}{back}"
-                yield {**self._screen(session, show_template), **(before or {}), "status": status}
+                yield {**self._screen(session, show_template, lang=lang), **(before or {}), "status": status}
             raise
 
     def _answer_values(
-        self, shown: list, session: ChatSession, update: ChatUpdate, show_template: bool
+        self, shown: list, session: ChatSession, update: ChatUpdate, show_template: bool, lang: str = "en"
     ) -> dict[str, Any]:
-        view, stats = render_answer(self.engine, update, show_template)
+        view, stats = render_answer(session.engine, update, show_template, lang)
         answer = with_footer(update.text, answer_stats(update)) if update.finished else update.text
         history = [*shown, {"role": "assistant", "content": answer}]
         values = {"history": history, "token_view": view, "status": stats}
@@ -301,7 +311,8 @@ class ChatHandlers:
         ws.stop("chat")  # an answer still waiting in the queue is dropped too
         _stopped(ws.chat, lambda: ws.chat.sync(normalize_history(history)))
         box = back_in_box(last_user, message)
-        return {"message": box, "history": history, **self._screen(ws.chat, show_template, history)}
+        screen = self._screen(ws.chat, show_template, history, session_lang(request))
+        return {"message": box, "history": history, **screen}
 
     def chat_clear(self, request: gr.Request = None) -> dict[str, Any]:
         """An empty chat; the tab forgets every answer (and stops one being written or waiting)."""
@@ -351,7 +362,9 @@ class ChatHandlers:
             return {"history": history, "status": status}
         shown, turn = without_last_answer(history), session.turn
         if ended and turn and turn.shown and normalize_history(shown) == turn.request.messages:
-            view, status = render_answer(self.engine, turn.shown, bool(show_template))
+            view, status = render_answer(
+                session.engine, turn.shown, bool(show_template), session_lang(request)
+            )
             history = [*shown, {"role": "assistant", "content": turn.shown.text}]
             values = {"token_view": view, "branch": self._branches(session)}
         else:  # not an answer of this tab's (an API call's own history): mark the text given
@@ -363,13 +376,14 @@ class ChatHandlers:
 
     def show_answer(self, show_template: bool, request: gr.Request = None) -> dict[str, Any]:
         """Re-render the shown answer's token view when the template toggle changes."""
-        turn = self._workspace(request).chat.turn
+        session = self._workspace(request).chat
+        turn = session.turn
         if turn is None or turn.shown is None:
             return {}
-        return {"token_view": render_answer(self.engine, turn.shown, bool(show_template))[0]}
+        return {"token_view": render_answer(session.engine, turn.shown, bool(show_template))[0]}
 
     def _screen(
-        self, session: ChatSession, show_template: Any, history: list | None = None
+        self, session: ChatSession, show_template: Any, history: list | None = None, lang: str = "en"
     ) -> dict[str, Any]:
         """The last answer's token view, statistics and branches (empty when there is none, or,
         given the history on screen, when that answer is not its last one)."""
@@ -379,7 +393,7 @@ class ChatHandlers:
             last = normalize_history(history)[:-1] == turn.request.messages
         if not last:
             return {"token_view": "", "status": "", "branch": _no_branches()}
-        view, stats = render_answer(self.engine, turn.shown, bool(show_template))
+        view, stats = render_answer(session.engine, turn.shown, bool(show_template), lang)
         return {"token_view": view, "status": stats, "branch": self._branches(session)}
 
     def _workspace(self, request: gr.Request | None) -> Workspace:

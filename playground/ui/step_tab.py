@@ -61,7 +61,7 @@ class StepHandlers:
         """Start a session on `prompt` (chat: wrapped in the chat template as a user turn)."""
         ws = self._workspace(request)
         return self._install(
-            ws, StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
+            ws, StepSession(ws.engine, prompt or "", bool(chat), settings=self._settings(ws))
         )
 
     def _open_link(self, link: Link, values: dict[str, Any], request: Any) -> dict[str, Any]:
@@ -69,7 +69,7 @@ class StepHandlers:
         ws, linked = self._workspace(request), link.values
         settings = {**settings_values(ws.step_settings), **linked}
         settings = read_settings(*(settings[name] for name in SETTINGS_INPUTS))
-        session = StepSession(self.engine, values["prompt"], values["chat"], settings=settings)
+        session = StepSession(ws.engine, values["prompt"], values["chat"], settings=settings)
         try:
             session.append_tokens(linked.get("path", []))
         except BaseException:
@@ -93,7 +93,7 @@ class StepHandlers:
     ) -> dict[str, Any]:
         """Start a session on `prompt` with given token ids already appended (one forward)."""
         ws = self._workspace(request)
-        session = StepSession(self.engine, prompt or "", bool(chat), settings=self._settings(ws))
+        session = StepSession(ws.engine, prompt or "", bool(chat), settings=self._settings(ws))
         session.append_tokens(parse_token_ids(token_ids))
         return self._install(ws, session)
 
@@ -106,7 +106,7 @@ class StepHandlers:
         node_id = 0 if node is None else as_whole(node, "node")
         records = tree.records(tree.tree.node(node_id).id)
         session = StepSession.from_path(
-            self.engine, tree.prompt, tree.settings.chat, records, settings=self._settings(ws)
+            ws.engine, tree.prompt, tree.settings.chat, records, settings=self._settings(ws)
         )
         return self._install(ws, session)
 
@@ -122,7 +122,7 @@ class StepHandlers:
             raise PlaygroundError(f"Token position {position} is outside the answer (0..{len(records) - 1}).")
         messages = chat.request.messages
         session = StepSession.from_path(
-            self.engine,
+            ws.engine,
             messages[-1]["content"],
             True,
             records[: position + 1],
@@ -147,7 +147,7 @@ class StepHandlers:
         ws, name, lang = self._workspace(request), Path(import_file).name, session_lang(request)
         try:
             text = Path(import_file).read_text(encoding="utf-8", errors="replace")
-            session = session_from_json(self.engine, text)
+            session = session_from_json(ws.engine, text)
         except PlaygroundError as exc:
             message = t("step.import.refused", lang, name=name, why=localize(exc.message, lang))
             gr.Warning(message)
@@ -168,7 +168,7 @@ class StepHandlers:
         }
         title = f"Step by step: {session.prompt[:50]}… {len(session.token_ids)} tokens"
         return str(
-            save_trace(new_trace("step", title, self.engine, data), Path(tempfile.mkdtemp(prefix="trace-")))
+            save_trace(new_trace("step", title, ws.engine, data), Path(tempfile.mkdtemp(prefix="trace-")))
         )
 
     def step_export(self, request: gr.Request = None) -> str:

@@ -39,10 +39,6 @@ class HoodTab:
         self.views = {view.key: view for view in views}
         self.plot_labels: dict[str, str] = {}  # figure name -> its label on screen (for traces)
 
-    @property
-    def engine(self) -> Engine:
-        return self.env.engine
-
     # --- per browser tab -------------------------------------------------------------------------
 
     def context(self, request: gr.Request | None, key: str, control: Control | None = None) -> RunContext:
@@ -52,7 +48,7 @@ class HoodTab:
         workspace = self.workspaces.get(sid)
         control = control or Control()
         return RunContext(
-            self.engine, self.env.draft, control, workspace, sid or "", shown, session_lang(request)
+            workspace.engine, self.env.draft, control, workspace, sid or "", shown, session_lang(request)
         )
 
     def remember(
@@ -109,7 +105,8 @@ class HoodTab:
         phase = str(shown.get(f"{view.key}_status", "")).removeprefix("Done: ")
         title = f"{view.lesson.title}: {phase}"[:100]
         folder = Path(tempfile.mkdtemp(prefix="trace-"))
-        return str(save_trace(new_trace("hood", title, self.engine, data), folder))
+        engine = self.workspaces.get(_session(request)).engine
+        return str(save_trace(new_trace("hood", title, engine, data), folder))
 
 
 def _stopped(view: LessonView) -> dict[str, Any]:
