@@ -19,6 +19,7 @@ from playground.ui.common import MODEL_QUEUE, connect, friendly_errors, set_mode
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
+from playground.ui.hood.tab import texts_handler as hood_texts
 from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
 from playground.ui.kv_tab import CALCULATOR_INPUTS, CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
 from playground.ui.links import TAB_TITLES, make_query, warn_bad_link
@@ -139,7 +140,7 @@ def build_demo(
         tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w}
         handlers = {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
         # A tab whose server-built text must follow a language switch adds its handlers here.
-        texts = [(kv_w, kv_h.kv_texts, TEXT_OUTPUTS)]
+        texts = [(kv_w, kv_h.kv_texts, TEXT_OUTPUTS), (hood_w, hood_texts(hood_h), hood_h.text_outputs)]
         reruns = [(kv_w, kv_h.kv_calculate, CALCULATOR_OUTPUTS)]
         opened = _wire_language(demo, engine, toolbar, texts, reruns)
         _wire_links(opened, tabs, toolbar, tab_widgets, handlers)
