@@ -112,7 +112,7 @@ class HoodTab:
         headers = {name: [t(key, lang) for key in keys] for name, keys in view.tables.items()}
         data = {"view": view.key, "outputs": record_views(shown, labels, headers)}
         phase = str(shown.get(f"{view.key}_status", "")).removeprefix(status_line("", True, lang))
-        title = f"{localize(view.lesson.title, lang)}: {phase}"[:100]
+        title = t("hood.trace_title", lang, title=localize(view.lesson.title, lang), phase=phase)[:100]
         folder = Path(tempfile.mkdtemp(prefix="trace-"))
         return str(save_trace(new_trace("hood", title, self.engine, data), folder))
 

@@ -358,8 +358,8 @@ STRINGS: dict[str, str] = {
     "hood.pd.label": "Prefill vs decode",
     "hood.pd.run": "Run: prefill vs decode",
     "hood.pd.action": "prefill vs decode",
-    "hood.pd.explain": "Generation runs in two phases. **Prefill** reads the whole prompt in one pass, "
-    "builds its KV cache and gives the first token: every weight is used for many tokens, so it runs at "
+    "hood.pd.explain": "Generation runs in two phases: **prefill** reads the whole prompt in one pass, "
+    "builds its KV cache and gives the first token; every weight is used for many tokens, so it runs at "
     "compute speed and sets the time to first token. **Decode** then makes one token per pass and must "
     "read every weight (and the KV cache) for it: its speed is set by memory bandwidth, whatever the "
     "prompt.",
@@ -599,10 +599,10 @@ STRINGS: dict[str, str] = {
     "hood.batch.label": "Batching",
     "hood.batch.run": "Run: one by one vs one batch",
     "hood.batch.action": "one by one vs one batch",
-    "hood.batch.explain": "Decoding is memory-bound, so one forward can serve many sequences for nearly "
-    "the price of one: the same weight reads produce N tokens. A static batch holds every row until the "
-    "longest is done; servers go further with **continuous batching**: a finished sequence leaves the "
-    "batch at the next step and a waiting request takes its place, so no slot idles.",
+    "hood.batch.explain": "**Batching**: decoding is memory-bound, so one forward can serve many "
+    "sequences for nearly the price of one: the same weight reads produce N tokens. A static batch holds "
+    "every row until the longest is done; servers go further with **continuous batching**: a finished "
+    "sequence leaves the batch at the next step and a waiting request takes its place, so no slot idles.",
     "hood.batch.col.number": "#",
     "hood.batch.col.prompt": "prompt",
     "hood.batch.col.answer": "answer (batch)",
@@ -692,6 +692,7 @@ STRINGS: dict[str, str] = {
     "replay.search_tree": "Search tree (recorded)",
     "replay.hypotheses": "Returned hypotheses (best first)",
     "replay.measurements": "measurements (recorded)",
+    "hood.trace_title": "{title}: {phase}",
     # --- shared links (ui/links.py) -------------------------------------------------------------------
     "link.bad_tab": "This link's tab={tab!r} is not a tab: use one of {tabs}.",
     "link.not_a_setting": "{key}={text!r} is not a setting of this tab (it takes {keys})",

@@ -425,7 +425,7 @@ STRINGS: dict[str, str] = {
     "hood.pd.label": "预填充 vs 解码",
     "hood.pd.run": "运行：预填充 vs 解码",
     "hood.pd.action": "预填充 vs 解码",
-    "hood.pd.explain": "生成分两个阶段。**预填充**一次读完整个提示词、建好它的 KV 缓存并给出第一个词元：每"
+    "hood.pd.explain": "生成分两个阶段：**预填充**一次读完整个提示词、建好它的 KV 缓存并给出第一个词元；每"
     "个权重都用于许多词元，所以它以计算速度运行，决定首词元时间。**解码**随后每次只产出一个词元，却要为它"
     "把所有权重（和 KV 缓存）读一遍：它的速度由显存带宽决定，与提示词无关。",
     "hood.pd.col.tokens": "提示词词元数",
@@ -699,9 +699,9 @@ STRINGS: dict[str, str] = {
     "hood.batch.label": "批处理",
     "hood.batch.run": "运行：逐个 vs 一个批次",
     "hood.batch.action": "逐个 vs 一个批次",
-    "hood.batch.explain": "解码受显存带宽限制，所以一次前向几乎以一个序列的代价就能服务许多序列：同样读一"
-    "遍权重，产出 N 个词元。静态批次要等最长的序列结束才放行每一行；服务端更进一步用**连续批处理**：一个序"
-    "列一结束，下一步就离开批次，等待中的请求随即补上，没有空闲的槽位。",
+    "hood.batch.explain": "**批处理**：解码受显存带宽限制，所以一次前向几乎以一个序列的代价就能服务许多序"
+    "列：同样读一遍权重，产出 N 个词元。静态批次要等最长的序列结束才放行每一行；服务端更进一步用**连续批处"
+    "理**：一个序列一结束，下一步就离开批次，等待中的请求随即补上，没有空闲的槽位。",
     "hood.batch.col.number": "#",
     "hood.batch.col.prompt": "提示词",
     "hood.batch.col.answer": "回答（批次）",
@@ -804,6 +804,7 @@ STRINGS: dict[str, str] = {
     "replay.hypotheses": "返回的候选序列（最好的在前）",
     "replay.measurements": "测量结果（录制）",
     "replay.error.no_trace": "没有第 {index!r} 条录制的 {kind} 记录。",
+    "hood.trace_title": "{title}：{phase}",
     # --- shared links (ui/links.py) -------------------------------------------------------------------
     "link.bad_tab": "此链接的 tab={tab!r} 不是一个标签页：请用 {tabs} 之一。",
     "link.not_a_setting": "{key}={text!r} 不是此标签页的设置（它接受 {keys}）",
