@@ -269,7 +269,7 @@ def _wire_view(tab: HoodTab, view: LessonView, w: dict[str, Any]) -> None:
 
 
 def _lesson_tab(view: LessonView, w: dict[str, Any], env: HoodEnv) -> None:
-    with gr.Tab(i18n(view.label), id=view.tab_id):
+    with gr.Tab(i18n(view.label), id=view.tab_id, elem_id=view.tab_id):
         gr.Markdown(i18n(view.explain), elem_classes=["hood-explain"])
         view.layout(w, env)
         main = w[view.main]
