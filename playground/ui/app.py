@@ -23,6 +23,7 @@ from playground.ui.compare import build_compare_tab
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
+from playground.ui.hood.tab import texts_handler as hood_texts
 from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
 from playground.ui.kv_tab import CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
 from playground.ui.links import TAB_TITLES
@@ -166,6 +167,7 @@ def _wire_tabs(
         (toolbar, picker.model_choices, ["model"]),
         (widgets["kv"], handlers["kv"].kv_texts, TEXT_OUTPUTS),
         (widgets["compare"], handlers["compare"].compare_texts, COMPARE_TEXT_OUTPUTS),
+        (widgets["hood"], hood_texts(handlers["hood"]), handlers["hood"].text_outputs),
     ]
     reruns = [(widgets["kv"], handlers["kv"].kv_calculate, CALCULATOR_OUTPUTS)]
     opened, shown = _wire_language(demo, picker.workspaces, toolbar, texts, reruns)
