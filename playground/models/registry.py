@@ -96,6 +96,11 @@ class ModelRegistry:
         with self._lock:
             return list(self._held)
 
+    def held(self) -> list[tuple[str, Engine]]:
+        """The held models, (name, engine), least recently used first."""
+        with self._lock:
+            return [(name, h.engine) for name, h in self._held.items()]
+
     def available(self) -> list[ModelEntry]:
         """What a picker offers: the loaded models, the embedded ones, the Hub models in the local
         cache (and, when `hub_online`, any Hub id typed by hand)."""
