@@ -17,10 +17,10 @@ def main(only: list[str]) -> None:
         sys.exit(f"screenshots.py takes no argument (every screenshot) or some of {list(TARGETS)}: {only}")
     from playground import load_model
     from playground.settings import load_settings
-    from playground.ui.app import build_demo, launch_options
+    from playground.ui.app import build_demo, launch_local, launch_options
 
     demo = build_demo(load_model(), load_settings())
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_options())
+    url = launch_local(demo, **launch_options())  # a free port; retried when a busy machine answers late
     docs = REPO / "docs"
     if not only:
         _tab_shots(url, docs)
@@ -99,14 +99,15 @@ def _compare_shot(url: str, docs: Path) -> None:
 
 
 def _chinese_shot(url: str, docs: Path) -> None:
-    """The app in Chinese (?lang=zh) on a projector's 1280x720, presenter mode: Under the hood, the
-    Tokens lesson on 今天天气很好, which SmolLM2 reads as byte tokens (each character over its own)."""
+    """The app in Chinese (a zh-CN browser, ?lang=zh) on a projector's 1280x720, presenter mode: Under
+    the hood, the Tokens lesson on 今天天气很好, which SmolLM2 reads as byte tokens (each character over
+    its own); the window down to the lesson's text box."""
     from browser import browser_page
 
     from playground.ui.i18n import LANGUAGES
 
     zh = LANGUAGES["zh"].strings
-    with browser_page(f"{url}?lang=zh&presenter=1", width=1280, height=720) as page:
+    with browser_page(f"{url}?lang=zh&presenter=1", width=1280, height=720, locale="zh-CN") as page:
         page.get_by_role("tab", name=zh["tab.hood"]).click()  # waits for the page to turn Chinese
         views = page.locator("#hood-views")
         views.get_by_role("tab", name=zh["hood.group.tokens"], exact=True).click()
@@ -122,7 +123,11 @@ def _chinese_shot(url: str, docs: Path) -> None:
             timeout=300_000,
         )
         page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=docs / "zh.png")
+        box = page.locator("#hood-tok-text").bounding_box()  # the window, less the half-shown row below
+        page.screenshot(
+            path=docs / "zh.png",
+            clip={"x": 0, "y": 0, "width": 1280, "height": box["y"] + box["height"] + 4},
+        )
 
 
 CHINESE_PRESET = "今天天气很好"  # the chain-rule example of the texts, a preset of the Tokens lesson
