@@ -81,8 +81,7 @@ def _stage_shots(url: str, docs: Path) -> None:
 
 
 def _compare_shot(url: str, docs: Path) -> None:
-    """Compare: SmolLM2 and Gemma 3 270M answer one question side by side (English text: this
-    machine's Chromium has no CJK font), where they part marked."""
+    """Compare: SmolLM2 and Gemma 3 270M answer one question side by side, where they part marked."""
     from browser import browser_page
 
     with browser_page(url, width=1400, height=1000) as page:
