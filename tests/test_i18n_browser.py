@@ -223,3 +223,45 @@ def test_every_tab_name_follows_lang_zh_and_the_switch(browser, launched_app):
         page.locator("#language-switch").get_by_text("中文").click()
         wait_for_language(page, "zh")
         visit_every_tab_row(page, keys, "zh")
+
+
+# The model picker's box: the text it shows, the room it has, and where its text ends and the list's
+# arrow starts; the toolbar's tools and the header; the window's width.
+PICKER_JS = """() => {
+  const input = document.querySelector('#model-picker input');
+  const box = el => el.getBoundingClientRect();
+  const textEnd = box(input).right - parseFloat(getComputedStyle(input).paddingRight);
+  const tools = [...document.querySelectorAll('#toolbar-buttons > *')].filter(el => el.offsetParent);
+  return {value: input.value, scroll: input.scrollWidth, client: input.clientWidth, textEnd,
+    arrow: box(document.querySelector('#model-picker .icon-wrap')).left, picker: box(input).toJSON(),
+    toolTops: tools.map(el => Math.round(box(el).top)),
+    header: box(document.querySelector('#header')).toJSON(),
+    lastTab: box(document.querySelector('#main-tabs [role=tab][data-tab-id=compare]')).right,
+    width: innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("presenter", [False, True])
+def test_the_model_picker_shows_its_whole_choice(browser, launched_app, lang, presenter):
+    """The picker's text (the model and its state, in the page's language) is whole: not cut by its
+    box nor under the list's arrow, at the desk (the header and the tools still one row at 1280 px)
+    and on stage (on the tab bar, clear of the tabs, inside the window); its tooltip says it too."""
+    with page_in(browser, f"{launched_app}/?lang={lang}&presenter={int(presenter)}", "en-US") as page:
+        wait_for_language(page, lang)
+        loaded = LANGUAGES[lang].strings["picker.kind.loaded"]
+        page.wait_for_function(
+            "t => document.querySelector('#model-picker input').value.endsWith(' · ' + t)", arg=loaded
+        )
+        shown = page.evaluate(PICKER_JS)
+        assert shown["value"] == f"smollm2-135m-instruct · {loaded}"
+        assert shown["scroll"] <= shown["client"] and shown["textEnd"] <= shown["arrow"] + 1, shown
+        if presenter:  # the free end of the tab bar
+            assert shown["lastTab"] < shown["picker"]["left"] and shown["picker"]["right"] <= shown["width"]
+            assert len(set(shown["toolTops"][1:])) == 1, shown  # the other tools: one row
+        else:  # the tools in one row, beside the header (not under it)
+            assert len(set(shown["toolTops"])) == 1 and shown["toolTops"][0] < shown["header"]["bottom"], (
+                shown
+            )
+        page.locator("#model-picker input").hover()
+        assert page.locator("#model-picker input").get_attribute("title") == shown["value"]
