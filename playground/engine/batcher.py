@@ -413,7 +413,12 @@ class Batcher:
         """The decoding job's next token from its last row (the one decode step)."""
         decoding = job.decoding
         assert decoding is not None
-        record = decode_step(self.tokenizer, decoding, job.got[-1], job.entry.ids, job.seconds)
+        try:
+            record = decode_step(self.tokenizer, decoding, job.got[-1], job.entry.ids, job.seconds)
+        except Exception as exc:  # this request's step failed (its scores, its sampling): it alone ends
+            logger.exception("A decode step failed: its request ends, the batch goes on.")
+            self._finish(job, exc)
+            return
         job.out.put(record)
         job.seconds, job.got = 0.0, []
         if finished(decoding, record):

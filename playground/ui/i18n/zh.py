@@ -1201,6 +1201,7 @@ STRINGS: dict[str, str] = {
     "models.kept.own": "{model}：应用自己的模型",
     "models.kept.in_use": "{model}：有 {users} 处在用",
     "models.kept.none": "没有已加载的模型",
+    "models.error.name_taken": "{model} 是已加载模型的名字（或正在使用）：请给服务器另起一个名字。",
     "models.error.oom": "无法加载 {model}：加载时内存不足。",
     "models.error.failed": "无法加载 {model}：{kind}：{detail}",
     "models.estimate.loading": "（加载时 {bytes}）",
