@@ -52,7 +52,7 @@ def requests() -> list[ChatRequest]:
 
 def test_the_app_engine_batches_and_says_so(embedded_lm):
     assert embedded_lm.batcher is not None and embedded_lm.concurrency == 32
-    line = "Batching: continuous (up to 32 requests, 48 tokens per iteration while any decodes, 256 alone)"
+    line = "Batching: continuous (up to 32 requests, 128 tokens per iteration while any decodes, 256 alone)"
     assert line in embedded_lm.describe_decode()
 
 
