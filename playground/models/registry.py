@@ -383,14 +383,18 @@ class ModelRegistry:
         engine = self.engine(name, quantize=quantize)
         with self._lock:
             held = next((h for h in self._held.values() if h.engine is engine), None)
-            if held is not None:
-                held.users += 1
+            if held is None:  # another caller's load made room by unloading it, just now
+                raise PlaygroundError(
+                    "{model} was unloaded to make room for another model just now: ask again.",
+                    key="models.error.unloaded",
+                    model=model_key(name, quantize) if name or quantize else engine.name,
+                )
+            held.users += 1
         try:
             yield engine
         finally:
             with self._lock:
-                if held is not None:
-                    held.users -= 1
+                held.users -= 1
 
 
 def _close(engine: Any) -> None:

@@ -1213,6 +1213,7 @@ STRINGS: dict[str, str] = {
     "{start}–{end}，应从字节 {at} 开始）；它的分词器改动了文本（做了规范化），所以它的词元在原文中"
     "没有确切位置。",
     "scoring.error.short": "无法对齐打分：{model} 的词元只覆盖了文本 {size} 个字节中的 {at} 个。",
+    "models.error.unloaded": "{model} 刚刚被卸载，为另一个模型腾出空间：请再试一次。",
     "models.error.name_taken": "{model} 是已加载模型的名字（或正在使用）：请给服务器另起一个名字。",
     "models.error.oom": "无法加载 {model}：加载时内存不足。",
     "models.error.failed": "无法加载 {model}：{kind}：{detail}",
