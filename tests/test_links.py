@@ -45,28 +45,62 @@ def test_a_good_link_is_read_whole_with_foreign_parameters_left_alone():
     assert read_query({}).link is None and read_query({}).problem == ""
 
 
-@pytest.mark.parametrize(
-    ("query", "said"),
-    [
-        ({"tab": "chat", "t": "99"}, "t='99' is not allowed: temperature must be a number from 0 to 2"),
-        ({"tab": "chat", "k": "500"}, "k='500' is not allowed: top-k must be a whole number from 0 to 200"),
-        (
-            {"tab": "chat", "max": "5000"},
-            "max='5000' is not allowed: max new tokens must be a whole number from 1 to 1024",
-        ),
-        ({"tab": "chat", "seed": "-1"}, "seed='-1' is not allowed: seed must be a whole number of at least"),
-    ],
-)
-def test_a_chat_link_is_checked_against_the_chat_controls_when_it_opens(query, said):
-    """Not shown as typed and then brought into range under the answer ("used 2"), nor accepted and
-    refused on Send: refused when the page opens, as the other tabs' links are."""
-    reading = read_query(query)
-    assert reading.link is None and said in reading.problem
+# Each setting a link fills, one value outside its control's range (the engine takes some of them,
+# e.g. temperature 99, but the control can't show them): refused when the page opens.
+OUT_OF_RANGE = [
+    ("chat", "t", "99", "temperature must be a number from 0 to 2"),
+    ("chat", "k", "500", "top-k must be a whole number from 0 to 200"),
+    ("chat", "p", "0.005", "top-p must be a number from 0.01 to 1"),
+    ("chat", "rep", "5", "repetition penalty must be a number from 0.5 to 2"),
+    ("chat", "max", "5000", "max new tokens must be a whole number from 1 to 1024"),
+    ("chat", "seed", "-1", "seed must be a whole number of at least 0"),
+    ("step", "t", "99", "temperature must be a number from 0 to 2"),
+    ("step", "k", "500", "top-k must be a whole number from 0 to 200"),
+    ("step", "p", "0.005", "top-p must be a number from 0.01 to 1"),
+    ("step", "typ", "0.005", "typical-p must be a number from 0.01 to 1"),
+    ("step", "rep", "5", "repetition penalty must be a number from 0.5 to 2"),
+    ("step", "seed", "-1", "seed must be a whole number of at least 0"),
+    ("step", "cands", "41", "candidates in the chart must be a whole number from 5 to 40"),
+    ("beam", "beams", "17", "beams must be a whole number from 1 to 16"),
+    ("beam", "steps", "0", "steps must be a whole number from 1 to"),
+    ("beam", "lp", "4", "length penalty must be a number from -2 to 3"),
+    ("compare", "ta", "99", "temperature a must be a number from 0 to 2"),
+    ("compare", "tb", "-1", "temperature b must be a number from 0 to 2"),
+    ("compare", "max", "5000", "max new tokens must be a whole number from 1 to 1024"),
+    ("compare", "a", "", "model A must be a model's name, e.g. smollm2-135m-instruct"),
+    ("compare", "b", " ", "model B must be a model's name"),
+]
+
+
+@pytest.mark.parametrize(("tab", "key", "value", "why"), OUT_OF_RANGE)
+def test_a_link_value_outside_its_controls_range_is_refused_when_the_page_opens(tab, key, value, why):
+    """Not put on the control as typed and used (the Step tab ran at temperature 99), nor brought into
+    range later ("used 2"), nor refused on Send: refused when the page opens, every tab alike."""
+    reading = read_query({"tab": tab, "prompt" if tab in ("step", "beam") else "q": "hi", key: value})
+    assert reading.link is None and reading.tab == tab
+    assert f"{key}={value!r} is not allowed: {why}" in reading.problem, reading.problem
+
+
+def test_values_at_the_ends_of_a_controls_range_are_taken():
+    step = {"tab": "step", "t": "2", "k": "200", "p": "0.01", "minp": "1", "typ": "1", "rep": "0.5"}
+    assert read_query(step).link.values == {
+        "temperature": 2.0,
+        "top_k": 200,
+        "top_p": 0.01,
+        "min_p": 1.0,
+        "typical_p": 1.0,
+        "repetition_penalty": 0.5,
+    }
+    assert read_query({"tab": "beam", "lp": "-2"}).link.values == {"length_penalty": -2.0}
+    compare = read_query({"tab": "compare", "a": "gemma-3-270m", "ta": "2", "sb": "-3"}).link.values
+    assert compare == {"model_a": "gemma-3-270m", "temperature_a": 2.0, "seed_b": "-3"}
 
 
 def test_a_chat_link_takes_the_apps_own_max_new_tokens_limit():
     assert read_query({"tab": "chat", "max": "300"}).link.values == {"max_new_tokens": 300}
     refused = read_query({"tab": "chat", "max": "300"}, rules=link_rules(max_new_tokens_limit=256))
+    assert "max new tokens must be a whole number from 1 to 256" in refused.problem
+    refused = read_query({"tab": "compare", "max": "300"}, rules=link_rules(max_new_tokens_limit=256))
     assert "max new tokens must be a whole number from 1 to 256" in refused.problem
 
 
@@ -139,7 +173,15 @@ def step_started(page) -> None:
     assert "The capital of France is" in page.locator("#step-text").inner_text()
 
 
-LIVE_BAD_LINKS = [*BAD_LINKS[:4], ({"tab": "step", "path": "7042,999999"}, ["999999"], STEP)]
+LIVE_BAD_LINKS = [
+    *BAD_LINKS[:4],
+    ({"tab": "step", "path": "7042,999999"}, ["999999"], STEP),
+    (
+        {"tab": "step", "t": "99", "prompt": "hi"},
+        ["t='99' is not allowed: temperature must be a number from 0 to 2"],
+        STEP,
+    ),
+]
 
 
 @pytest_browser

@@ -30,6 +30,7 @@ from playground.errors import Cancelled, PlaygroundError
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect, connect_after_ticket
+from playground.ui.control_ranges import BEAM_LENGTH_PENALTY
 from playground.ui.i18n import DEFAULT, localize, session_lang, t
 from playground.ui.links import Link, link_opener
 from playground.ui.ranges import CheckedSlider
@@ -407,8 +408,7 @@ def _search_settings() -> dict[str, Any]:
         c["beams"] = UncheckedSlider(1, MAX_BEAMS, value=4, step=1, label="Beams", info=info["beams"])
         c["steps"] = UncheckedSlider(1, MAX_NEW_TOKENS, value=12, step=1, label="Steps", info=info["steps"])
         c["length_penalty"] = CheckedSlider(
-            -2,
-            3,
+            *BEAM_LENGTH_PENALTY,
             value=1.0,
             step=0.1,
             label="Length penalty",

@@ -20,13 +20,14 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from playground.beam import MAX_BEAMS, MAX_NEW_TOKENS
-from playground.beam.search import LENGTH_PENALTY_RANGE
+from playground.engine.embedded import EMBEDDED_MODELS
 from playground.engine.quantize import SERVING_FORMATS
 from playground.engine.sampling import DEFAULT_ORDER, validate_settings
 from playground.errors import PlaygroundError
 from playground.kv import KV_DTYPES, MODES, memory_gb
 from playground.messages import Message
 from playground.ui.chat_controls import SLIDERS
+from playground.ui.control_ranges import BEAM_LENGTH_PENALTY, COMPARE_TEMPERATURE, STEP_SLIDERS
 from playground.ui.i18n import LANGUAGES, language_of, localize, session_lang, t
 
 TABS = ("chat", "step", "beam", "kv", "hood", "compare")
@@ -171,14 +172,28 @@ MAX_NEW_TOKENS_LIMIT = 1024  # Settings.max_new_tokens_limit's default (link_rul
 def chat_params(max_new_tokens_limit: int = MAX_NEW_TOKENS_LIMIT) -> list[Param]:
     """The Chat tab's parameters: each setting within its control's range (a value out of it is
     refused when the page opens, not brought into range later), max new tokens within the app's limit."""
-    sliders = [Param(p.key, p.widget, _on_slider(p.parse, p.widget), p.label) for p in SAMPLING]
+    ranges = {name: (low, high, step) for name, (_, low, high, step, _) in SLIDERS.items()}
     limit = Param("max", "max_new_tokens", whole(1, max_new_tokens_limit), "max new tokens")
-    return [Param("q", "message", str), Param("sys", "system_prompt", str), *sliders, limit, SEED]
+    return [
+        Param("q", "message", str),
+        Param("sys", "system_prompt", str),
+        *on_controls(SAMPLING, ranges),
+        limit,
+        SEED,
+    ]
 
 
-def _on_slider(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    """parse, then within the range of the Chat tab's slider `name`."""
-    _, low, high, step, _ = SLIDERS[name]
+def on_controls(params: list[Param], ranges: Mapping[str, tuple[float, float, float]]) -> list[Param]:
+    """params, each also within its control's range (low, high, step) where `ranges` names it: the
+    engine takes wider values than the controls show, but a link fills the controls."""
+    return [
+        Param(p.key, p.widget, _in_range(p.parse, *ranges[p.widget]), p.label) if p.widget in ranges else p
+        for p in params
+    ]
+
+
+def _in_range(parse: Callable[[str], Any], low: float, high: float, step: float) -> Callable[[str], Any]:
+    """parse, then within [low, high] (a whole number where the control steps by 1)."""
     bounded = whole(int(low), int(high)) if step == 1 else number(low, high)
 
     def both(text: str) -> Any:
@@ -189,13 +204,61 @@ def _on_slider(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     return both
 
 
+def _model_name(text: str) -> str:
+    """A side's model: a name (an embedded model, a Hub id, a path); an empty one would leave the side
+    without a model."""
+    if not text.strip():
+        raise ValueError(
+            Message("link.a_model", "a model's name, e.g. {example}", example=next(iter(EMBEDDED_MODELS)))
+        )
+    return text.strip()
+
+
+STEP_RANGES = {name: (low, high, step) for name, _, low, high, _, step, _ in STEP_SLIDERS}
+
+
+def compare_params(max_new_tokens_limit: int = MAX_NEW_TOKENS_LIMIT) -> list[Param]:
+    """The Compare tab's parameters: both sides (a model, its weights, a temperature and a seed as
+    their boxes take them), then each view's inputs."""
+    sides = [
+        param
+        for side in "ab"
+        for param in (
+            Param(side, f"model_{side}", _model_name, f"model {side.upper()}"),
+            Param(f"q{side}", f"quantize_{side}", one_of("none", *SERVING_FORMATS), f"quantize {side}"),
+            Param(
+                f"t{side}",
+                f"temperature_{side}",
+                sampling("temperature", number(*COMPARE_TEMPERATURE)),
+                f"temperature {side}",
+            ),
+            Param(f"s{side}", f"seed_{side}", lambda text: str(whole()(text)), f"seed {side}"),
+        )
+    ]
+    return [
+        Param("view", "compare_view", one_of("chat", "score", "step", "tokens"), "view"),
+        *sides,
+        Param("q", "compare_message", str, "question"),
+        Param("sys", "compare_system", str, "system prompt"),
+        Param("max", "compare_max_new_tokens", whole(1, max_new_tokens_limit), "max new tokens"),
+        Param("ctx", "score_context", str, "context"),
+        Param("xa", "score_a", str, "text A"),
+        Param("xb", "score_b", str, "text B"),
+        Param("schat", "score_chat", _flag, "chat (scoring)"),
+        Param("chat", "step_chat", _flag, "chat (step)"),
+        Param("prefix", "step_prefix", str, "prefix"),
+        Param("text", "tokens_text", str, "text"),
+    ]
+
+
 PARAMS: dict[str, list[Param]] = {
     "chat": chat_params(),
     "step": [
         Param("prompt", "prompt", str),
         Param("chat", "chat", _flag),
-        *SAMPLING,
-        Param("typ", "typical_p", sampling("typical_p", number()), "typical-p"),
+        *on_controls(
+            [*SAMPLING, Param("typ", "typical_p", sampling("typical_p", number()), "typical-p")], STEP_RANGES
+        ),
         Param("order", "order", _order),
         SEED,
         Param("cands", "candidates", whole(5, 40), "candidates in the chart"),
@@ -207,7 +270,7 @@ PARAMS: dict[str, list[Param]] = {
         Param("chat", "chat", _flag),
         Param("beams", "beams", whole(1, MAX_BEAMS)),
         Param("steps", "steps", whole(1, MAX_NEW_TOKENS)),
-        Param("lp", "length_penalty", number(*LENGTH_PENALTY_RANGE)),
+        Param("lp", "length_penalty", number(*BEAM_LENGTH_PENALTY)),
         Param("es", "early_stopping", one_of("off", "on", "never")),
         Param("node", "node", whole(0)),
     ],
@@ -221,34 +284,7 @@ PARAMS: dict[str, list[Param]] = {
         Param("wdtype", "weights_dtype", one_of(*KV_DTYPES)),
     ],
     "hood": [Param("view", "view", str)],  # and the lesson's inputs (LinkRules.lessons)
-    "compare": [
-        Param("view", "compare_view", one_of("chat", "score", "step", "tokens"), "view"),
-        *(
-            param
-            for side in "ab"
-            for param in (
-                Param(side, f"model_{side}", str, f"model {side.upper()}"),
-                Param(f"q{side}", f"quantize_{side}", one_of("none", *SERVING_FORMATS), f"quantize {side}"),
-                Param(
-                    f"t{side}",
-                    f"temperature_{side}",
-                    sampling("temperature", number()),
-                    f"temperature {side}",
-                ),
-                Param(f"s{side}", f"seed_{side}", lambda text: str(whole()(text)), f"seed {side}"),
-            )
-        ),
-        Param("q", "compare_message", str, "question"),
-        Param("sys", "compare_system", str, "system prompt"),
-        Param("max", "compare_max_new_tokens", whole(1), "max new tokens"),
-        Param("ctx", "score_context", str, "context"),
-        Param("xa", "score_a", str, "text A"),
-        Param("xb", "score_b", str, "text B"),
-        Param("schat", "score_chat", _flag, "chat (scoring)"),
-        Param("chat", "step_chat", _flag, "chat (step)"),
-        Param("prefix", "step_prefix", str, "prefix"),
-        Param("text", "tokens_text", str, "text"),
-    ],
+    "compare": compare_params(),
 }
 
 
@@ -268,7 +304,8 @@ class LinkRules:
 def link_rules(
     max_new_tokens_limit: int = MAX_NEW_TOKENS_LIMIT, lessons: Mapping[str, list[Param]] | None = None
 ) -> LinkRules:
-    return LinkRules({**PARAMS, "chat": chat_params(max_new_tokens_limit)}, dict(lessons or {}))
+    own = {"chat": chat_params(max_new_tokens_limit), "compare": compare_params(max_new_tokens_limit)}
+    return LinkRules({**PARAMS, **own}, dict(lessons or {}))
 
 
 RULES = link_rules()  # an app with its own limit and lessons reads links with its own (ui/share.py)

@@ -21,6 +21,7 @@ from playground.step import StepSession, session_from_json, session_to_dict, ses
 from playground.step.snapshot import CANDIDATES_KEPT, take_snapshot
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_whole, connect, parse_seed
+from playground.ui.control_ranges import STEP_SLIDERS
 from playground.ui.i18n import localize, session_lang, t
 from playground.ui.links import Link, link_opener
 from playground.ui.ranges import CheckedNumber, CheckedSlider
@@ -308,48 +309,6 @@ class StepHandlers:
 
 # --- layout and wiring -------------------------------------------------------------------------
 
-# name, label, minimum, maximum, default, step, one-line lesson
-SLIDERS = [
-    (
-        "temperature",
-        "temperature",
-        0,
-        2,
-        1.0,
-        0.05,
-        "Divides the logits: <1 sharpens, >1 flattens, 0 = top token",
-    ),
-    ("top_k", "top-k", 0, 200, 0, 1, "Keep only the k most likely tokens (0 = off)"),
-    (
-        "top_p",
-        "top-p",
-        0.01,
-        1,
-        1.0,
-        0.01,
-        "Keep the fewest top tokens whose probabilities reach p (1 = off)",
-    ),
-    ("min_p", "min-p", 0, 1, 0.0, 0.01, "Drop tokens less likely than min-p × the top token (0 = off)"),
-    (
-        "typical_p",
-        "typical-p",
-        0.01,
-        1,
-        1.0,
-        0.01,
-        "Keep tokens whose surprise is near the average (1 = off)",
-    ),
-    (
-        "repetition_penalty",
-        "repetition penalty",
-        0.5,
-        2,
-        1.0,
-        0.05,
-        ">1 makes tokens already in the text less likely (1 = off)",
-    ),
-]
-
 
 def _settings_widgets(w: dict[str, Any]) -> None:
     """Sampling settings, each with a one-line lesson."""
@@ -357,7 +316,7 @@ def _settings_widgets(w: dict[str, Any]) -> None:
         "Sampling settings (used by 'sample', shown as stages)", open=False, elem_classes=["stage-hide"]
     ):
         with gr.Row():
-            for name, label, lo, hi, default, step, info in SLIDERS:
+            for name, label, lo, hi, default, step, info in STEP_SLIDERS:
                 w[name] = UncheckedSlider(
                     lo, hi, value=default, step=step, label=label, info=info, min_width=180
                 )

@@ -24,6 +24,7 @@ from playground.engine.sampling import SamplingSettings, validate_settings
 from playground.errors import Cancelled, PlaygroundError
 from playground.models import ModelRegistry, model_key
 from playground.ui.common import as_number, parse_seed
+from playground.ui.control_ranges import COMPARE_TEMPERATURE
 from playground.ui.i18n import i18n, localize, t
 from playground.ui.model_picker import LoadStatus, load_lines
 from playground.ui.ranges import CheckedNumber
@@ -32,7 +33,7 @@ SIDES = ("a", "b")
 NO_QUANTIZATION = "none"
 SECOND_MODEL = "gemma-3-270m"  # side B's model at first: the other embedded model
 MODEL_LABELS = {"a": "compare.model_a", "b": "compare.model_b"}
-TEMPERATURE_RANGE = (0.0, 2.0)  # the Chat tab's
+TEMPERATURE_RANGE = COMPARE_TEMPERATURE
 
 
 @dataclass

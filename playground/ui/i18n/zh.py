@@ -824,6 +824,7 @@ STRINGS: dict[str, str] = {
     "link.from_to": "{what}，范围 {low:g} 到 {high:g}",
     "link.at_least": "{what}，至少 {low:g}",
     "link.one_of": "{choices} 之一",
+    "link.a_model": "一个模型名，例如 {example}",
     "link.stages": "采样阶段名（{names}），用逗号分隔",
     "link.ids": "词元 id：不小于 0 的整数，用逗号分隔，例如 7042,28",
     "link.names": "{names} 中的名称，用逗号分隔",
