@@ -51,9 +51,23 @@
       if (stream.dataset.scrolled === "end") stream.scrollTop = stream.scrollHeight;
     }
   };
+  // The toolbar picker's open list shows each entry whole, on one line (static/models.css; Gradio
+  // makes it as wide as the box): as wide as its widest entry, moved left where it would pass the
+  // window's right edge (on stage the picker ends the tab bar).
+  const fitPickerList = () => {
+    const list = document.querySelector("#model-picker .options");
+    if (!list?.getClientRects().length) return;
+    const widest = Math.max(...[...list.querySelectorAll("li")].map((item) => item.scrollWidth));
+    if (widest > list.clientWidth) list.style.setProperty("width", `${widest + 2}px`, "important");
+    const box = list.getBoundingClientRect();
+    if (box.right > window.innerWidth - 8) {
+      list.style.left = `${Math.max(8, window.innerWidth - 8 - box.width)}px`;
+    }
+  };
   new MutationObserver(() => {
     addTips();
     showNewestTokens();
+    fitPickerList();
   }).observe(document.body, { childList: true, subtree: true });
   window.addEventListener("resize", showNewestTokens);
   new MutationObserver(showNewestTokens).observe(document.body, { attributes: true, attributeFilter: ["class"] });

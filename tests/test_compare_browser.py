@@ -162,3 +162,35 @@ def test_a_link_reopens_a_comparison(browser, app):
         assert (
             page.locator("#compare-tokens-a-summary").inner_text().startswith("3 tokens")
         )  # un | belie | vable
+
+
+# Each entry of the toolbar picker's open list: its box, its lines, and whether points across it (left,
+# middle, right) hit the entry itself (not a label drawn over it).
+PICKER_ENTRIES = """() => [...document.querySelectorAll('#model-picker [role=option]')].map((li) => {
+  const box = li.getBoundingClientRect(), style = getComputedStyle(li);
+  const hit = (f) => document.elementFromPoint(box.left + f * box.width, box.top + box.height / 2);
+  const inner = box.height - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+  return {
+    text: li.innerText.trim(), left: box.left, right: box.right,
+    lines: Math.round(inner / (parseFloat(style.lineHeight) || 20)),
+    on: [0.1, 0.5, 0.9].every((f) => hit(f)?.closest('[role=option]') === li),
+  };
+})"""
+
+
+@pytest.mark.parametrize("mode", [STAGE, DARK_STAGE])
+def test_the_toolbar_pickers_open_list_is_on_top_of_compare_and_reads_whole(browser, app, mode):
+    """On stage the picker sits at the tab bar's end, over Compare's side B: its open list was drawn
+    behind side B's labels (Temperature, Seed) and wrapped each entry onto two lines."""
+    url, _ = app
+    with open_page(browser, f"{url}/{mode}", width=1280, height=720) as page:
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#compare-temperature-b").wait_for(state="visible")
+        page.locator("#model-picker input").click()
+        page.get_by_role("option", name=re.compile(f"^{GEMMA} ")).wait_for()
+        page.wait_for_timeout(300)  # the list widened (static/app.js)
+        entries = page.evaluate(PICKER_ENTRIES)
+        assert len(entries) >= 2, entries
+        for entry in entries:
+            assert entry["on"] and entry["lines"] == 1, entry
+            assert entry["left"] >= 0 and entry["right"] <= 1280, entry

@@ -68,6 +68,13 @@ class ViewInputs:
 
 
 SIDE_STATUS = [f"status_{x}" for x in SIDES]
+# Each view's own status line: where its error goes (a side's line says only how its model loads).
+VIEW_STATUS = {
+    "chat": "compare_parting",
+    "score": "score_status",
+    "step": "step_status",
+    "tokens": "tokens_ratio",
+}
 MODEL_LISTS = [f"model_{x}" for x in SIDES]
 SCORE_INPUTS = ["score_context", "score_chat", "score_a", "score_b"]
 # What a shared link may set on the page: every control, the view chosen, and what its run shows.
@@ -80,6 +87,8 @@ LINK_OUTPUTS = [
     *step.OUTPUTS,
     *tokens.OUTPUTS,
     *SIDE_STATUS,
+    "score_status",
+    "step_status",
 ]
 
 
@@ -150,7 +159,7 @@ class CompareHandlers:
         choices = read_sides(sides)
         self._remember(ws, "score", sides, scoring.link_values(score_context or "", bool(score_chat), texts))
         context = scoring.context_of(score_context or "", bool(score_chat), compare_system or "")
-        yield from self._run(scoring.run, choices, lang, context, texts)
+        yield from self._run("score", scoring.run, choices, lang, context, texts)
 
     def compare_step(
         self, step_prefix: str, step_chat: bool, step_k: float, sides: SidesInput, request: gr.Request = None
@@ -159,7 +168,7 @@ class CompareHandlers:
         ws, lang = self._workspace(request), session_lang(request)
         k, choices = step.check_k(step_k), read_sides(sides)
         self._remember(ws, "step", sides, step.link_values(step_prefix or "", bool(step_chat)))
-        yield from self._run(step.run, choices, lang, step_prefix or "", bool(step_chat), k)
+        yield from self._run("step", step.run, choices, lang, step_prefix or "", bool(step_chat), k)
 
     def compare_tokens(
         self, tokens_text: str, sides: SidesInput, request: gr.Request = None
@@ -168,11 +177,13 @@ class CompareHandlers:
         ws, lang = self._workspace(request), session_lang(request)
         choices = read_sides(sides)
         self._remember(ws, "tokens", sides, tokens.link_values(tokens_text or ""))
-        yield from self._run(tokens.run, choices, lang, tokens_text or "")
+        yield from self._run("tokens", tokens.run, choices, lang, tokens_text or "")
 
-    def _run(self, view: Any, choices: list, lang: str, *args: Any) -> Iterator[dict[str, Any]]:
-        """A view's run with both sides' engines, let go at its end."""
+    def _run(self, name: str, view: Any, choices: list, lang: str, *args: Any) -> Iterator[dict[str, Any]]:
+        """A view's run with both sides' engines, let go at its end (its status line cleared first:
+        an error of its last run goes)."""
         engines, shown = SideEngines(self.workspaces.registry, choices, lang), {}
+        yield {VIEW_STATUS[name]: ""}
         try:
             yield from _keeping(view(engines, *args), shown)
         finally:
@@ -323,8 +334,9 @@ def _wire(h: CompareHandlers, w: dict[str, Any]) -> None:
         ("tokens_run", h.compare_tokens, tokens.OUTPUTS, "compare_tokens"),
     ]
     for button, handler, outputs, api_name in runs:
-        outputs = [*outputs, *sides, *MODEL_LISTS]
-        connect(w[button].click, handler, w, outputs, api_name=api_name, status=sides[0])
+        status = VIEW_STATUS[api_name.removeprefix("compare_")]
+        outputs = [*outputs, *([status] if status not in outputs else []), *sides, *MODEL_LISTS]
+        connect(w[button].click, handler, w, outputs, api_name=api_name, status=status)
     connect(
         w["remote_connect"].click,
         h.compare_connect,

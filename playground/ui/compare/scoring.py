@@ -15,7 +15,7 @@ from playground.engine.base import Engine
 from playground.engine.tokens import group_text, token_texts
 from playground.errors import PlaygroundError
 from playground.scoring import ScoredText, align_scores, score_text
-from playground.ui.compare.sides import SIDES, SideEngines, side_columns, titled_view
+from playground.ui.compare.sides import SIDES, SideEngines, side_columns, titled_view, view_status
 from playground.ui.i18n import i18n, localize, t
 from playground.ui.token_html import byte_rows, cell_text, grouped_html, percent, token_span
 
@@ -50,6 +50,7 @@ def layout(w: dict[str, Any]) -> None:
                 "", label=i18n(TEXT_LABELS[x]), lines=2, elem_id=f"compare-score-{x}-text"
             )
     w["score_run"] = gr.Button(i18n("compare.score.run"), variant="primary", elem_id="compare-score-run")
+    w["score_status"] = view_status("score")
     side_columns(w, _column)
 
 

@@ -216,6 +216,13 @@ def side_columns(
                 w.update(build(letter))
 
 
+def view_status(view: str) -> gr.Markdown:
+    """A view's status line under its run button: its run's error (the toast's words), cleared by its
+    next run; empty, it takes no room (static/models.css). Each view has its own, so an error stays
+    with the view it came from."""
+    return gr.Markdown("", elem_id=f"compare-{view}-status", elem_classes=["compare-status"])
+
+
 def titled_view(view: str, letter: str) -> dict[str, Any]:
     """A column's usual components: its side's title, the view's HTML, a summary line
     ("tokens_a_title", "tokens_a_view", "tokens_a_summary")."""

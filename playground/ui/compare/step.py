@@ -14,7 +14,7 @@ from playground.errors import Cancelled, PlaygroundError
 from playground.step import StepSession
 from playground.step.records import Candidate
 from playground.ui.common import as_whole
-from playground.ui.compare.sides import SIDES, SideChoice, SideEngines, side_columns
+from playground.ui.compare.sides import SIDES, SideChoice, SideEngines, side_columns, view_status
 from playground.ui.i18n import i18n, localize, t
 from playground.ui.ranges import CheckedNumber
 from playground.ui.step_render import DEFAULT_PROMPT
@@ -49,6 +49,7 @@ def layout(w: dict[str, Any]) -> None:
                 CANDIDATES, label=i18n("compare.step.k"), precision=0, minimum=1, maximum=MOST_CANDIDATES
             )
     w["step_run"] = gr.Button(i18n("compare.step.run"), variant="primary", elem_id="compare-step-run")
+    w["step_status"] = view_status("step")
     side_columns(w, _column)
 
 
