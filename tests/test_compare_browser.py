@@ -194,3 +194,55 @@ def test_the_toolbar_pickers_open_list_is_on_top_of_compare_and_reads_whole(brow
         for entry in entries:
             assert entry["on"] and entry["lines"] == 1, entry
             assert entry["left"] >= 0 and entry["right"] <= 1280, entry
+
+
+TEXT_OF = "sel => document.querySelector(sel)?.innerText.trim() ?? ''"
+
+
+def test_a_views_error_stays_with_its_view_and_its_next_run_clears_it(browser, app):
+    """An empty Tokens text said "Error: The text is empty…" on side A's status line, and it stayed
+    there through later errors of the Chat view."""
+    url, _ = app
+    with open_page(browser, f"{url}/", width=1280, height=720) as page:
+        page.get_by_role("tab", name="Compare").click()
+        views = page.locator("#compare-views")
+        views.get_by_role("tab", name="Tokens").click()
+        page.locator("#compare-tokens-text textarea").fill("")
+        page.locator("#compare-tokens-run").click()
+        shows = "([sel, text]) => document.querySelector(sel)?.innerText.includes(text)"
+        page.wait_for_function(shows, arg=["#compare-tokens-ratio", "The text is empty"], timeout=WAIT)
+        views.get_by_role("tab", name="Chat").click()
+        page.locator("#compare-message textarea").fill("")
+        page.locator("#compare-send").click()
+        page.wait_for_function(shows, arg=["#compare-parting", "Empty question"], timeout=WAIT)
+        for side in "ab":  # a side's line says how its model loads, nothing else
+            assert page.evaluate(TEXT_OF, f"#compare-status-{side}") == ""
+        views.get_by_role("tab", name="Tokens").click()
+        assert "The text is empty" in page.evaluate(TEXT_OF, "#compare-tokens-ratio")  # still its own
+        page.locator("#compare-tokens-text textarea").fill("unbelievable")
+        page.locator("#compare-tokens-run").click()
+        page.wait_for_function(shows, arg=["#compare-tokens-ratio", "needs"], timeout=WAIT)
+        assert "empty" not in page.evaluate(TEXT_OF, "#compare-tokens-ratio")
+
+
+def test_a_model_switch_does_not_toast_an_old_kv_refusal_again(browser, app):
+    """A refused sequence length is told once; the recalculation a model switch makes (the Loaded
+    model preset is the new model) marks the KV summary again, with no toast over another tab."""
+    url, _ = app
+    with open_page(browser, f"{url}/", width=1280, height=720) as page:
+        page.get_by_role("tab", name="KV cache").click()
+        box = page.get_by_label("Sequence length (tokens)")
+        box.fill("-5")
+        box.press("Enter")
+        refused = page.locator(".toast-body").filter(has_text="Sequence length")
+        refused.first.wait_for()
+        page.locator(".toast-body button").first.click()  # close it
+        page.wait_for_function("() => document.querySelectorAll('.toast-body').length === 0")
+        page.get_by_role("tab", name="Chat").click()
+        pick(page, GEMMA)
+        page.wait_for_function(
+            "() => document.querySelector('#header').innerText.includes('Gemma 3 270M')", timeout=WAIT
+        )
+        page.wait_for_timeout(3000)  # the KV tab's recalculation (no model queue) and its toast, if any
+        assert refused.count() == 0
+        assert "Sequence length must be a positive whole number" in page.locator("#kv-summary").inner_text()

@@ -173,6 +173,19 @@ def test_bad_config_explains_and_keeps_the_last_good_result_marked_stale(embedde
     assert summary.startswith("**Can't calculate:** Sequence length must be a positive whole number")
 
 
+def test_a_recalculation_nobody_asked_for_marks_the_summary_without_a_toast(embedded_lm, recwarn):
+    """Another model or another language recalculates the tab (kv_recalculate): a refused value was
+    told when it was typed; it is not toasted again over the tab the person is on."""
+    minus_five = ["Mistral-7B-v0.1", MISTRAL, -5, 2, "float16", "ideal", 80, "bfloat16", None, 10]
+    handlers = kv_tab.KVHandlers(embedded_lm)
+    summary = handlers.kv_recalculate(*minus_five)["summary"]
+    assert summary.startswith("**Can't calculate:** Sequence length must be a positive whole number")
+    assert "class='kv-stale-note'" in summary
+    assert [str(w.message) for w in recwarn if issubclass(w.category, UserWarning)] == []
+    with pytest.warns(UserWarning, match="Sequence length"):  # the person's own calculation: told
+        handlers.kv_calculate(*minus_five)
+
+
 def test_unexpected_errors_still_raise(embedded_lm, monkeypatch):
     def broken(*_):
         raise RuntimeError("boom")

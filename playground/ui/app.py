@@ -178,7 +178,7 @@ def _wire_tabs(
         (widgets["compare"], handlers["compare"].compare_texts, COMPARE_TEXT_OUTPUTS),
         (widgets["hood"], hood_texts(handlers["hood"]), handlers["hood"].text_outputs),
     ]
-    reruns = [(widgets["kv"], handlers["kv"].kv_calculate, CALCULATOR_OUTPUTS)]
+    reruns = [(widgets["kv"], handlers["kv"].kv_recalculate, CALCULATOR_OUTPUTS)]
     opened, shown = _wire_language(demo, picker.workspaces, toolbar, texts, reruns)
     _wire_picker(toolbar, picker, shown, widgets, handlers)
     del handlers["hood"]  # a link to a lesson is read from its widgets (ui/share.py)
@@ -290,7 +290,7 @@ def _wire_picker(
     kv, kv_h = widgets["kv"], handlers["kv"]
     changed = (kv_h.kv_model_changed, kv, ["config_text", "weights_dtype"])
     loaded = connect(picked.success, *changed, api_name=None, model=False)
-    connect(loaded.then, kv_h.kv_calculate, kv, CALCULATOR_OUTPUTS, api_name=None, model=False)
+    connect(loaded.then, kv_h.kv_recalculate, kv, CALCULATOR_OUTPUTS, api_name=None, model=False)
     connect(
         picked.success,
         handlers["step"].step_start,

@@ -6,7 +6,10 @@ Every calculation is pure arithmetic (no model queue); only "measure" runs the l
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -183,14 +186,35 @@ def calculate(
     }
 
 
+# False while a recalculation the person did not ask for runs (see quietly).
+_TOASTS: contextvars.ContextVar[bool] = contextvars.ContextVar("kv_toasts", default=True)
+
+
 def refused(exc: PlaygroundError, lang: str = "en") -> dict[str, Any]:
-    """The calculator after a user error (bad JSON, bad size): the summary says why (and a toast), and
-    the last good result stays on screen, marked stale (static/app.css, by the summary's note), until
-    a calculation succeeds."""
+    """The calculator after a user error (bad JSON, bad size): the summary says why (and a toast,
+    unless quietly), and the last good result stays on screen, marked stale (static/app.css, by the
+    summary's note), until a calculation succeeds."""
     why = localize(exc.message, lang)
-    gr.Warning(why)
+    if _TOASTS.get():
+        gr.Warning(why)
     note = f"<span class='kv-stale-note'>{t('kv.stale', lang)}</span>"
     return {"summary": f"{t('kv.cant_calculate', lang, why=why)}\n\n{note}"}
+
+
+def quietly(calculator: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """The calculator for a recalculation the person did not ask for (the tab picked another model,
+    the page another language): a value refused gives no toast again (it was told when typed); the
+    summary still says why."""
+
+    @functools.wraps(calculator)
+    def recalculate(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        token = _TOASTS.set(False)
+        try:
+            return calculator(*args, **kwargs)
+        finally:
+            _TOASTS.reset(token)
+
+    return recalculate
 
 
 CALCULATOR_INPUTS = [
@@ -218,6 +242,7 @@ class KVHandlers:
         # Page load: a shared link's values on the controls, and what they calculate (also without a
         # link, in the page's language).
         self.kv_from_link = link_opener("kv", self.kv_calculate, self._open_link, default=True)
+        self.kv_recalculate = quietly(self.kv_calculate)
 
     def kv_calculate(
         self,
