@@ -246,3 +246,28 @@ def test_a_model_switch_does_not_toast_an_old_kv_refusal_again(browser, app):
         page.wait_for_timeout(3000)  # the KV tab's recalculation (no model queue) and its toast, if any
         assert refused.count() == 0
         assert "Sequence length must be a positive whole number" in page.locator("#kv-summary").inner_text()
+
+
+# Each side list's text: its whole width fits in the box, before the list's arrow.
+SIDE_LISTS = """() => [...document.querySelectorAll('#compare-sides input[role=listbox]')].map((input) => {
+  const arrow = input.closest('.block').querySelector('.icon-wrap')?.getBoundingClientRect();
+  const box = input.getBoundingClientRect(), style = getComputedStyle(input);
+  return {
+    value: input.value, whole: input.scrollWidth <= input.clientWidth,
+    clear: !arrow || box.right - parseFloat(style.paddingRight) <= arrow.left + 1,
+  };
+})"""
+
+
+@pytest.mark.parametrize("mode", ["", "?lang=zh", STAGE, "?lang=zh&presenter=1"])
+def test_the_sides_lists_show_their_whole_choice(browser, app, mode):
+    """'smollm2-135m-instruct · loaded' was cut to '…· loade▾' and 'none' touched its arrow."""
+    url, _ = app
+    with open_page(browser, f"{url}/{mode}", width=1280, height=720) as page:
+        page.get_by_role("tab", name=re.compile("^(Compare|对比)$")).click()
+        page.locator("#compare-temperature-b").wait_for(state="visible")
+        page.wait_for_function(
+            "() => document.querySelector('#compare-model-a input')?.value.includes(' · ')"
+        )
+        lists = page.evaluate(SIDE_LISTS)
+        assert len(lists) == 4 and all(entry["whole"] and entry["clear"] for entry in lists), lists

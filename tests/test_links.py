@@ -181,6 +181,11 @@ LIVE_BAD_LINKS = [
         ["t='99' is not allowed: temperature must be a number from 0 to 2"],
         STEP,
     ),
+    (  # both sides blanked: it ran, and said "Side A has no model: pick one." with an Error mark
+        {"tab": "compare", "view": "chat", "a": "", "b": "", "text": ""},
+        ["a='' is not allowed: model A must be a model's name", "b='' is not allowed"],
+        "Compare",
+    ),
 ]
 
 
@@ -199,6 +204,10 @@ def test_a_bad_link_toasts_logs_no_traceback_and_the_page_opens_as_usual(
         assert all(part in text for part in said), text
         assert "opened with its defaults instead" in text
         assert page.evaluate(SELECTED_TAB) == tab
+        if tab == "Compare":  # the default sides kept, nothing ran
+            assert page.locator("#compare-model-a input").input_value().startswith("smollm2-135m-instruct")
+            assert page.locator("#compare-model-b input").input_value().startswith("gemma-3-270m")
+            assert page.locator("#compare-parting").inner_text().strip() == ""
         step_started(page)
     assert_no_traceback(capfd, caplog)
 

@@ -163,7 +163,8 @@ def build_sides(w: dict[str, Any], choices: list[tuple[str, str]], first: str) -
 
 
 def _side_controls(w: dict[str, Any], letter: str, choices: list[tuple[str, str]], model: str) -> None:
-    """One row: the model (a name may be typed), its weights, its temperature and seed."""
+    """The model (a name may be typed) on a row of its own, so that its choice shows whole ("gemma-3-270m
+    · embedded, not loaded (238 MB)"); then its weights, its temperature and seed."""
     with gr.Row(equal_height=True):
         w[f"model_{letter}"] = gr.Dropdown(
             choices if model in {c[1] for c in choices} else [*choices, (model, model)],
@@ -174,6 +175,7 @@ def _side_controls(w: dict[str, Any], letter: str, choices: list[tuple[str, str]
             min_width=180,
             elem_id=f"compare-model-{letter}",
         )
+    with gr.Row(equal_height=True):
         w[f"quantize_{letter}"] = gr.Dropdown(
             [NO_QUANTIZATION, *SERVING_FORMATS],
             value=NO_QUANTIZATION,
