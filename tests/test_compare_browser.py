@@ -249,12 +249,13 @@ def test_a_model_switch_does_not_toast_an_old_kv_refusal_again(browser, app):
 
 
 # Each side list's text: its whole width fits in the box, before the list's arrow.
-SIDE_LISTS = """() => [...document.querySelectorAll('#compare-sides input[role=listbox]')].map((input) => {
-  const arrow = input.closest('.block').querySelector('.icon-wrap')?.getBoundingClientRect();
+SIDE_LISTS = """() => ['model-a', 'quantize-a', 'model-b', 'quantize-b'].map((name) => {
+  const input = document.querySelector(`#compare-${name} input`);
+  const arrow = document.querySelector(`#compare-${name} .icon-wrap`)?.getBoundingClientRect();
   const box = input.getBoundingClientRect(), style = getComputedStyle(input);
   return {
     value: input.value, whole: input.scrollWidth <= input.clientWidth,
-    clear: !arrow || box.right - parseFloat(style.paddingRight) <= arrow.left + 1,
+    clear: !!arrow && box.right - parseFloat(style.paddingRight) <= arrow.left + 1,
   };
 })"""
 
