@@ -167,7 +167,7 @@ def assert_no_traceback(capfd, caplog) -> None:
 
 def step_started(page) -> None:
     """The Step tab holds its default session, as on a page opened without a link."""
-    page.get_by_role("tab", name="Step by step").click()
+    page.locator("#tab-step-button").click()  # (Compare has a view of that name too)
     page.locator("#step-cand-1").wait_for(state="visible")
     page.wait_for_function("document.querySelector('#step-status')?.innerText.startsWith('Prompt:')")
     assert "The capital of France is" in page.locator("#step-text").inner_text()
