@@ -1,5 +1,6 @@
 """Take the README screenshots of every tab, presenter mode and dark mode:
-.venv/bin/python scripts/screenshots.py"""
+.venv/bin/python scripts/screenshots.py            (all of them)
+.venv/bin/python scripts/screenshots.py compare    (only docs/compare.png: two models side by side)"""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 
 
-def main() -> None:
-    from browser import browser_page
-
+def main(only: list[str]) -> None:
+    if only not in ([], ["compare"]):
+        sys.exit(f"screenshots.py takes no argument (every screenshot) or 'compare', not {only}")
     from playground import load_model
     from playground.settings import load_settings
     from playground.ui.app import build_demo, launch_options
@@ -20,6 +21,17 @@ def main() -> None:
     demo = build_demo(load_model(), load_settings())
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_options())
     docs = REPO / "docs"
+    if not only:
+        _tab_shots(url, docs)
+        _stage_shots(url, docs)
+    _compare_shot(url, docs)
+    demo.close()
+
+
+def _tab_shots(url: str, docs: Path) -> None:
+    """Each tab at a desk's 1400x1000."""
+    from browser import browser_page
+
     with browser_page(url, width=1400, height=1000) as page:
         page.locator("#chat-message textarea").fill("What is the capital of France?")
         page.locator("#chat-send").click()
@@ -45,8 +57,6 @@ def main() -> None:
         page.locator("#hood-kv-run").click()
         page.wait_for_function("document.querySelector('#hood-kv-status')?.innerText.includes('Done')")
         page.screenshot(path=docs / "hood.png", full_page=True)
-    _stage_shots(url, docs)
-    demo.close()
 
 
 def _stage_shots(url: str, docs: Path) -> None:
@@ -68,5 +78,23 @@ def _stage_shots(url: str, docs: Path) -> None:
         page.screenshot(path=docs / "dark.png", full_page=True)
 
 
+def _compare_shot(url: str, docs: Path) -> None:
+    """Compare: SmolLM2 and Gemma 3 270M answer one question side by side (English text: this
+    machine's Chromium has no CJK font), where they part marked."""
+    from browser import browser_page
+
+    with browser_page(url, width=1400, height=1000) as page:
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#compare-message textarea").fill("What is the capital of France?")
+        page.locator("#compare-send").click()
+        for side in "ab":
+            page.wait_for_function(
+                "x => document.querySelector(`#compare-chat-${x}-stats`)?.innerText.includes('stopped')",
+                arg=side,
+                timeout=300_000,
+            )
+        page.screenshot(path=docs / "compare.png", full_page=True)
+
+
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach the Hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -14,6 +16,9 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from playground.engine.loading import load_model
 from playground.engine.local import LocalEngine
+from playground.engine.remote.launcher import llama_server_binary, why_no_binary
+
+BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "build_llama_server.sh"
 
 
 @pytest.fixture(scope="session")
@@ -122,3 +127,32 @@ def pytest_runtest_makereport(item, call):
     """Keep each phase's report on the test item (browser tests screenshot their failures)."""
     outcome = yield
     setattr(item, f"report_{call.when}", outcome.get_result())
+
+
+# --- llama-server: built beside the tests ---------------------------------------------------------
+# test.sh starts scripts/build_llama_server.sh in the background (6-9 minutes the first time on a
+# machine) and sets PLAYGROUND_LLAMA_SERVER_BUILDING=1; the tests marked `llama_server` run last and
+# wait for that build (the script takes a lock: a second call waits for the first, then reuses its
+# binary). Run alone, with no build under way, they are skipped with the reason.
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that need llama-server last, so the build has the longest time to finish."""
+    items.sort(key=lambda item: item.get_closest_marker("llama_server") is not None)
+
+
+@pytest.fixture(scope="session")
+def llama_server_path() -> Path:
+    """The llama-server binary, once the build test.sh started beside the tests is done."""
+    if llama_server_binary() is None and os.environ.get("PLAYGROUND_LLAMA_SERVER_BUILDING") == "1":
+        subprocess.run([str(BUILD_SCRIPT)], capture_output=True, check=False)
+    binary = llama_server_binary()
+    if binary is None:
+        pytest.skip(why_no_binary())
+    return binary
+
+
+@pytest.fixture(autouse=True)
+def _waits_for_llama_server(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("llama_server") is not None:
+        request.getfixturevalue("llama_server_path")

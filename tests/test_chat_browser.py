@@ -240,14 +240,13 @@ def branch_choices(page) -> int:
 
 def test_an_answer_cut_inside_a_code_block_keeps_its_statistics_below_the_block(page):
     """Cut by max new tokens inside a ``` block: the block is closed, the statistics line is a line of
-    its own under it (not raw "<sub>⏱ …" text inside the code)."""
+    its own under it (not raw "<sub>— …" text inside the code)."""
     clear(page)
     send(page, "Write a Python function that adds two numbers.")  # 12 tokens: "```python\ndef add…"
     answer = page.locator("#chat-bot .message.bot").last
     code = answer.locator("pre").first
-    assert (
-        "def add" in code.inner_text() and "⏱" not in code.inner_text() and "<sub>" not in code.inner_text()
-    )
+    inside = code.inner_text()
+    assert "def add" in inside and "— prompt" not in inside and "<sub>" not in inside
     footer = answer.locator("sub").last
-    assert footer.inner_text().startswith("⏱ prompt") and "stopped: max new tokens" in footer.inner_text()
+    assert footer.inner_text().startswith("— prompt") and "stopped: max new tokens" in footer.inner_text()
     assert footer.bounding_box()["y"] >= code.bounding_box()["y"] + code.bounding_box()["height"] - 1

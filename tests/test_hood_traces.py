@@ -12,6 +12,7 @@ from playground.traces import load_traces
 from playground.ui.hood import VIEWS
 from playground.ui.hood.prefill_decode import COLUMNS
 from playground.ui.hood.record import PLOT_SLOTS, render_hood_trace
+from playground.ui.i18n import ENGLISH
 
 LESSONS = {view.key: (view.lesson.title, view.main) for view in VIEWS}
 
@@ -41,7 +42,7 @@ def test_a_prefill_decode_run_replays_its_figures_table_and_summary(hood):
     assert recorded["data"][0]["y"] == list(live["pd_throughput"].data[0].y)  # the measured numbers
     assert figure.value is not None and go.Figure(recorded).data == live["pd_throughput"].data
     table = shown["hood_table"]
-    assert table.value["headers"] == COLUMNS and len(table.value["data"]) == 2
+    assert table.value["headers"] == [ENGLISH[key] for key in COLUMNS] and len(table.value["data"]) == 2
     assert [shown[slot].visible for slot in PLOT_SLOTS] == [True, True, False, False]
 
 

@@ -21,7 +21,7 @@ pytestmark = [
     ),
 ]
 ZH = LANGUAGES["zh"].strings
-TABS = ["chat", "step", "beam", "kv", "hood"]
+TABS = ["chat", "step", "beam", "kv", "hood", "compare"]
 TAB_NAMES = "() => [...document.querySelectorAll('#main-tabs [role=tab]')].map(tab => tab.innerText.trim())"
 
 

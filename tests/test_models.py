@@ -12,7 +12,7 @@ import pytest
 from playground.chat import ChatRequest, run_chat
 from playground.compare import Side, run_compare
 from playground.engine.embedded import EMBEDDED_MODELS
-from playground.engine.remote.launcher import LlamaServer, llama_server_binary, why_no_binary
+from playground.engine.remote.launcher import LlamaServer
 from playground.engine.sampling import SamplingSettings
 from playground.errors import EngineUnavailable, PlaygroundError
 from playground.models import ModelRegistry, cached_hub_models, estimate_memory, model_key
@@ -162,7 +162,7 @@ def test_a_remote_side_that_is_down_gets_a_clear_message(embedded_lm):
     assert run_chat(registry.engine(), ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=2)).answer_ids
 
 
-@pytest.mark.skipif(llama_server_binary() is None, reason=why_no_binary())
+@pytest.mark.llama_server
 def test_a_remote_engine_is_one_side_of_a_comparison(embedded_lm, gemma_lm):
     from playground.engine.loading import embedded_gguf_path
 

@@ -1,5 +1,6 @@
 """The remote engine against a real llama-server running the embedded GGUF (built by
-scripts/build_llama_server.sh; skipped with the reason when it is not built).
+scripts/build_llama_server.sh, which test.sh runs beside the tests; skipped with the reason when
+it is not built).
 
 Each number is compared with the same server's own answer for the same token ids: llama.cpp's
 log-probs differ from our float32 in-process model by 0.05-0.15 nats (it quantizes activations),
@@ -16,12 +17,12 @@ import pytest
 from playground.beam import beam_search
 from playground.chat import ChatRequest, run_chat, stream_chat
 from playground.engine import connect
-from playground.engine.remote.launcher import LlamaServer, llama_server_binary, why_no_binary
+from playground.engine.remote.launcher import LlamaServer
 from playground.engine.sampling import SamplingSettings
 from playground.errors import EngineUnavailable
 from playground.step import StepSession
 
-pytestmark = pytest.mark.skipif(llama_server_binary() is None, reason=why_no_binary())
+pytestmark = pytest.mark.llama_server  # waits for the build test.sh runs beside the tests (conftest.py)
 
 PROMPT = "The capital of France is"
 GREEDY = SamplingSettings(temperature=0)
@@ -29,7 +30,7 @@ TOLERANCE = 2e-3  # nats: the same ids evaluated in one batch or token by token 
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(llama_server_path):
     with LlamaServer.start() as running:
         yield running
 

@@ -173,7 +173,7 @@ def load_model(
     )
     if quantize or settings.quantize:
         quantize_served(loaded, quantize or settings.quantize, report)
-    report(f"Loaded {loaded.describe()}")
+    report(Message("models.load.loaded", "Loaded {what}", what=loaded.describe()))
     loaded.prepare_decode(report)
     return loaded
 
@@ -183,7 +183,13 @@ def _online_fallback(name: str | None, report: LoadProgressFn) -> str | None:
     default = EMBEDDED_MODELS[DEFAULT_EMBEDDED]
     if name or default.installed or os.environ.get("HF_HUB_OFFLINE") == "1":
         return name
-    report(f"The embedded model package is not installed; loading {default.online_id} from the Hub.")
+    report(
+        Message(
+            "models.load.online",
+            "The embedded model package is not installed; loading {model} from the Hub.",
+            model=default.online_id,
+        )
+    )
     return default.online_id
 
 
@@ -258,13 +264,33 @@ def _load_embedded(
     if target.exists():
         problem = verify_cache(target)
         if problem is None:
-            report(f"Loading {spec.name} from its cache {target}")
+            report(
+                Message(
+                    "models.load.cache",
+                    "Loading {model} from its cache {path}",
+                    model=spec.name,
+                    path=str(target),
+                )
+            )
             return *_load_plain(target, dtype), "cache"
-        report(f"Cache {target} is unusable ({problem}); rebuilding it.")
+        report(
+            Message(
+                "models.load.bad_cache",
+                "Cache {path} is unusable ({why}); rebuilding it.",
+                path=str(target),
+                why=problem,
+            )
+        )
         shutil.rmtree(target, ignore_errors=True)
     if not spec.installed:
         raise spec.not_installed()
-    report(f"Converting the embedded GGUF model {spec.name} to plain weights (first start only, 30-90 s)...")
+    report(
+        Message(
+            "models.load.converting",
+            "Converting the embedded GGUF model {model} to plain weights (first start only, 30-90 s)...",
+            model=spec.name,
+        )
+    )
     model, tokenizer = _load_gguf(spec.gguf_path(cache_root), torch.float32)
     plain = _plain_copy(model)
     _write_cache_atomically(plain, tokenizer, target, report)
@@ -300,10 +326,16 @@ def _write_cache_atomically(
         files = {p.name: _sha256(p) for p in sorted(staging.iterdir()) if p.is_file()}
         (staging / MANIFEST).write_text(json.dumps({"files": files}, indent=1))
         os.replace(staging, target)
-        report(f"Cached the converted weights in {target}")
+        report(Message("models.load.cached", "Cached the converted weights in {path}", path=str(target)))
     except OSError as exc:
         # Another process may have won the race, or the disk is read-only: still usable.
-        report(f"Could not write the model cache ({exc}); continuing without it.")
+        report(
+            Message(
+                "models.load.no_cache",
+                "Could not write the model cache ({why}); continuing without it.",
+                why=str(exc),
+            )
+        )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -49,8 +49,12 @@ class Twins:
         total = self.num_layers
         if isinstance(exit_layer, bool) or not isinstance(exit_layer, int) or not 1 <= exit_layer < total:
             raise PlaygroundError(
-                f"Early exit needs k between 1 and {total - 1} layers (the model has {total}; k = {total} "
-                f"would be the model itself), got {exit_layer!r}."
+                "Early exit needs k between 1 and {last} layers (the model has {total}; k = {total} "
+                "would be the model itself), got {k!r}.",
+                key="hood.error.early_exit",
+                last=total - 1,
+                total=total,
+                k=exit_layer,
             )
         return self._twin(("exit", exit_layer), lambda twin: _cut_layers(twin, exit_layer))
 

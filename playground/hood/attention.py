@@ -21,6 +21,7 @@ from playground.engine.control import Control
 from playground.engine.tokens import token_texts
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, require
+from playground.messages import Message
 
 MAX_TOKENS = 256  # eager attention over 256 tokens: 30 × 9 × 256² floats = 71 MiB on the embedded model
 THUMBNAIL = 24  # thumbnails in the layer × head grid are at most this many cells wide
@@ -34,13 +35,19 @@ def attention_maps(
     probes = require(lm, "attentions")
     ids = list(ids)
     if not ids:
-        raise PlaygroundError("The text is empty: type something to look at.")
+        raise PlaygroundError(
+            "The text is empty: type something to look at.", key="hood.attention.error.empty"
+        )
     if len(ids) > max_tokens:
         shape = probes.shape()
         mib = shape.layers * shape.heads * len(ids) ** 2 * 4 / 2**20
         raise PlaygroundError(
-            f"The attention view reads at most {max_tokens} tokens and this text has {len(ids)}: shorten it. "
-            f"(Eager attention keeps layers × heads × tokens² weights: {mib:,.0f} MiB here.)"
+            "The attention view reads at most {most} tokens and this text has {tokens}: shorten it. "
+            "(Eager attention keeps layers × heads × tokens² weights: {mib:,.0f} MiB here.)",
+            key="hood.attention.error.too_long",
+            most=max_tokens,
+            tokens=len(ids),
+            mib=mib,
         )
     return probes.attentions(ids, control)
 
@@ -112,4 +119,6 @@ def iter_run(
     return view
 
 
-LESSON = Lesson("attention", "Attention and the causal mask", ("attentions",), iter_run)
+LESSON = Lesson(
+    "attention", Message("hood.attention.title", "Attention and the causal mask"), ("attentions",), iter_run
+)

@@ -21,8 +21,9 @@ from playground.engine.control import Control, run_to_end
 from playground.engine.probes import Picker, greedy_picker
 from playground.engine.protocols import Probes
 from playground.errors import PlaygroundError
-from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
+from playground.hood.common import NEW_TOKENS, Lesson, Stopwatch, fits_context, require, whole_in_range
 from playground.kv import format_bytes, kv_cache_bytes
+from playground.messages import Message
 
 # Short questions the view and bench/bench_batching.py batch (the first N are used).
 PRESET_QUESTIONS = (
@@ -108,9 +109,14 @@ def check_fits(
     need = memory_needed(lm, probes, size, width, new_tokens)
     if free is not None and need > MEMORY_MARGIN * free:
         raise PlaygroundError(
-            f"A batch of {size} × {width + new_tokens:,} tokens needs about {format_bytes(need)} "
-            f"(KV cache and activations) but only {format_bytes(free)} is free on {lm.device.type}: "
-            "use fewer prompts, shorter prompts or fewer new tokens."
+            "A batch of {size} × {tokens:,} tokens needs about {need} (KV cache and activations) but only "
+            "{free} is free on {device}: use fewer prompts, shorter prompts or fewer new tokens.",
+            key="hood.batching.error.memory",
+            size=size,
+            tokens=width + new_tokens,
+            need=format_bytes(need),
+            free=format_bytes(free),
+            device=lm.device.type,
         )
 
 
@@ -138,11 +144,14 @@ def iter_run(
     """batching, yielding the result after each solo run and after each batch step."""
     probes = require(lm, "batched")
     prompts = [list(p) for p in prompts]
-    whole_in_range(len(prompts), 1, MAX_BATCH, "The number of prompts")
-    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, "New tokens")
+    whole_in_range(len(prompts), 1, MAX_BATCH, Message("hood.name.prompts", "The number of prompts"))
+    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, NEW_TOKENS)
     for ids in prompts:
         if not ids:
-            raise PlaygroundError("Every prompt needs at least one token: one of them is empty.")
+            raise PlaygroundError(
+                "Every prompt needs at least one token: one of them is empty.",
+                key="hood.batching.error.empty",
+            )
         fits_context(lm, len(ids), new_tokens)
     width = max(len(p) for p in prompts)
     check_fits(lm, probes, len(prompts), width, new_tokens, memory_bytes)
@@ -159,7 +168,9 @@ def _solo_runs(
 ) -> Iterator[BatchingResult]:
     elapsed = 0.0
     for i, (prompt, pick) in enumerate(zip(result.prompts, pickers, strict=True)):
-        result.phase = f"one by one: sequence {i + 1}/{result.size}"
+        result.phase = Message(
+            "hood.batching.phase.solo", "one by one: sequence {i}/{n}", i=i + 1, n=result.size
+        )
         yield result
         sequence, ids, watch = probes.sequence(control=control), [], Stopwatch(control)
         while len(ids) < result.new_tokens and not (ids and ids[-1] in lm.eos_token_ids):
@@ -187,7 +198,10 @@ def _batch_run(
                 done[i] = len(ids) == result.new_tokens or ids[-1] in lm.eos_token_ids
                 result.batch_finished[i] = watch.seconds
         result.batch_seconds = watch.seconds
-        result.phase = f"batch: step {max(len(ids) for ids in result.batch_ids)}/{result.new_tokens}"
+        step = max(len(ids) for ids in result.batch_ids)
+        result.phase = Message(
+            "hood.batching.phase.batch", "batch: step {i}/{n}", i=step, n=result.new_tokens
+        )
         with watch.paused():
             yield result
         if all(done):
@@ -196,4 +210,4 @@ def _batch_run(
         rows, _ = batch.step([pad if done[i] else ids[-1] for i, ids in enumerate(result.batch_ids)])
 
 
-LESSON = Lesson("batching", "Batching", ("batched",), iter_run)
+LESSON = Lesson("batching", Message("hood.batching.title", "Batching"), ("batched",), iter_run)

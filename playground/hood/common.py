@@ -24,6 +24,7 @@ from playground.engine.base import Engine
 from playground.engine.control import Control
 from playground.engine.protocols import Probes
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Lesson:
     """One lesson: what it is called, what it needs from the engine, how to run it."""
 
     name: str  # its module playground.hood.<name> ("kv_on_off"); its API is /hood_<name>
-    title: str  # one short label ("KV cache on vs off")
+    title: Message  # one short label ("KV cache on vs off"), said in the page's language by the UI
     # engine capabilities it needs (Capabilities fields: "probes" = timed direct forwards in this
     # process, "attentions", "hidden_states", "cache_bytes", "batched")
     needs: tuple[str, ...]
@@ -42,7 +43,7 @@ class Lesson:
         try:
             require(lm, *self.needs)
         except PlaygroundError as exc:
-            return str(exc)
+            return exc.message
         return None
 
 
@@ -52,21 +53,45 @@ def require(lm: Engine, *needs: str) -> Probes:
     for need in ("probes", *needs):
         if not getattr(capabilities, need, False):
             if need == "probes":
-                raise PlaygroundError(
-                    capabilities.reasons.get("probes")
-                    or f"This lesson runs and times the model's own forward passes, which the {lm.kind} "
-                    "engine does not expose: start the app with an in-process model (without --engine)."
-                )
+                _no_probes(lm)
             raise PlaygroundError(capabilities.why_not(need))
     if lm.probes is None:
-        raise PlaygroundError(f"The {lm.kind} engine has no direct forwards for the lessons.")
+        raise PlaygroundError(
+            "The {kind} engine has no direct forwards for the lessons.",
+            key="hood.error.no_forwards",
+            kind=lm.kind,
+        )
     return lm.probes
 
 
+def _no_probes(lm: Engine) -> None:
+    """Refuse a lesson on an engine without direct forwards: its own reason, or ours."""
+    reason = lm.capabilities.reasons.get("probes")
+    if reason:
+        raise PlaygroundError(reason)
+    raise PlaygroundError(
+        "This lesson runs and times the model's own forward passes, which the {kind} engine does not "
+        "expose: start the app with an in-process model (without --engine).",
+        key="hood.error.no_probes",
+        kind=lm.kind,
+    )
+
+
+NEW_TOKENS = Message("hood.name.new_tokens", "New tokens")  # a setting most lessons have
+
+
 def whole_in_range(value: Any, low: int, high: int, what: str) -> int:
-    """An int in [low, high], or a PlaygroundError naming what and the allowed range."""
+    """An int in [low, high], or a PlaygroundError naming what (a Message: said in the page's
+    language) and the allowed range."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise PlaygroundError(f"{what} must be a whole number from {low} to {high}, got {value!r}.")
+        raise PlaygroundError(
+            "{what} must be a whole number from {low} to {high}, got {value!r}.",
+            key="hood.error.whole_in_range",
+            what=what,
+            low=low,
+            high=high,
+            value=value,
+        )
     return value
 
 
@@ -74,7 +99,11 @@ def fits_context(lm: Engine, prompt_tokens: int, new_tokens: int) -> None:
     """Refuse a run whose prompt plus new tokens exceed the model's context."""
     if prompt_tokens + new_tokens > lm.context_length:
         raise PlaygroundError(
-            f"{prompt_tokens} + {new_tokens} tokens is more than the context of {lm.context_length}."
+            "{prompt} + {new} tokens is more than the context of {context}.",
+            key="hood.error.past_context",
+            prompt=prompt_tokens,
+            new=new_tokens,
+            context=lm.context_length,
         )
 
 
@@ -117,7 +146,9 @@ LONG_TEXT = (
 def preset_ids(tokenizer: Any, length: int) -> list[int]:
     """`length` token ids of ordinary prose (the tokenizer's start token first where it adds one)."""
     if length < 1:
-        raise PlaygroundError(f"A prompt needs at least 1 token, got {length}.")
+        raise PlaygroundError(
+            "A prompt needs at least 1 token, got {length}.", key="hood.error.prompt_length", length=length
+        )
     ids = list(tokenizer(LONG_TEXT, add_special_tokens=True).input_ids)
     body = list(tokenizer(" " + LONG_TEXT, add_special_tokens=False).input_ids)
     while len(ids) < length:

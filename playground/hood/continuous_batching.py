@@ -24,7 +24,8 @@ from playground.engine.probes import Picker, greedy_picker
 from playground.engine.protocols import Probes
 from playground.engine.schedule import Iteration, Job
 from playground.errors import PlaygroundError
-from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
+from playground.hood.common import NEW_TOKENS, Lesson, Stopwatch, fits_context, require, whole_in_range
+from playground.messages import Message
 
 MAX_REQUESTS = 12
 MAX_NEW_TOKENS = 64
@@ -98,23 +99,30 @@ def iter_run(
     control = control or Control()
     yield from _running_batch(lm, probes, result, control)
     yield from _static_batch(lm, probes, result, control)
-    result.phase = "each request alone (the reference)"
+    result.phase = Message("hood.continuous_batching.phase.alone", "each request alone (the reference)")
     yield result
     result.solo_tokens = [
         _alone(lm, probes, r, greedy_picker(lm, r.prompt), control) for r in result.requests
     ]
-    result.phase = f"{len(result.requests)} requests, batched both ways and each alone"
+    result.phase = Message(
+        "hood.continuous_batching.phase.done",
+        "{count} requests, batched both ways and each alone",
+        count=len(result.requests),
+    )
     return result
 
 
 def _checked(lm: Engine, requests: Sequence[Arrival], budget: int) -> list[Arrival]:
-    whole_in_range(len(requests), 1, MAX_REQUESTS, "The number of requests")
-    whole_in_range(budget, 1, MAX_BUDGET, "Tokens per iteration")
+    whole_in_range(len(requests), 1, MAX_REQUESTS, Message("hood.name.requests", "The number of requests"))
+    whole_in_range(budget, 1, MAX_BUDGET, Message("hood.name.budget", "Tokens per iteration"))
     for r in requests:
         if not r.prompt:
-            raise PlaygroundError("Every request needs a prompt: one of them is empty.")
-        whole_in_range(r.new_tokens, 1, MAX_NEW_TOKENS, "New tokens")
-        whole_in_range(r.at, 0, 1000, "Arrival (iteration)")
+            raise PlaygroundError(
+                "Every request needs a prompt: one of them is empty.",
+                key="hood.continuous_batching.error.empty",
+            )
+        whole_in_range(r.new_tokens, 1, MAX_NEW_TOKENS, NEW_TOKENS)
+        whole_in_range(r.at, 0, 1000, Message("hood.name.arrival", "Arrival (iteration)"))
         fits_context(lm, len(r.prompt), r.new_tokens)
     return list(requests)
 
@@ -137,7 +145,9 @@ def _running_batch(
         result.schedule.append(batcher.log[-1] if ran else Iteration(iteration, 0.0, 0.0, ()))
         result.seconds = watch.seconds
         _collect(result, jobs, iteration)
-        result.phase = f"running batch: iteration {iteration + 1}"
+        result.phase = Message(
+            "hood.continuous_batching.phase.running", "running batch: iteration {i}", i=iteration + 1
+        )
         with watch.paused():
             yield result
         iteration += 1
@@ -179,7 +189,7 @@ def _static_batch(
                 ids.append(pickers[i](rows[i], r.prompt + ids))
                 result.static_steps[i] = step
         result.static_seconds = watch.seconds
-        result.phase = f"static batch: step {step}"
+        result.phase = Message("hood.continuous_batching.phase.static", "static batch: step {i}", i=step)
         with watch.paused():
             yield result
         if all(
@@ -208,4 +218,9 @@ def _alone(lm: Engine, probes: Probes, request: Arrival, pick: Picker, control: 
     return ids
 
 
-LESSON = Lesson("continuous_batching", "Continuous batching", ("batched",), iter_run)
+LESSON = Lesson(
+    "continuous_batching",
+    Message("hood.continuous_batching.title", "Continuous batching"),
+    ("batched",),
+    iter_run,
+)

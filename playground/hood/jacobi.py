@@ -26,6 +26,7 @@ from playground.engine.protocols import ProbeSequence
 from playground.engine.tokens import check_token_id, common_prefix
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, fits_context, require, whole_in_range
+from playground.messages import Message
 
 __all__ = ["GUESSES", "LESSON", "MAX_TOKENS", "JacobiResult", "JacobiRound", "iter_run", "run"]
 
@@ -120,14 +121,19 @@ def iter_run(
     probes = require(lm)
     prompt = list(prompt_ids)
     if not prompt:
-        raise PlaygroundError("The prompt is empty: type some text to continue.")
-    whole_in_range(n, 1, MAX_TOKENS, "Tokens decoded in parallel")
+        raise PlaygroundError(
+            "The prompt is empty: type some text to continue.", key="hood.error.empty_prompt"
+        )
+    whole_in_range(n, 1, MAX_TOKENS, Message("hood.name.parallel", "Tokens decoded in parallel"))
     fits_context(lm, len(prompt), n)
     if not isinstance(guess, str):
         _check_canvas(lm, guess, n)
     elif guess not in GUESSES:
         raise PlaygroundError(
-            f"Unknown starting guess {guess!r}: use one of {', '.join(GUESSES)} or n token ids."
+            "Unknown starting guess {guess!r}: use one of {guesses} or n token ids.",
+            key="hood.jacobi.error.guess",
+            guess=guess,
+            guesses=", ".join(GUESSES),
         )
     result = JacobiResult(len(prompt), n, tuple(lm.eos_token_ids))
     sequence, pick = probes.sequence(control=control), greedy_picker(lm, prompt)
@@ -152,7 +158,12 @@ def starting_canvas(
 
 def _check_canvas(lm: Engine, guess: Sequence[int], n: int) -> None:
     if len(guess) != n:
-        raise PlaygroundError(f"A starting canvas needs one token per position ({n}), got {len(guess)}.")
+        raise PlaygroundError(
+            "A starting canvas needs one token per position ({n}), got {count}.",
+            key="hood.jacobi.error.canvas",
+            n=n,
+            count=len(guess),
+        )
     for token in guess:
         check_token_id(token, lm.vocab_size)
 
@@ -171,7 +182,9 @@ def _greedy(
             result.step_seconds.append(seconds)
         ids.append(pick(rows[-1], ids))
         result.reference.append(ids[-1])
-        result.phase = f"greedy token {step + 1}/{result.n} (one forward each)"
+        result.phase = Message(
+            "hood.jacobi.phase.greedy", "greedy token {i}/{n} (one forward each)", i=step + 1, n=result.n
+        )
         yield result
 
 
@@ -189,7 +202,13 @@ def _rounds(
         changed = sum(a != b for a, b in zip(canvas, out, strict=True))
         final = common_prefix(out, result.reference)
         result.rounds.append(JacobiRound(out, final, settled, changed, seconds))
-        result.phase = f"round {number}: {final}/{n} tokens final"
+        result.phase = Message(
+            "hood.jacobi.phase.round",
+            "round {round}: {final}/{n} tokens final",
+            round=number,
+            final=final,
+            n=n,
+        )
         yield result
         if settled == n or any(t in result.eos for t in out[:settled]):
             break
@@ -203,4 +222,4 @@ def _cut_at_eos(ids: list[int], eos: Sequence[int]) -> list[int]:
     return list(ids)
 
 
-LESSON = Lesson("jacobi", "Why not all at once", (), iter_run)
+LESSON = Lesson("jacobi", Message("hood.jacobi.title", "Why not all at once"), (), iter_run)

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from playground.engine.base import Engine
 from playground.engine.control import Control, run_to_end
 from playground.engine.probes import greedy_picker
-from playground.hood.common import Lesson, fits_context, preset_ids, require, whole_in_range
+from playground.hood.common import NEW_TOKENS, Lesson, fits_context, preset_ids, require, whole_in_range
 from playground.kv import kv_cache_bytes
+from playground.messages import Message
 
 __all__ = ["LESSON", "KVOnOff", "iter_run", "preset_ids", "run"]
 
@@ -45,7 +46,7 @@ class KVOnOff:
     cache_lengths: list[int] = field(default_factory=list)  # tokens in the cache after each cached forward
     cache_bytes: list[int] = field(default_factory=list)  # bytes it held then (measured)
     formula_bytes: list[int] = field(default_factory=list)  # the KV tab's formula at that length
-    phase: str = ""  # what was just done (progress text)
+    phase: str = ""  # what was just done (progress text: a Message)
 
     @property
     def identical(self) -> bool:
@@ -85,7 +86,7 @@ def iter_run(
     """kv_on_off, yielding the result after every pair of forwards (stops after an EOS token)."""
     probes = require(lm, *LESSON_NEEDS)
     prompt = list(prompt_ids)
-    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, "New tokens")
+    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, NEW_TOKENS)
     fits_context(lm, len(prompt), new_tokens)
     dtype = str(lm.dtype).removeprefix("torch.")
     result = KVOnOff(len(prompt), new_tokens, dtype)
@@ -104,7 +105,7 @@ def iter_run(
             result.recomputed_step_seconds.append(recomputed_seconds)
         result.cached_ids.append(pick(rows[-1], prompt + result.cached_ids))
         result.recomputed_ids.append(pick(row, prompt + result.recomputed_ids))
-        result.phase = f"token {step + 1}/{new_tokens}"
+        result.phase = Message("hood.kv_on_off.phase", "token {i}/{n}", i=step + 1, n=new_tokens)
         yield result
         if result.cached_ids[-1] in lm.eos_token_ids:
             break
@@ -118,4 +119,4 @@ def _record_bytes(lm: Engine, result: KVOnOff, ids: list[int], measured: int) ->
 
 
 LESSON_NEEDS = ("cache_bytes",)
-LESSON = Lesson("kv_on_off", "KV cache on vs off", LESSON_NEEDS, iter_run)
+LESSON = Lesson("kv_on_off", Message("hood.kv_on_off.title", "KV cache on vs off"), LESSON_NEEDS, iter_run)

@@ -20,6 +20,7 @@ from playground.engine.control import Control
 from playground.engine.tokens import check_token_id, token_texts
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, require
+from playground.messages import Message
 
 TOP = 5  # tokens listed per layer
 
@@ -28,7 +29,7 @@ def logit_lens(lm: Engine, ids: Sequence[int], control: Control | None = None) -
     """Next-token probabilities (layers, vocab) float32 after each decoder layer (see the module doc)."""
     probes = require(lm, "hidden_states")
     if not list(ids):
-        raise PlaygroundError("The prefix is empty: type some text first.")
+        raise PlaygroundError("The prefix is empty: type some text first.", key="hood.lens.error.empty")
     return torch.softmax(probes.layer_logits(list(ids), control), dim=-1).cpu()
 
 
@@ -92,7 +93,7 @@ def iter_run(
     return view
 
 
-LESSON = Lesson("lens", "Logit lens", ("hidden_states",), iter_run)
+LESSON = Lesson("lens", Message("hood.lens.title", "Logit lens"), ("hidden_states",), iter_run)
 
 
 def _candidate(lm: Engine, token_id: int) -> str:

@@ -16,6 +16,7 @@ from playground.engine.control import Control, run_to_end
 from playground.engine.protocols import ModelShape, Probes
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, preset_ids, require, whole_in_range
+from playground.messages import Message
 
 DEFAULT_LENGTHS = (16, 64, 256, 1024, 4096)
 DECODE_TOKENS = 8  # decode steps timed at each prompt length (median reported)
@@ -107,12 +108,17 @@ def iter_run(
 ) -> Iterator[PrefillDecode]:
     """run, yielding the result after each length (and before, with its phase)."""
     probes = require(lm)
-    whole_in_range(decode_tokens, 1, 64, "Decode steps per length")
+    whole_in_range(decode_tokens, 1, 64, Message("hood.name.decode_steps", "Decode steps per length"))
     lengths = _check_lengths(lm, lengths, decode_tokens)
     result = PrefillDecode(probes.shape(), probes.device.type, probes.prefill_chunk, decode_tokens)
     _measure_point(lm, probes, preset_ids(lm.tokenizer, 8), 2, control)  # warm-up, not recorded
     for length in lengths:
-        result.phase = f"prefill of {length:,} tokens, then {decode_tokens} decode steps"
+        result.phase = Message(
+            "hood.prefill_decode.phase.measuring",
+            "prefill of {length:,} tokens, then {steps} decode steps",
+            length=length,
+            steps=decode_tokens,
+        )
         yield result
         prefill, decode = _measure_point(lm, probes, preset_ids(lm.tokenizer, length), decode_tokens, control)
         point = CostPoint(
@@ -123,7 +129,7 @@ def iter_run(
             decode_work(result.shape, length),
         )
         result.points.append(point)
-        result.phase = f"{length:,} tokens done"
+        result.phase = Message("hood.prefill_decode.phase.done", "{length:,} tokens done", length=length)
         yield result
     return result
 
@@ -145,10 +151,10 @@ def _measure_point(
 def _check_lengths(lm: Engine, lengths: Sequence[int], decode_tokens: int) -> list[int]:
     limit = lm.context_length - decode_tokens
     if not lengths:
-        raise PlaygroundError("Give at least one prompt length.")
+        raise PlaygroundError("Give at least one prompt length.", key="hood.prefill_decode.error.no_lengths")
     for length in lengths:
-        whole_in_range(length, 1, limit, "Prompt length")
+        whole_in_range(length, 1, limit, Message("hood.name.prompt_length", "Prompt length"))
     return sorted(set(lengths))
 
 
-LESSON = Lesson("prefill_decode", "Prefill vs decode", (), iter_run)
+LESSON = Lesson("prefill_decode", Message("hood.prefill_decode.title", "Prefill vs decode"), (), iter_run)

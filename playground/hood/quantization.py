@@ -44,9 +44,10 @@ from playground.engine.quantize import (
     weight_format,
 )
 from playground.errors import PlaygroundError
-from playground.hood.common import Lesson, fits_context, require, whole_in_range
+from playground.hood.common import NEW_TOKENS, Lesson, fits_context, require, whole_in_range
 from playground.hood.quant_runs import Walk, compare, nll, quantized_walk, reference_walk
 from playground.kv import kv_cache_bytes, quantized_prediction
+from playground.messages import Message
 
 __all__ = ["LADDER", "LESSON", "QuantizationResult", "QuantizationRun", "iter_run", "run"]
 
@@ -96,7 +97,12 @@ def rung(spec: Any) -> Rung:
             weights = weight_format(part)
         else:
             known = ", ".join([*WEIGHT_FORMATS, *(f"kv-{k}" for k in KV_FORMATS)])
-            raise PlaygroundError(f"Unknown format {spec!r}: use one of {known} (or weights+kv-…).")
+            raise PlaygroundError(
+                "Unknown format {spec!r}: use one of {known} (or weights+kv-…).",
+                key="hood.quantization.error.format",
+                spec=spec,
+                known=known,
+            )
     return Rung(weights, kv)
 
 
@@ -193,22 +199,33 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
-def reference_note(lm: Engine) -> str:
+def reference_note(lm: Engine) -> Message:
     """What the reference is: a GGUF file's weights dequantized, or the model at full precision."""
     dtype = str(lm.dtype).removeprefix("torch.")
     if "q4_1" in lm.name.lower():
-        return (
-            f"The reference is the loaded model, {lm.name}, dequantized to {dtype}: its weights already lie "
+        return Message(
+            "hood.quantization.reference.q4_1",
+            "The reference is the loaded model, {name}, dequantized to {dtype}: its weights already lie "
             "on a 4-bit grid (Q4_1: blocks of 32 with a float16 scale and minimum), so re-quantizing them to "
             "Q4_1 would lose nothing. Every format here re-quantizes onto another grid, which costs more "
-            "than it would from the bf16 checkpoint (--model HuggingFaceTB/SmolLM2-135M-Instruct)."
+            "than it would from the bf16 checkpoint (--model HuggingFaceTB/SmolLM2-135M-Instruct).",
+            name=lm.name,
+            dtype=dtype,
         )
     if "gguf" in f"{lm.name} {lm.source}".lower():
-        return (
-            f"The reference is the loaded model, {lm.name}, a GGUF file dequantized to {dtype}: its weights "
-            "were quantized in the file already, so these copies are re-quantized."
+        return Message(
+            "hood.quantization.reference.gguf",
+            "The reference is the loaded model, {name}, a GGUF file dequantized to {dtype}: its weights "
+            "were quantized in the file already, so these copies are re-quantized.",
+            name=lm.name,
+            dtype=dtype,
         )
-    return f"The reference is the loaded model, {lm.name}, in {dtype} as loaded: full precision."
+    return Message(
+        "hood.quantization.reference.full",
+        "The reference is the loaded model, {name}, in {dtype} as loaded: full precision.",
+        name=lm.name,
+        dtype=dtype,
+    )
 
 
 # --- the lesson -----------------------------------------------------------------------------------
@@ -225,7 +242,9 @@ def run(
     """One format against the loaded model (weights: a format name such as "hqq4", or a copy from
     quantized_weights(); kv: "fp8", "int8", "int4" or "int2"). Raises when it cannot run here."""
     if weights is None and kv is None:
-        raise PlaygroundError("Name a weights format, a KV cache format, or both.")
+        raise PlaygroundError(
+            "Name a weights format, a KV cache format, or both.", key="hood.quantization.error.no_format"
+        )
     if isinstance(weights, str):
         weights = weight_format(weights)
     one = Rung(weights, kv_format(str(kv).removeprefix("kv-")) if kv else None)
@@ -249,8 +268,10 @@ def _probes(lm: Engine) -> Any:
     served = getattr(lm, "quantization", None)
     if served:
         raise PlaygroundError(
-            f"The app serves {served} weights (--quantize {served}): this lesson needs the loaded model at "
-            "full precision as its reference. Start the app without --quantize."
+            "The app serves {served} weights (--quantize {served}): this lesson needs the loaded model at "
+            "full precision as its reference. Start the app without --quantize.",
+            key="hood.quantization.error.served",
+            served=served,
         )
     return probes
 
@@ -258,13 +279,17 @@ def _probes(lm: Engine) -> Any:
 def check_text(lm: Engine, ids: Sequence[int], new_tokens: int) -> list[int]:
     text = list(ids)
     if not text:
-        raise PlaygroundError("The text is empty: type a sentence or two.")
+        raise PlaygroundError(
+            "The text is empty: type a sentence or two.", key="hood.quantization.error.empty"
+        )
     if len(text) > MAX_TEXT_TOKENS:
         raise PlaygroundError(
-            f"The text is {len(text):,} tokens: this lesson takes at most {MAX_TEXT_TOKENS} (every format "
-            "reads it again)."
+            "The text is {tokens:,} tokens: this lesson takes at most {most} (every format reads it again).",
+            key="hood.quantization.error.too_long",
+            tokens=len(text),
+            most=MAX_TEXT_TOKENS,
         )
-    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, "New tokens")
+    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, NEW_TOKENS)
     fits_context(lm, len(text), new_tokens)
     lm.probes.check(text)
     return text
@@ -282,7 +307,7 @@ def iter_run(
     probes = _probes(lm)
     rungs = [rung(f) for f in formats]
     if not rungs:
-        raise PlaygroundError("Choose at least one format.")
+        raise PlaygroundError("Choose at least one format.", key="hood.quantization.error.no_formats")
     text = check_text(lm, ids, new_tokens)
     run = QuantizationRun(
         text,
@@ -300,17 +325,29 @@ def iter_run(
         except PlaygroundError as exc:
             if type(exc) is not PlaygroundError:  # Stop (Cancelled) ends the run
                 raise
-            run.skipped[one.key] = str(exc)
+            run.skipped[one.key] = exc.message
             continue
         finally:
             release_memory()
         run.results.append(result)
-        run.phase = f"{prefix}: done"
+        run.phase = Message("hood.quantization.phase.done", "{prefix}: done", prefix=prefix)
         yield run
-    run.phase = f"{len(run.results)} formats measured against the reference" + (
-        f", {len(run.skipped)} could not run here" if run.skipped else ""
-    )
+    run.phase = _last_phase(run)
     return run
+
+
+def _last_phase(run: QuantizationRun) -> Message:
+    skipped = (
+        Message("hood.quantization.phase.skipped", ", {count} could not run here", count=len(run.skipped))
+        if run.skipped
+        else ""
+    )
+    return Message(
+        "hood.quantization.phase.measured",
+        "{count} formats measured against the reference{skipped}",
+        count=len(run.results),
+        skipped=skipped,
+    )
 
 
 def _reference(lm: Engine, probes: Any, run: QuantizationRun, control: Control | None) -> Iterator[Any]:
@@ -318,7 +355,13 @@ def _reference(lm: Engine, probes: Any, run: QuantizationRun, control: Control |
     text = run.text_ids
 
     def report(k: int) -> None:
-        run.phase = f"reference ({run.dtype}): token {k}/{run.new_tokens}"
+        run.phase = Message(
+            "hood.quantization.phase.reference",
+            "reference ({dtype}): token {k}/{n}",
+            dtype=run.dtype,
+            k=k,
+            n=run.new_tokens,
+        )
 
     walk = yield from _driven(
         reference_walk(
@@ -364,20 +407,33 @@ def _one(
     made = None
     copy = one.weights if isinstance(one.weights, QuantizedWeights) else None
     if one.weights is not None and copy is None:
-        run.phase = f"{prefix}: quantizing the weights ({one.weights.library})"
+        run.phase = Message(
+            "hood.quantization.phase.quantizing",
+            "{prefix}: quantizing the weights ({library})",
+            prefix=prefix,
+            library=one.weights.library,
+        )
         yield run
         spec = QuantSpec(probes.device, lm.dtype)
         made = copy = quantized_copy(probes.model, one.weights, spec, probes.free_memory_bytes(), control)
     try:
         factory = None
         if one.kv is not None:
-            run.phase = f"{prefix}: {_preparing(one.kv)}"
+            run.phase = Message(
+                "hood.quantization.phase.step", "{prefix}: {what}", prefix=prefix, what=_preparing(one.kv)
+            )
             yield run
             factory = _cache_factory(lm, probes, one.kv)
         model = copy.model if copy is not None else probes.model
 
         def report(k: int) -> None:
-            run.phase = f"{prefix}: token {k}/{len(run.reference_ids)}"
+            run.phase = Message(
+                "hood.quantization.phase.token",
+                "{prefix}: token {k}/{n}",
+                prefix=prefix,
+                k=k,
+                n=len(run.reference_ids),
+            )
 
         pick = greedy_picker(lm, run.text_ids)
         walk = yield from _driven(
@@ -401,13 +457,14 @@ def _one(
             made.free()
 
 
-def _preparing(fmt: KVFormat) -> str:
+def _preparing(fmt: KVFormat) -> Message:
     if fmt.backend == "quanto" and not quanto_kernel_built():
-        return (
+        return Message(
+            "hood.quantization.phase.kernel",
             "optimum-quanto compiles its C++ kernel once for this machine (about 2 minutes on 2 cores; "
-            "kept in the cache folder)"
+            "kept in the cache folder)",
         )
-    return f"preparing the cache ({fmt.library})"
+    return Message("hood.quantization.phase.cache", "preparing the cache ({library})", library=fmt.library)
 
 
 def _cache_factory(lm: Engine, probes: Any, fmt: KVFormat) -> Any:
@@ -415,8 +472,12 @@ def _cache_factory(lm: Engine, probes: Any, fmt: KVFormat) -> Any:
     dims = lm.dims
     if dims is not None and (dims.kv_heads * dims.head_dim) % 64:
         raise PlaygroundError(
-            f"{fmt.label} groups 64 values, and this model caches {dims.kv_heads} × {dims.head_dim} values "
-            "per token and layer: not a multiple of 64."
+            "{label} groups 64 values, and this model caches {kv_heads} × {head_dim} values "
+            "per token and layer: not a multiple of 64.",
+            key="hood.quantization.error.groups",
+            label=fmt.label,
+            kv_heads=dims.kv_heads,
+            head_dim=dims.head_dim,
         )
     quantized_cache(lm.config, fmt, probes.device)
     return lambda: quantized_cache(lm.config, fmt, probes.device)
@@ -475,4 +536,6 @@ def _kv_bits(lm: Engine, fmt: KVFormat | None, quantized: int, dtype: str) -> fl
     return 32 * sum(quantized_prediction(lm.config, fmt.name, tokens, 0, dtype)) / plain
 
 
-LESSON = Lesson("quantization", "Quantization, token by token", (), iter_run)
+LESSON = Lesson(
+    "quantization", Message("hood.quantization.title", "Quantization, token by token"), (), iter_run
+)

@@ -25,6 +25,7 @@ from playground.engine.control import Control, run_to_end
 from playground.engine.sampling import SamplingSettings, sampling_stages, seeded_generator, validate_settings
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson, require, whole_in_range
+from playground.messages import Message
 
 MAX_DRAWS = 5000
 CHECKPOINTS = (10, 30, 100, 300, 1000, 3000, 5000)  # draws after which the TV distance is recorded
@@ -103,7 +104,8 @@ def run(
     raw = torch.softmax(rows[-1].float().cpu(), dim=-1)
     first = sampling_stages(rows[-1].cpu(), list(ids), before)[-1].probs
     second = sampling_stages(rows[-1].cpu(), list(ids), after)[-1].probs
-    return SamplingOrder(list(ids), before, raw, first, second, phase="both orders computed")
+    phase = Message("hood.sampling_order.phase", "both orders computed")
+    return SamplingOrder(list(ids), before, raw, first, second, phase=phase)
 
 
 def sample_histogram(
@@ -121,7 +123,7 @@ def sample_histogram(
 
 def draw(probs: torch.Tensor, n: int, seed: int = 0) -> Iterator[Histogram]:
     """n seeded draws from probs (vocab,), yielding the histogram at each checkpoint."""
-    whole_in_range(n, 1, MAX_DRAWS, "Draws (N)")
+    whole_in_range(n, 1, MAX_DRAWS, Message("hood.name.draws", "Draws (N)"))
     generator = seeded_generator(seed, torch.device("cpu"))
     kept = (probs > 0).nonzero().flatten()
     histogram = Histogram(n, seed, dict(zip(kept.tolist(), probs[kept].tolist(), strict=True)))
@@ -146,7 +148,7 @@ def iter_run(
     control: Control | None = None,
 ) -> Iterator[SamplingOrder | Histogram]:
     """The lesson's run: both orders (one forward), then n draws with progress."""
-    whole_in_range(n, 1, MAX_DRAWS, "Draws (N)")
+    whole_in_range(n, 1, MAX_DRAWS, Message("hood.name.draws", "Draws (N)"))
     order = run(lm, ids, settings, control)
     yield order
     histogram = None
@@ -159,9 +161,10 @@ def _checked(settings: SamplingSettings) -> SamplingSettings:
     settings = validate_settings(settings)
     if settings.greedy:
         raise PlaygroundError(
-            "Temperature 0 is greedy: there is nothing to sample. Use a temperature above 0."
+            "Temperature 0 is greedy: there is nothing to sample. Use a temperature above 0.",
+            key="hood.sampling_order.error.greedy",
         )
     return settings
 
 
-LESSON = Lesson("sampling_order", "Sampling order", (), iter_run)
+LESSON = Lesson("sampling_order", Message("hood.sampling_order.title", "Sampling order"), (), iter_run)

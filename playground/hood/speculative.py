@@ -37,7 +37,8 @@ from playground.engine.probes import Picker, greedy_picker
 from playground.engine.protocols import ProbeSequence
 from playground.engine.sampling import SamplingSettings, final_scores, seeded_generator, validate_settings
 from playground.errors import PlaygroundError
-from playground.hood.common import Lesson, Stopwatch, fits_context, require, whole_in_range
+from playground.hood.common import NEW_TOKENS, Lesson, Stopwatch, fits_context, require, whole_in_range
+from playground.messages import Message
 
 METHODS = ("prompt_lookup", "early_exit", "draft")
 MAX_DRAFT = 16  # draft tokens per round
@@ -310,10 +311,15 @@ def _setup(
     """Check every argument (each error says what is allowed) and build the drafter."""
     probes = require(lm, "hidden_states" if method == "early_exit" else "probes")
     if method not in METHODS:
-        raise PlaygroundError(f"Unknown draft method {method!r}: use one of {', '.join(METHODS)}.")
-    whole_in_range(draft_tokens, 1, MAX_DRAFT, "Draft length")
-    whole_in_range(max_new, 1, MAX_NEW_TOKENS, "New tokens")
-    whole_in_range(ngram, 1, MAX_NGRAM, "Lookup n-gram size")
+        raise PlaygroundError(
+            "Unknown draft method {method!r}: use one of {methods}.",
+            key="hood.speculative.error.method",
+            method=method,
+            methods=", ".join(METHODS),
+        )
+    whole_in_range(draft_tokens, 1, MAX_DRAFT, Message("hood.name.draft_length", "Draft length"))
+    whole_in_range(max_new, 1, MAX_NEW_TOKENS, NEW_TOKENS)
+    whole_in_range(ngram, 1, MAX_NGRAM, Message("hood.name.ngram", "Lookup n-gram size"))
     probes.check(prompt)
     fits_context(lm, len(prompt), max_new)
     checked = validate_settings(settings)
@@ -334,13 +340,19 @@ def check_draft(lm: Engine, draft: Engine | None) -> None:
     if draft is None:
         raise PlaygroundError(
             "No draft model is loaded: start the app with --draft-model NAME (a small model with the same "
-            "tokenizer), or pick prompt lookup or early exit."
+            "tokenizer), or pick prompt lookup or early exit.",
+            key="hood.speculative.error.no_draft",
         )
     if not same_tokenizer(lm.tokenizer, draft.tokenizer):
         raise PlaygroundError(
-            f"The draft model {draft.name} has a different tokenizer ({len(draft.tokenizer):,} tokens) from "
-            f"{lm.name} ({len(lm.tokenizer):,} tokens): drafts are token ids, so both models must share one "
-            "tokenizer."
+            "The draft model {draft} has a different tokenizer ({draft_tokens:,} tokens) from "
+            "{model} ({model_tokens:,} tokens): drafts are token ids, so both models must share one "
+            "tokenizer.",
+            key="hood.speculative.error.tokenizer",
+            draft=draft.name,
+            draft_tokens=len(draft.tokenizer),
+            model=lm.name,
+            model_tokens=len(lm.tokenizer),
         )
 
 
@@ -362,7 +374,12 @@ def _plain(run: _Run, result: SpeculativeResult) -> Iterator[SpeculativeResult]:
         ids = run.prompt + result.plain_ids
         result.plain_times.append(watch.seconds)
         result.plain_seconds = result.plain_times[-1]
-        result.phase = f"plain decoding (one token per forward): {len(result.plain_ids)}/{run.max_new}"
+        result.phase = Message(
+            "hood.speculative.phase.plain",
+            "plain decoding (one token per forward): {done}/{n}",
+            done=len(result.plain_ids),
+            n=run.max_new,
+        )
         with watch.paused():
             yield result
         if result.plain_ids[-1] in run.lm.eos_token_ids:
@@ -393,7 +410,13 @@ def _speculate(run: _Run, result: SpeculativeResult) -> Iterator[SpeculativeResu
         result.rounds.append(round_)
         result.ids.extend(round_.emitted)
         result.seconds = round_.finished_at = watch.seconds
-        result.phase = f"round {len(result.rounds)}: {len(result.ids)}/{run.max_new} tokens"
+        result.phase = Message(
+            "hood.speculative.phase.round",
+            "round {round}: {done}/{n} tokens",
+            round=len(result.rounds),
+            done=len(result.ids),
+            n=run.max_new,
+        )
         with watch.paused():
             yield result
         if result.ids[-1] in run.lm.eos_token_ids:
@@ -437,4 +460,4 @@ def _cut_at_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
     return tokens
 
 
-LESSON = Lesson("speculative", "Speculative decoding", (), iter_run)
+LESSON = Lesson("speculative", Message("hood.speculative.title", "Speculative decoding"), (), iter_run)

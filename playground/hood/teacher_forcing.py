@@ -27,7 +27,8 @@ from playground.engine.probes import greedy_picker
 from playground.engine.protocols import ProbeSequence
 from playground.engine.tokens import check_token_id
 from playground.errors import PlaygroundError
-from playground.hood.common import Lesson, fits_context, require, whole_in_range
+from playground.hood.common import NEW_TOKENS, Lesson, fits_context, require, whole_in_range
+from playground.messages import Message
 
 __all__ = [
     "LESSON",
@@ -59,7 +60,7 @@ class TeacherForcing:
     free_ids: list[int] = field(default_factory=list)  # greedy from ids[:start], one token per forward
     parallel_seconds: float = 0.0  # the one forward over the whole reference
     serial_step_seconds: list[float] = field(default_factory=list)  # each forward of the free run
-    phase: str = ""  # what was just done (progress text)
+    phase: str = ""  # what was just done (progress text: a Message)
 
     @property
     def reference_ids(self) -> list[int]:
@@ -106,14 +107,16 @@ def iter_run(
     rows, result.parallel_seconds = probes.sequence(control=control).advance(ids[:-1], last=n)  # (n, vocab)
     result.logprobs, result.ranks = forced_scores(rows, result.reference_ids)
     result.argmax_ids = [pick(rows[i], ids[: start + i]) for i in range(n)]
-    result.phase = f"1 forward scored {n} reference tokens"
+    result.phase = Message("hood.teacher_forcing.phase.scored", "1 forward scored {n} reference tokens", n=n)
     yield result
     sequence = probes.sequence(control=control)
     for i in range(n):
         rows, seconds = sequence.advance(ids[:start] + result.free_ids)
         result.serial_step_seconds.append(seconds)
         result.free_ids.append(pick(rows[-1], ids[:start] + result.free_ids))
-        result.phase = f"free running: token {i + 1}/{n}, one forward each"
+        result.phase = Message(
+            "hood.teacher_forcing.phase.free", "free running: token {i}/{n}, one forward each", i=i + 1, n=n
+        )
         yield result
     return result
 
@@ -130,16 +133,25 @@ def forced_scores(rows: torch.Tensor, targets: Sequence[int]) -> tuple[list[floa
 def _checked_reference(lm: Engine, ids: Sequence[int], start: int) -> list[int]:
     ids = list(ids)
     if not ids:
-        raise PlaygroundError("The text is empty: type a prompt and a reference continuation.")
+        raise PlaygroundError(
+            "The text is empty: type a prompt and a reference continuation.",
+            key="hood.teacher_forcing.error.empty",
+        )
     if len(ids) > MAX_TOKENS:
         raise PlaygroundError(
-            f"This lesson reads at most {MAX_TOKENS} tokens (prompt and reference together) and this "
-            f"text has {len(ids)}: shorten it."
+            "This lesson reads at most {most} tokens (prompt and reference together) and this "
+            "text has {tokens}: shorten it.",
+            key="hood.teacher_forcing.error.too_long",
+            most=MAX_TOKENS,
+            tokens=len(ids),
         )
     if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(ids):
         raise PlaygroundError(
-            f"The reference starts at token {start!r} of {len(ids)}: it needs a prompt of at least 1 token "
-            "and at least 1 token after it to score."
+            "The reference starts at token {start!r} of {tokens}: it needs a prompt of at least 1 token "
+            "and at least 1 token after it to score.",
+            key="hood.teacher_forcing.error.start",
+            start=start,
+            tokens=len(ids),
         )
     for token_id in ids:
         check_token_id(token_id, lm.vocab_size)
@@ -217,8 +229,12 @@ def iter_error_accumulation(
         row = original.step() if not original.done(new_tokens) else None
         if original.done(new_tokens) and len(original.ids) <= at:
             raise PlaygroundError(
-                f"Position {at} is past the continuation: the model ends it (end-of-text) after "
-                f"{len(original.ids)} tokens. Pick a position from 0 to {len(original.ids) - 1}."
+                "Position {at} is past the continuation: the model ends it (end-of-text) after "
+                "{tokens} tokens. Pick a position from 0 to {last}.",
+                key="hood.teacher_forcing.error.ended",
+                at=at,
+                tokens=len(original.ids),
+                last=len(original.ids) - 1,
             )
         if position == at and row is not None:
             forced = _force(lm, result, row, token_id, rank)
@@ -230,7 +246,9 @@ def iter_error_accumulation(
                 result.kl.append(kl_divergence(row, other))
         result.original_ids = list(original.ids)
         result.perturbed_ids = list(perturbed.ids) if perturbed else list(original.ids)
-        result.phase = f"answer position {position + 1}/{new_tokens}"
+        result.phase = Message(
+            "hood.teacher_forcing.phase.position", "answer position {i}/{n}", i=position + 1, n=new_tokens
+        )
         yield result
         if original.done(new_tokens) and (perturbed is None or perturbed.done(new_tokens)):
             break
@@ -283,25 +301,36 @@ def check_continuation(
     """The prompt's ids after checking every argument of error_accumulation (clear messages)."""
     prompt = list(prompt_ids)
     if not prompt:
-        raise PlaygroundError("The prompt is empty: type some text to continue.")
+        raise PlaygroundError(
+            "The prompt is empty: type some text to continue.", key="hood.error.empty_prompt"
+        )
     for t in prompt:
         check_token_id(t, lm.vocab_size)
-    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, "New tokens")
+    whole_in_range(new_tokens, 1, MAX_NEW_TOKENS, NEW_TOKENS)
     fits_context(lm, len(prompt), new_tokens)
     if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at < new_tokens:
         raise PlaygroundError(
-            f"Position {at!r} is past the continuation: it has {new_tokens} tokens (positions 0 to "
-            f"{new_tokens - 1})."
+            "Position {at!r} is past the continuation: it has {tokens} tokens (positions 0 to {last}).",
+            key="hood.teacher_forcing.error.position",
+            at=at,
+            tokens=new_tokens,
+            last=new_tokens - 1,
         )
     if (token_id is None) == (rank is None):
         raise PlaygroundError(
-            "Give the token to force: a token id, or the rank of one of the model's choices."
+            "Give the token to force: a token id, or the rank of one of the model's choices.",
+            key="hood.teacher_forcing.error.no_token",
         )
     if token_id is not None:
         check_token_id(token_id, lm.vocab_size)
     else:
-        whole_in_range(rank, 1, TOP, "The forced token's rank")
+        whole_in_range(rank, 1, TOP, Message("hood.name.forced_rank", "The forced token's rank"))
     return prompt
 
 
-LESSON = Lesson("teacher_forcing", "Training reads in parallel, generation writes in series", (), iter_run)
+LESSON = Lesson(
+    "teacher_forcing",
+    Message("hood.teacher_forcing.title", "Training reads in parallel, generation writes in series"),
+    (),
+    iter_run,
+)

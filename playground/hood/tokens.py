@@ -29,6 +29,7 @@ from playground.engine.tokens import TokenText, byte_groups, group_text, token_b
 from playground.errors import PlaygroundError
 from playground.hood.common import Lesson
 from playground.kv import kv_cache_bytes
+from playground.messages import Message
 
 __all__ = [
     "LESSON",
@@ -46,6 +47,11 @@ MAX_CHARS = 2000  # a text longer than this is refused: the view colours every t
 MAX_WORD_CHARS = 48  # the merges replay one word (its table grows one row per merge)
 ENGLISH = "The weather is very nice today."
 CHINESE = "今天天气很好。"  # the same sentence in Chinese
+TEXT = Message("hood.tokens.name.text", "text")  # what check_text names
+LANGUAGES = (
+    (Message("hood.tokens.name.english", "English sentence"), Message("hood.tokens.english", "English")),
+    (Message("hood.tokens.name.chinese", "Chinese sentence"), Message("hood.tokens.chinese", "Chinese")),
+)
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ class BpeMerges:
 class SentenceCost:
     """One sentence's tokens and what their keys and values cost."""
 
-    language: str
+    language: str  # a Message ("English"): the UI says it in the page's language
     text: str
     ids: list[int]
     formula_bytes: int | None  # the KV tab's formula at len(ids) tokens (None: no config or dtype here)
@@ -132,11 +138,11 @@ class TokensResult:
     split: list[SplitChars] = field(default_factory=list)
     word: str = ""  # the word whose merges are replayed
     merges: BpeMerges | None = None
-    merges_note: str = ""  # why there are no merges to show ('' when there are)
+    merges_note: str = ""  # why there are no merges to show ('' when there are; a Message)
     sentences: list[SentenceCost] = field(default_factory=list)
     dtype: str = ""  # the KV cache's dtype
     kv_note: str = ""  # why the cache was not measured ('' when it was)
-    phase: str = ""
+    phase: str = ""  # what was just done (a Message: the status line says it in the page's language)
 
     @property
     def ids(self) -> list[int]:
@@ -150,13 +156,19 @@ class TokensResult:
 # --- tokenize --------------------------------------------------------------------------------
 
 
-def check_text(text: Any, what: str = "text") -> str:
-    """The text itself, or a clear message for a missing, empty or too long one."""
+def check_text(text: Any, what: str = TEXT) -> str:
+    """The text itself, or a clear message for a missing, empty or too long one (what: a Message)."""
     if not isinstance(text, str) or not text:
-        raise PlaygroundError(f"The {what} is empty: type something to tokenize.")
+        raise PlaygroundError(
+            "The {what} is empty: type something to tokenize.", key="hood.tokens.error.empty", what=what
+        )
     if len(text) > MAX_CHARS:
         raise PlaygroundError(
-            f"The {what} has {len(text):,} characters; this lesson reads at most {MAX_CHARS:,}: shorten it."
+            "The {what} has {chars:,} characters; this lesson reads at most {most:,}: shorten it.",
+            key="hood.tokens.error.too_long",
+            what=what,
+            chars=len(text),
+            most=MAX_CHARS,
         )
     return text
 
@@ -169,7 +181,9 @@ def tokenize(lm: Engine, text: str) -> list[Token]:
 def text_tokens(tokenizer: Any, text: str) -> list[Token]:
     """tokenize for any length of text (playground.scoring reads whole answers with it)."""
     if not getattr(tokenizer, "is_fast", False):
-        raise PlaygroundError("Token offsets need a fast (Rust) tokenizer, and this one is not.")
+        raise PlaygroundError(
+            "Token offsets need a fast (Rust) tokenizer, and this one is not.", key="hood.tokens.error.slow"
+        )
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids = [int(i) for i in encoded.input_ids]
     offsets = [(int(s), int(e)) for s, e in encoded.offset_mapping]
@@ -268,7 +282,10 @@ def _table(tokenizer: Any) -> _Table:
             return kept[1]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        raise PlaygroundError("This tokenizer is not a fast (Rust) one: its merges table cannot be read.")
+        raise PlaygroundError(
+            "This tokenizer is not a fast (Rust) one: its merges table cannot be read.",
+            key="hood.tokens.error.no_table",
+        )
     model = json.loads(backend.to_str())["model"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in model.get("merges", [])]
     table = _Table(
@@ -290,17 +307,25 @@ def _table(tokenizer: Any) -> _Table:
 def check_word(tokenizer: Any, word: Any) -> str:
     """The word itself, or a clear message for an empty, long or special one."""
     if not isinstance(word, str) or not word:
-        raise PlaygroundError("The word is empty: type one word to replay its BPE merges.")
+        raise PlaygroundError(
+            "The word is empty: type one word to replay its BPE merges.", key="hood.tokens.error.no_word"
+        )
     if len(word) > MAX_WORD_CHARS:
         raise PlaygroundError(
-            f"The merges replay one word of at most {MAX_WORD_CHARS} characters; this one has {len(word)}."
+            "The merges replay one word of at most {most} characters; this one has {chars}.",
+            key="hood.tokens.error.long_word",
+            most=MAX_WORD_CHARS,
+            chars=len(word),
         )
     for added in getattr(tokenizer, "added_tokens_decoder", {}).values():
         content = getattr(added, "content", "")
         if content and content in word:
             raise PlaygroundError(
-                f"{word!r} holds the added token {content!r}, which the tokenizer matches whole before "
-                "any BPE merge: type a plain word."
+                "{word!r} holds the added token {content!r}, which the tokenizer matches whole before "
+                "any BPE merge: type a plain word.",
+                key="hood.tokens.error.added",
+                word=word,
+                content=content,
             )
     return word
 
@@ -316,10 +341,15 @@ def bpe_merges(lm: Engine, word: str) -> BpeMerges:
     table = _table(tokenizer)
     if table.kind != "BPE":
         raise PlaygroundError(
-            f"This tokenizer is {table.kind}, not BPE: it has no merges to replay (its tokens are shown)."
+            "This tokenizer is {kind}, not BPE: it has no merges to replay (its tokens are shown).",
+            key="hood.tokens.error.not_bpe",
+            kind=table.kind,
         )
     if table.affixes:
-        raise PlaygroundError("This BPE tokenizer marks word pieces with a prefix or suffix: not replayed.")
+        raise PlaygroundError(
+            "This BPE tokenizer marks word pieces with a prefix or suffix: not replayed.",
+            key="hood.tokens.error.affixes",
+        )
     pretokens = _pretokens(tokenizer.backend_tokenizer, word)
     words = [_symbols(table, p) for p in pretokens]
     start = [s for w in words for s in w]
@@ -336,8 +366,12 @@ def bpe_merges(lm: Engine, word: str) -> BpeMerges:
     )
     if result.final != tokens:
         raise PlaygroundError(
-            f"The merges replayed for {word!r} end at {result.final} but the tokenizer gives {tokens}: "
-            "it does more than plain BPE here, so no replay is shown."
+            "The merges replayed for {word!r} end at {final} but the tokenizer gives {tokens}: "
+            "it does more than plain BPE here, so no replay is shown.",
+            key="hood.tokens.error.replay",
+            word=word,
+            final=str(result.final),
+            tokens=str(tokens),
         )
     return result
 
@@ -422,30 +456,59 @@ def iter_run(
     """The lesson: the text's tokens, one word's BPE merges (word '': the text's first word), and
     the tokens and KV bytes of the same sentence in English and in Chinese; yields after each."""
     result = TokensResult(check_text(text))
-    english, chinese = check_text(english, "English sentence"), check_text(chinese, "Chinese sentence")
+    sentences = [
+        check_text(sentence, name) for sentence, (name, _) in zip((english, chinese), LANGUAGES, strict=True)
+    ]
     result.tokens = tokenize(lm, text)
     result.words, result.split = words_of(text, result.tokens), split_chars(lm, result.tokens)
-    result.phase = f"{len(result.tokens):,} tokens"
+    count = len(result.tokens)
+    result.phase = Message("hood.tokens.phase.tokens", "{tokens:,} tokens", tokens=count)
     yield result
     result.word = (word or "").strip() or first_word(text)
     try:
         result.merges = bpe_merges(lm, result.word)
     except PlaygroundError as exc:  # the tokens stand; the merges panel says why there are none
-        result.merges_note = str(exc)
-    result.phase = f"{len(result.tokens):,} tokens · merges of {result.word!r}"
-    yield result
-    result.dtype = "" if lm.dtype is None else str(lm.dtype).removeprefix("torch.")
-    for language, sentence in (("English", english), ("Chinese", chinese)):
-        result.sentences.append(_cost(lm, result, language, sentence, control))
-        result.phase = f"{len(result.tokens):,} tokens · {language} sentence read"
-        yield result
-    english_ids, chinese_ids = (len(s.ids) for s in result.sentences)
-    merged = f"{len(result.merges.steps)} merges of {result.word!r}" if result.merges else "no merges"
-    result.phase = (
-        f"{len(result.tokens):,} tokens · {merged} · English {english_ids} vs Chinese {chinese_ids} tokens"
+        result.merges_note = exc.message
+    result.phase = Message(
+        "hood.tokens.phase.merges", "{tokens:,} tokens · merges of {word!r}", tokens=count, word=result.word
     )
     yield result
+    result.dtype = "" if lm.dtype is None else str(lm.dtype).removeprefix("torch.")
+    for sentence, (_, language) in zip(sentences, LANGUAGES, strict=True):
+        result.sentences.append(_cost(lm, result, language, sentence, control))
+        result.phase = Message(
+            "hood.tokens.phase.sentence",
+            "{tokens:,} tokens · {language} sentence read",
+            tokens=count,
+            language=language,
+        )
+        yield result
+    result.phase = _last_phase(result)
+    yield result
     return result
+
+
+def _last_phase(result: TokensResult) -> Message:
+    """The whole run in one line: tokens, merges, the two sentences' tokens."""
+    english, chinese = (len(s.ids) for s in result.sentences)
+    merged = (
+        Message(
+            "hood.tokens.phase.merged",
+            "{merges} merges of {word!r}",
+            merges=len(result.merges.steps),
+            word=result.word,
+        )
+        if result.merges
+        else Message("hood.tokens.phase.no_merges", "no merges")
+    )
+    return Message(
+        "hood.tokens.phase.done",
+        "{tokens:,} tokens · {merged} · English {english} vs Chinese {chinese} tokens",
+        tokens=len(result.tokens),
+        merged=merged,
+        english=english,
+        chinese=chinese,
+    )
 
 
 def _cost(
@@ -454,7 +517,10 @@ def _cost(
     """A sentence's tokens, the formula's KV bytes for them, and the bytes its real cache holds."""
     ids = [t.id for t in tokenize(lm, text)]
     if lm.config is None or not result.dtype:
-        result.kv_note = "this engine does not say its model's config and dtype, which the KV formula needs."
+        result.kv_note = Message(
+            "hood.tokens.no_config",
+            "this engine does not say its model's config and dtype, which the KV formula needs.",
+        )
         return SentenceCost(language, text, ids, None, None)
     formula = kv_cache_bytes(lm.config, len(ids), 1, result.dtype, mode="transformers")
     capabilities = lm.capabilities
@@ -466,4 +532,4 @@ def _cost(
     return SentenceCost(language, text, ids, formula, sequence.cache_bytes)
 
 
-LESSON = Lesson("tokens", "Tokens are not words", (), iter_run)
+LESSON = Lesson("tokens", Message("hood.tokens.title", "Tokens are not words"), (), iter_run)

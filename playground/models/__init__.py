@@ -10,7 +10,7 @@ See registry.py (the bound: least recently used unloaded, or a clear refusal), e
 catalog.py.
 """
 
-from playground.models.catalog import ModelEntry, cached_hub_models, hub_online
+from playground.models.catalog import ModelEntry, cached_hub_models, hub_online, model_name
 from playground.models.estimate import MemoryEstimate, estimate_memory
 from playground.models.registry import LoadEvent, ModelRegistry, model_key
 
@@ -23,4 +23,5 @@ __all__ = [
     "estimate_memory",
     "hub_online",
     "model_key",
+    "model_name",
 ]

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from playground.engine.embedded import EMBEDDED_MODELS
 
@@ -28,6 +29,12 @@ class ModelEntry:
 
 
 NOT_INSTALLED = "not installed"
+
+
+def model_name(engine: Any) -> str:
+    """The name a loaded engine goes by in a model list: an embedded model's own name (the engine's
+    name is its title), else the engine's name."""
+    return next((s.name for s in EMBEDDED_MODELS.values() if s.title == engine.name), str(engine.name))
 
 
 def hub_online() -> bool:

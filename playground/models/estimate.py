@@ -20,6 +20,7 @@ from playground.engine.embedded import EMBEDDED_MODELS, EmbeddedModel, embedded_
 from playground.engine.forward import free_device_memory
 from playground.engine.loading import resolve_device, resolve_weights_dtype
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 BYTES_PER_VALUE = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}
 BYTES_PER_VALUE_BY_NAME = {str(k).removeprefix("torch."): v for k, v in BYTES_PER_VALUE.items()}
@@ -39,13 +40,22 @@ class MemoryEstimate:
     load_bytes: int  # the most held while loading (a GGUF conversion: twice the weights)
     counted_from: str  # where the parameters were counted ("embedded", "config", "gguf")
 
-    def line(self) -> str:
+    def line(self) -> Message:
         """'gemma-3-270m: 268.1 M parameters × 4 B (float32) = 1.07 GB of weights (2.14 GB while loading)'."""
-        size = BYTES_PER_VALUE_BY_NAME.get(self.dtype, 4)
-        loading = f" ({gb(self.load_bytes)} while loading)" if self.load_bytes > self.weights_bytes else ""
-        return (
-            f"{self.name}: {self.parameters / 1e6:,.1f} M parameters × {size} B ({self.dtype}) = "
-            f"{gb(self.weights_bytes)} of weights{loading}"
+        loading = ""
+        if self.load_bytes > self.weights_bytes:
+            loading = Message(
+                "models.estimate.loading", " ({bytes} while loading)", bytes=gb(self.load_bytes)
+            )
+        return Message(
+            "models.estimate.line",
+            "{model}: {millions:,.1f} M parameters × {size} B ({dtype}) = {weights} of weights{loading}",
+            model=self.name,
+            millions=self.parameters / 1e6,
+            size=BYTES_PER_VALUE_BY_NAME.get(self.dtype, 4),
+            dtype=self.dtype,
+            weights=gb(self.weights_bytes),
+            loading=loading,
         )
 
 
@@ -90,13 +100,18 @@ def _converted(spec: EmbeddedModel, cache_root: Path | None) -> bool:
 def gguf_parameters(path: Path) -> int:
     """Values in a GGUF file's tensors (what transformers dequantizes them to)."""
     if not path.is_file():
-        raise PlaygroundError(f"GGUF file not found: {path}")
+        raise PlaygroundError("GGUF file not found: {path}", key="models.error.no_gguf", path=str(path))
     from gguf import GGUFReader
 
     try:
         reader = GGUFReader(str(path))
     except (OSError, ValueError) as exc:
-        raise PlaygroundError(f"Cannot read the GGUF file {path}: {exc}") from None
+        raise PlaygroundError(
+            "Cannot read the GGUF file {path}: {why}",
+            key="models.error.bad_gguf",
+            path=str(path),
+            why=str(exc),
+        ) from None
     return int(sum(int(tensor.n_elements) for tensor in reader.tensors))
 
 
@@ -110,23 +125,26 @@ def config_parameters(name: str, trust_remote_code: bool = False) -> int:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as exc:
-        raise PlaygroundError(unknown_model(name, exc)) from None
+        raise unknown_model(name, exc) from None
     return sum(p.numel() for p in model.parameters())
 
 
-def unknown_model(name: str, exc: Exception | None = None) -> str:
-    """The message for a name that is no model this process can load."""
-    embedded = ", ".join(EMBEDDED_MODELS)
+def unknown_model(name: str, exc: Exception | None = None) -> PlaygroundError:
+    """The error for a name that is no model this process can load."""
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     where = (
-        "the Hub is offline here (HF_HUB_OFFLINE=1)"
+        Message("models.unknown.offline", "the Hub is offline here (HF_HUB_OFFLINE=1)")
         if offline
-        else "check the spelling of the Hub id or the path, and the network"
+        else Message("models.unknown.online", "check the spelling of the Hub id or the path, and the network")
     )
-    reason = f" ({_first_line(exc)})" if exc is not None else ""
-    return (
-        f"Unknown model {name!r}{reason}: not an embedded model ({embedded}), a local model directory or "
-        f"a .gguf file, and {where}."
+    return PlaygroundError(
+        "Unknown model {name!r}{reason}: not an embedded model ({embedded}), a local model directory or "
+        "a .gguf file, and {where}.",
+        key="models.error.unknown",
+        name=name,
+        reason=f" ({_first_line(exc)})" if exc is not None else "",
+        embedded=", ".join(EMBEDDED_MODELS),
+        where=where,
     )
 
 

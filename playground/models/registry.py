@@ -31,6 +31,7 @@ from playground.engine.base import Engine
 from playground.engine.embedded import DEFAULT_EMBEDDED, embedded_model
 from playground.engine.loading import load_model
 from playground.errors import PlaygroundError
+from playground.messages import Message
 from playground.models.catalog import ModelEntry, cached_hub_models, embedded_entries, hub_online
 from playground.models.estimate import MemoryEstimate, estimate_memory, free_memory_bytes, gb
 from playground.settings import Settings, load_settings
@@ -63,7 +64,9 @@ def model_key(name: str | None, quantize: str | None = None) -> str:
     embedded = embedded_model(name)
     base = embedded.name if embedded is not None else str(name).strip()
     if not base:
-        raise PlaygroundError("The model name is empty: pick a model or type a Hub id or a path.")
+        raise PlaygroundError(
+            "The model name is empty: pick a model or type a Hub id or a path.", key="models.error.empty"
+        )
     return f"{base}@{quantize}" if quantize else base
 
 
@@ -130,6 +133,34 @@ class ModelRegistry:
             self._held[key] = _Held(engine, pinned=pinned, remote=getattr(engine, "url", None) is not None)
         return key
 
+    def key_of(self, engine: Engine) -> str | None:
+        """The name an engine is held under (None: not held here)."""
+        with self._lock:
+            return next((key for key, h in self._held.items() if h.engine is engine), None)
+
+    def hold(self, key: str) -> Engine:
+        """Keep a loaded model loaded until `let_go(key)` (a browser tab that uses it: the bound never
+        unloads it meanwhile). Loads nothing: a model not held is refused with the loaded ones."""
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                raise PlaygroundError(
+                    "{model} is not loaded (loaded: {loaded}): pick it in the model list to load it.",
+                    key="models.error.not_loaded",
+                    model=key,
+                    loaded=", ".join(self._held) or "none",
+                )
+            held.users += 1
+            self._held.move_to_end(key)
+            return held.engine
+
+    def let_go(self, key: str) -> None:
+        """One holder of `key` is done with it (see hold): idle again once none is left."""
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held.users > 0:
+                held.users -= 1
+
     def connect(self, name: str, url: str, kind: str, **options: Any) -> Engine:
         """A remote engine (llama-server, vLLM, SGLang) held as `name`: one side of a comparison. A
         server that is down or answers nonsense raises EngineUnavailable with what happened."""
@@ -166,15 +197,16 @@ class ModelRegistry:
         key = self._resolve(name, quantize)
         held = self._touch(key)
         if held is not None:
-            yield LoadEvent(f"{key} is loaded.", held)
+            yield LoadEvent(_loaded(key), held)
             return
         with self._loading:
             held = self._touch(key)  # another caller may have loaded it meanwhile
             if held is not None:
-                yield LoadEvent(f"{key} is loaded.", held)
+                yield LoadEvent(_loaded(key), held)
                 return
             estimate = self.estimate(name, quantize)
-            yield LoadEvent(f"Memory estimate: {estimate.line()}.", estimate=estimate)
+            line = Message("models.event.estimate", "Memory estimate: {line}.", line=estimate.line())
+            yield LoadEvent(line, estimate=estimate)
             yield from self._make_room(key, estimate)
             yield from self._load_in_thread(key, name, quantize, estimate)
 
@@ -214,8 +246,8 @@ class ModelRegistry:
         while (line := lines.get()) is not done:
             if isinstance(line, BaseException):
                 raise _load_error(key, line) from line
-            yield LoadEvent(str(line), estimate=estimate)
-        yield LoadEvent(f"{key} is loaded.", self._touch(key), estimate)
+            yield LoadEvent(line if isinstance(line, str) else str(line), estimate=estimate)
+        yield LoadEvent(_loaded(key), self._touch(key), estimate)
 
     def _load_options(self, quantize: str | None) -> dict[str, Any]:
         s = self.settings
@@ -238,33 +270,66 @@ class ModelRegistry:
             gone = self._unload_one()
             if gone is None:
                 raise PlaygroundError(
-                    f"Cannot load {key}: {self._local_count()} models are loaded, the most at once "
-                    f"(PLAYGROUND_MAX_MODELS={limit}), and none can be unloaded now ({self._why_kept()})."
+                    "Cannot load {model}: {count} models are loaded, the most at once "
+                    "(PLAYGROUND_MAX_MODELS={limit}), and none can be unloaded now ({kept}).",
+                    key="models.error.too_many",
+                    model=key,
+                    count=self._local_count(),
+                    limit=limit,
+                    kept=self._why_kept(),
                 )
-            yield LoadEvent(f"Unloaded {gone} (least recently used) to make room for {key}.")
+            yield LoadEvent(
+                Message(
+                    "models.event.unloaded",
+                    "Unloaded {gone} (least recently used) to make room for {model}.",
+                    gone=gone,
+                    model=key,
+                )
+            )
+        yield from self._free_memory(key, estimate)
+
+    def _free_memory(self, key: str, estimate: MemoryEstimate) -> Iterator[LoadEvent]:
+        """Unload least recently used idle models until the load leaves the reserve free."""
         needed = estimate.load_bytes + int(self.settings.memory_reserve_mib) * MIB
         while (free := self._free()) is not None and needed > free:
             gone = self._unload_one()
             if gone is None:
                 raise PlaygroundError(
-                    f"Cannot load {key}: it needs about {gb(needed)} ({estimate.line()}, plus "
-                    f"{self.settings.memory_reserve_mib} MiB kept free) and {gb(free)} is free here. "
-                    f"Unloading would not help ({self._why_kept()}): pick a smaller model or another dtype."
+                    "Cannot load {model}: it needs about {needed} ({estimate}, plus {reserve} MiB kept "
+                    "free) and {free} is free here. Unloading would not help ({kept}): pick a smaller "
+                    "model or another dtype.",
+                    key="models.error.no_room",
+                    model=key,
+                    needed=gb(needed),
+                    estimate=estimate.line(),
+                    reserve=self.settings.memory_reserve_mib,
+                    free=gb(free),
+                    kept=self._why_kept(),
                 )
-            yield LoadEvent(f"Unloaded {gone} (least recently used) to free memory for {key}.")
+            yield LoadEvent(
+                Message(
+                    "models.event.freed",
+                    "Unloaded {gone} (least recently used) to free memory for {model}.",
+                    gone=gone,
+                    model=key,
+                )
+            )
 
     def _local_count(self) -> int:
         with self._lock:
             return sum(not h.remote for h in self._held.values())
 
-    def _why_kept(self) -> str:
+    def _why_kept(self) -> list[Message] | Message:
+        """Why each in-process model stays (a list a Message reads joined by "; ")."""
         with self._lock:
             kept = [
-                f"{name}: {'the app’s own model' if h.pinned else f'in use by {h.users}'}"
+                Message("models.kept.own", "{model}: the app’s own model", model=name)
+                if h.pinned
+                else Message("models.kept.in_use", "{model}: in use by {users}", model=name, users=h.users)
                 for name, h in self._held.items()
                 if not h.remote
             ]
-        return "; ".join(kept) or "no model is loaded"
+        return kept or Message("models.kept.none", "no model is loaded")
 
     def _unload_one(self) -> str | None:
         """Unload the least recently used idle, unpinned in-process model; its name (None: none can go)."""
@@ -313,9 +378,21 @@ def _close(engine: Any) -> None:
     gc.collect()
 
 
+def _loaded(key: str) -> Message:
+    return Message("models.event.loaded", "{model} is loaded.", model=key)
+
+
 def _load_error(key: str, exc: BaseException) -> PlaygroundError:
     if isinstance(exc, PlaygroundError):
         return exc
     if isinstance(exc, MemoryError):
-        return PlaygroundError(f"Cannot load {key}: out of memory while loading it.")
-    return PlaygroundError(f"Cannot load {key}: {type(exc).__name__}: {str(exc)[:300]}")
+        return PlaygroundError(
+            "Cannot load {model}: out of memory while loading it.", key="models.error.oom", model=key
+        )
+    return PlaygroundError(
+        "Cannot load {model}: {kind}: {detail}",
+        key="models.error.failed",
+        model=key,
+        kind=type(exc).__name__,
+        detail=str(exc)[:300],
+    )

@@ -1,4 +1,5 @@
-"""The whole app: a header with the loaded model, one tab per view, and the moves between tabs."""
+"""The whole app: a header with this tab's model and its picker, one tab per view, and the moves
+between tabs."""
 
 from __future__ import annotations
 
@@ -12,16 +13,21 @@ import gradio as gr
 
 from playground.api import ModelLookup, OneModel, openai_routes
 from playground.engine.base import Engine
+from playground.models import ModelRegistry
 from playground.settings import Settings, load_settings
 from playground.ui.beam_tab import build_beam_tab
 from playground.ui.chat_tab import build_chat_tab, connect_answer
 from playground.ui.common import MODEL_QUEUE, connect, set_model_concurrency
+from playground.ui.compare import TEXT_OUTPUTS as COMPARE_TEXT_OUTPUTS
+from playground.ui.compare import build_compare_tab
 from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
+from playground.ui.hood.tab import texts_handler as hood_texts
 from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
 from playground.ui.kv_tab import CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
 from playground.ui.links import TAB_TITLES
+from playground.ui.model_picker import ModelPicker
 from playground.ui.ranges import say_when_clamped
 from playground.ui.share import app_link_rules, wire_links
 from playground.ui.state import TabStates
@@ -29,7 +35,7 @@ from playground.ui.step_tab import VIEW_OUTPUTS, build_step_tab
 from playground.workspace import Workspaces
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css")
+CSS_FILES = ("app.css", "step.css", "stage.css", "crowd.css", "bytes.css", "hood.css", "models.css")
 JS_FILES = ("i18n.js", "plotclick.js", "app.js", "cards.js", "keys.js", "beam.js", "theme.js", "hood.js")
 # The header's language switch: the page's language now (static/i18n.js decides it on load)...
 LANGUAGE_NOW_JS = "() => window.playgroundLanguage()"
@@ -100,39 +106,35 @@ def build_demo(
     draft: Engine | None = None,
     workspaces: Workspaces | None = None,
     models: ModelLookup | None = None,
+    registry: ModelRegistry | None = None,
 ) -> gr.Blocks:
     """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
     tabs' objects (default: a store bounded by settings); models: which engine serves which model name
-    on the OpenAI-compatible API (default: engine, under its model id)."""
+    on the OpenAI-compatible API (default: engine, under its model id); registry: the models a tab may
+    pick and compare (default: one holding `engine`, the app's own, never unloaded)."""
     concurrency = engine.concurrency or settings.model_concurrency  # a running batch: its places
     set_model_concurrency(concurrency)
     if workspaces is None:
-        workspaces = Workspaces(engine, settings.max_workspaces)
+        workspaces = Workspaces(engine, settings.max_workspaces, registry or ModelRegistry(settings))
     states = TabStates(settings.max_workspaces)
+    picker = ModelPicker(workspaces)
     with gr.Blocks(title="LLM generation playground") as demo:
-        toolbar = _header(engine)
-        names = TAB_TITLES
+        toolbar = _header(engine, picker)
+        built: dict[str, tuple[dict[str, Any], Any]] = {}  # tab -> (its components by name, handlers)
         with gr.Tabs(elem_id="main-tabs") as tabs:
-            with gr.Tab(i18n(names["chat"]), id="chat", elem_id="tab-chat") as toolbar["tab_chat"]:
-                chat_w, chat_h = build_chat_tab(engine, settings, workspaces)
-            with gr.Tab(i18n(names["step"]), id="step", elem_id="tab-step") as toolbar["tab_step"]:
-                step_w, step_h = build_step_tab(engine, workspaces)
-            with gr.Tab(i18n(names["beam"]), id="beam", elem_id="tab-beam") as toolbar["tab_beam"]:
-                beam_w, beam_h = build_beam_tab(engine, workspaces, states)
-            with gr.Tab(i18n(names["kv"]), id="kv", elem_id="tab-kv") as toolbar["tab_kv"]:
-                kv_w, kv_h = build_kv_tab(engine)
-            with gr.Tab(i18n(names["hood"]), id="hood", elem_id="tab-hood") as toolbar["tab_hood"]:
-                hood_w, hood_h = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
-        _wire_moves(tabs, chat_w, chat_h, step_w, step_h, beam_w)
-        _wire_lens_from_step(tabs, step_w, hood_w, hood_h)
-        tab_widgets = {"chat": chat_w, "step": step_w, "beam": beam_w, "kv": kv_w, "hood": hood_w}
-        handlers = {"chat": chat_h, "step": step_h, "beam": beam_h, "kv": kv_h}
-        # A tab whose server-built text must follow a language switch adds its handlers here.
-        texts = [(kv_w, kv_h.kv_texts, TEXT_OUTPUTS)]
-        reruns = [(kv_w, kv_h.kv_calculate, CALCULATOR_OUTPUTS)]
-        opened = _wire_language(demo, engine, toolbar, texts, reruns)
-        rules = app_link_rules(settings.max_new_tokens_limit, hood_w)
-        wire_links(opened, tabs, toolbar, tab_widgets, handlers, rules)
+            with _tab(toolbar, "chat"):
+                built["chat"] = build_chat_tab(engine, settings, workspaces)
+            with _tab(toolbar, "step"):
+                built["step"] = build_step_tab(engine, workspaces)
+            with _tab(toolbar, "beam"):
+                built["beam"] = build_beam_tab(engine, workspaces, states)
+            with _tab(toolbar, "kv"):
+                built["kv"] = build_kv_tab(engine, workspaces)
+            with _tab(toolbar, "hood"):
+                built["hood"] = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
+            with _tab(toolbar, "compare"):
+                built["compare"] = build_compare_tab(workspaces, settings)
+        _wire_tabs(demo, tabs, toolbar, picker, built, settings.max_new_tokens_limit)
         release_closed_tabs(demo, workspaces, states)
         say_when_clamped(demo)  # every slider names a typed value its box brought into range
     demo.queue(default_concurrency_limit=concurrency)
@@ -146,14 +148,51 @@ def build_demo(
     return demo
 
 
-def _header(engine: Engine) -> dict[str, Any]:
-    """The model line, then the speaker's tools: the language, presenter mode, keyboard help, a link
-    to this view."""
+def _wire_tabs(
+    demo: gr.Blocks,
+    tabs: gr.Tabs,
+    toolbar: dict,
+    picker: ModelPicker,
+    built: dict[str, tuple[dict, Any]],
+    max_new_tokens_limit: int,
+) -> None:
+    """The events between the tabs: moves, the page's language, the model picker, shared links."""
+    widgets = {name: tab[0] for name, tab in built.items()}
+    handlers = {name: tab[1] for name, tab in built.items()}
+    _wire_moves(tabs, widgets["chat"], handlers["chat"], widgets["step"], handlers["step"], widgets["beam"])
+    _wire_lens_from_step(tabs, widgets["step"], widgets["hood"], handlers["hood"])
+    # A tab whose server-built text must follow a language switch (or the tab's model) adds its
+    # handlers here.
+    texts = [
+        (toolbar, picker.model_choices, ["model"]),
+        (widgets["kv"], handlers["kv"].kv_texts, TEXT_OUTPUTS),
+        (widgets["compare"], handlers["compare"].compare_texts, COMPARE_TEXT_OUTPUTS),
+        (widgets["hood"], hood_texts(handlers["hood"]), handlers["hood"].text_outputs),
+    ]
+    reruns = [(widgets["kv"], handlers["kv"].kv_calculate, CALCULATOR_OUTPUTS)]
+    opened, shown = _wire_language(demo, picker.workspaces, toolbar, texts, reruns)
+    _wire_picker(toolbar, picker, shown, widgets, handlers)
+    del handlers["hood"]  # a link to a lesson is read from its widgets (ui/share.py)
+    rules = app_link_rules(max_new_tokens_limit, widgets["hood"])
+    wire_links(opened, tabs, toolbar, widgets, handlers, rules)
+
+
+def _tab(toolbar: dict[str, Any], name: str) -> gr.Tab:
+    """One of the main tabs, named in the page's language; the toolbar keeps it as tab_<name> (its
+    name is built again on the server in the session's language: _wire_language)."""
+    toolbar[f"tab_{name}"] = gr.Tab(i18n(TAB_TITLES[name]), id=name, elem_id=f"tab-{name}")
+    return toolbar[f"tab_{name}"]
+
+
+def _header(engine: Engine, picker: ModelPicker) -> dict[str, Any]:
+    """The model line, then the speaker's tools: this tab's model, the language, presenter mode,
+    keyboard help, a link to this view; under them the model picker's status line."""
     tools: dict[str, Any] = {}
     with gr.Row(elem_id="toolbar", equal_height=True):
         with gr.Column(scale=4, min_width=400):
             tools["header"] = gr.Markdown(header_markdown(engine), elem_id="header")
         with gr.Row(elem_id="toolbar-buttons"):
+            tools["model"] = picker.dropdown()
             tools["language"] = gr.Radio(
                 [(language.name, code) for code, language in LANGUAGES.items()],
                 value="en",
@@ -177,6 +216,7 @@ def _header(engine: Engine) -> dict[str, Any]:
         elem_id="share-link",
         info=i18n("app.link.info"),
     )
+    tools["model_status"] = gr.Markdown("", elem_id="model-status")
     tools["current_tab"] = gr.Textbox(visible=False)
     tools["presenter"].click(None, js="() => { window.playgroundTogglePresenter(); }")
     tools["help"].click(None, js="() => { window.playgroundToggleHelp(); }")
@@ -187,35 +227,96 @@ Relabel = tuple[dict[str, Any], Callable[..., dict[str, Any]], list[str]]  # wid
 
 
 def _wire_language(
-    demo: gr.Blocks, engine: Engine, toolbar: dict, texts: list[Relabel], reruns: list[Relabel]
-) -> Any:
+    demo: gr.Blocks, workspaces: Workspaces, toolbar: dict, texts: list[Relabel], reruns: list[Relabel]
+) -> tuple[Any, Callable[[Any], Any]]:
     """The page's language (playground/ui/i18n): static text follows it in the browser; text the
     server built is built again in it, on page load and on each switch of the header's radio: the
-    header and the tabs' names, then each tab's `texts` (a handler giving its server-built text in
-    the session's language), and on a switch its `reruns` (a calculation shown again: the page load
-    runs those through its link openers). Returns the page-load event (shared links open after it)."""
+    header (this tab's model) and the tabs' names, then each tab's `texts` (a handler giving its
+    server-built text in the session's language), and on a switch its `reruns` (a calculation shown
+    again: the page load runs those through its link openers). Returns the page-load event (shared
+    links open after it) and `shown` (the same server text after another event's .then or .success: a
+    model picked)."""
 
     def header_text(request: gr.Request = None) -> dict[str, Any]:
         """The header and the tabs' names in the session's language (Gradio's own translation misses
         the name of a tab not opened yet)."""
         lang = session_lang(request)
         names = {f"tab_{tab}": gr.Tab(label=t(key, lang)) for tab, key in TAB_TITLES.items()}
+        engine = workspaces.get(getattr(request, "session_hash", None)).engine
         return {"header": header_markdown(engine, lang), **names}
 
-    def shown(event: Any) -> Any:
-        """After event, the server's text in the session's language."""
+    def shown(after: Any) -> Any:
+        """After an event (after: its .then or .success), the server's text in the session's language."""
         outputs = ["header", *(f"tab_{tab}" for tab in TAB_TITLES)]
-        last = connect(event.then, header_text, toolbar, outputs, api_name=None, model=False)
+        last = connect(after, header_text, toolbar, outputs, api_name=None, model=False)
         for widgets, handler, names in texts:
             last = connect(last.then, handler, widgets, names, api_name=None, model=False)
         return last
 
-    opened = shown(demo.load(None, None, toolbar["language"], js=LANGUAGE_NOW_JS))
+    opened = shown(demo.load(None, None, toolbar["language"], js=LANGUAGE_NOW_JS).then)
     chosen = toolbar["language"].input(None, toolbar["language"], None, js=SET_LANGUAGE_JS, queue=False)
-    switched = shown(chosen)
+    switched = shown(chosen.then)
     for widgets, handler, names in reruns:
         connect(switched.then, handler, widgets, names, api_name=None, model=False)
-    return opened
+    return opened, shown
+
+
+def _wire_picker(
+    toolbar: dict, picker: ModelPicker, shown: Callable[[Any], Any], widgets: dict[str, dict], handlers: dict
+) -> None:
+    """A model picked (API /model_pick): its load streams into the status line; once this tab uses
+    it, the header and the server's text say so, the Chat, Beam and KV tabs drop the old model's
+    results (the chat's messages stay: the next answer is the new model's; the KV calculator's
+    "Loaded model" is the new one), and Step by step starts afresh on the new model with its prompt."""
+    picked = connect(
+        toolbar["model"].input,
+        picker.model_pick,
+        toolbar,
+        ["model", "model_status"],
+        api_name="model_pick",
+        status="model_status",
+        model=False,
+    )
+    shown(picked.success)
+    for tab, outputs in CLEARED.items():
+        connect(picked.success, _cleared(tab), widgets[tab], outputs, api_name=None, model=False, queue=False)
+    kv, kv_h = widgets["kv"], handlers["kv"]
+    changed = (kv_h.kv_model_changed, kv, ["config_text", "weights_dtype"])
+    loaded = connect(picked.success, *changed, api_name=None, model=False)
+    connect(loaded.then, kv_h.kv_calculate, kv, CALCULATOR_OUTPUTS, api_name=None, model=False)
+    connect(
+        picked.success,
+        handlers["step"].step_start,
+        widgets["step"],
+        VIEW_OUTPUTS,
+        api_name=None,
+        status="status",
+    )
+
+
+# The views of a tab that show the last model's results (emptied when the tab picks another model).
+CLEARED = {
+    "chat": ["token_view", "status", "branch"],
+    "beam": ["plot", "status", "table", "prefix_text"],
+    "kv": ["measured", "measure_table", "measured_quant", "measure_quant_table"],
+}
+
+
+def _cleared(tab: str) -> Callable[[], dict[str, Any]]:
+    """A tab's views of the last model's results, emptied (a new model picked)."""
+
+    def clear() -> dict[str, Any]:
+        empty = {name: "" for name in CLEARED[tab]}
+        if tab == "chat":
+            empty["branch"] = gr.Dropdown(choices=[], value=None, visible=False)
+        if tab == "beam":
+            empty.update(plot=None, table=[])
+        if tab == "kv":
+            empty.update(measure_table=[], measure_quant_table=[])
+        return empty
+
+    clear.__name__ = f"{tab}_cleared"
+    return clear
 
 
 def _wire_moves(tabs: gr.Tabs, chat_w: dict, chat_h: Any, step_w: dict, step_h: Any, beam_w: dict) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 import gradio as gr
 
 from playground.chat import ChatRequest
+from playground.engine import prompts
 from playground.engine.base import Engine
-from playground.engine.prompts import Message
 from playground.engine.sampling import SamplingSettings, validate_settings
-from playground.messages import Message as Said
+from playground.messages import Message
 from playground.settings import Settings
 from playground.ui.common import UncheckedSlider, as_number, as_whole, parse_seed
 from playground.ui.i18n import i18n, t
@@ -54,7 +54,7 @@ class ChatControls:
             used = min(max(values[name], low), high)
             if used != values[name]:
                 notes.append(
-                    Said(
+                    Message(
                         "chat.note.clamped",
                         "{label} {value:g} is outside its range {low:g}–{high:g}: used {used:g}.",
                         label=slider_name(name),
@@ -67,10 +67,10 @@ class ChatControls:
                 values[name] = used
         return SamplingSettings(**values), notes
 
-    def request(self, messages: list[Message], system_prompt: str | None = None) -> ChatRequest:
+    def request(self, messages: list[prompts.Message], system_prompt: str | None = None) -> ChatRequest:
         """The engine request (system_prompt: instead of this column's); every bad value is named."""
         settings, notes = self.settings()
-        max_new = as_whole(self.max_new_tokens, Said.of_key("chat.max_new_tokens", "Max new tokens"))
+        max_new = as_whole(self.max_new_tokens, Message.of_key("chat.max_new_tokens", "Max new tokens"))
         system = self.system_prompt if system_prompt is None else system_prompt
         seed = parse_seed(self.seed)
         return ChatRequest(messages, system or "", settings, max_new, seed, notes=tuple(notes))
@@ -89,10 +89,10 @@ SLIDERS: dict[str, tuple[str, float, float, float, str]] = {
 }
 
 
-def slider_name(name: str) -> Said:
+def slider_name(name: str) -> Message:
     """A sampling slider's label as a message names it (said in the page's language)."""
     key = SLIDERS[name][0]
-    return Said.of_key(key, t(key, "en"))
+    return Message.of_key(key, t(key, "en"))
 
 
 def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:

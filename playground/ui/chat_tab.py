@@ -119,6 +119,12 @@ def marked_stopped(text: str) -> bool:
     return any(mark.strip() and mark.strip() in text for mark in marks)
 
 
+def with_notes(engine: Engine, chat_request: Any) -> Any:
+    """The request with a note when engine's model writes the question's Chinese as byte tokens."""
+    note = chinese_note(engine, chat_request.messages[-1]["content"] if chat_request.messages else "")
+    return replace(chat_request, notes=(*chat_request.notes, note)) if note else chat_request
+
+
 class ChatHandlers:
     """The tab's event handlers as plain methods (callable from tests without a server)."""
 
@@ -150,8 +156,8 @@ class ChatHandlers:
         """Append message and stream its answer; the box is empty meanwhile, and if no answer comes
         the message goes back in it."""
         shown = [*(history or []), {"role": "user", "content": as_typed(message)}]  # earlier footers stay
-        chat_request = self._with_notes(controls.request(normalize_history(shown)))
         session = self._workspace(request).chat
+        chat_request = with_notes(session.engine, controls.request(normalize_history(shown)))
         stream = session.answer(chat_request, self.settings.max_new_tokens_limit)
         before = {"message": message, "history": list(history or [])}
         yield from self._stream(
@@ -175,9 +181,7 @@ class ChatHandlers:
             return
         earlier, last_user = without_last_exchange(history)
         shown = [*earlier, {"role": "user", "content": as_typed(last_user)}]
-        chat_request = self._with_notes(
-            controls.request(normalize_history(shown))
-        )  # a bad value is named first
+        chat_request = with_notes(ws.engine, controls.request(normalize_history(shown)))  # a bad value first
         if not last_user:
             raise PlaygroundError("Nothing to retry yet: send a message first.", key="chat.error.no_retry")
         ws.stop("chat")  # an answer still waiting in the queue is dropped too
@@ -212,7 +216,7 @@ class ChatHandlers:
         system = step.system_prompt if step.conversation is not None else None
         records = step.records
         chat_request = replace(controls.request(messages, system), answer_prefix=[r.id for r in records])
-        self.engine.fork(step.key, ws.chat.key)  # the step's cache covers the prompt and the path
+        ws.engine.fork(step.key, ws.chat.key)  # the step's cache covers the prompt and the path
         stream = ws.chat.answer(chat_request, self.settings.max_new_tokens_limit, known=records)
         lang = session_lang(request)
         yield from self._stream(shown_history(messages), ws.chat, stream, controls.show_template, lang=lang)
@@ -258,7 +262,7 @@ class ChatHandlers:
             "settings": chat.settings.to_dict(),
             "update": update.to_dict(),
         }
-        trace = new_trace("chat", f"Chat: {chat.messages[-1]['content'][:70]}", self.engine, data)
+        trace = new_trace("chat", f"Chat: {chat.messages[-1]['content'][:70]}", session.engine, data)
         return str(save_trace(trace, Path(tempfile.mkdtemp(prefix="trace-"))))
 
     def chat_fork(
@@ -336,7 +340,7 @@ class ChatHandlers:
     def _answer_values(
         self, shown: list, session: ChatSession, update: ChatUpdate, show_template: bool, lang: str
     ) -> dict[str, Any]:
-        view, stats = render_answer(self.engine, update, show_template, lang)
+        view, stats = render_answer(session.engine, update, show_template, lang)
         answer = with_footer(update.text, answer_stats(update, lang)) if update.finished else update.text
         history = [*shown, {"role": "assistant", "content": answer}]
         values = {"history": history, "token_view": view, "status": stats}
@@ -372,7 +376,7 @@ class ChatHandlers:
         """An example question in the message box; on a model that writes its Chinese as byte tokens
         the status line says so (and so will the answer's notes)."""
         text = preset("chat", name).text
-        note = chinese_note(self.engine, text)
+        note = chinese_note(self._workspace(request).engine, text)
         return {"message": text, **({"status": localize(note, session_lang(request))} if note else {})}
 
     def chat_ticket(self, request: gr.Request = None) -> dict[str, Any]:
@@ -418,7 +422,7 @@ class ChatHandlers:
             return {"history": history, "status": status}
         shown, turn = without_last_answer(history), session.turn
         if ended and turn and turn.shown and normalize_history(shown) == turn.request.messages:
-            view, status = render_answer(self.engine, turn.shown, bool(show_template), lang)
+            view, status = render_answer(session.engine, turn.shown, bool(show_template), lang)
             history = [*shown, {"role": "assistant", "content": turn.shown.text}]
             values = {"token_view": view, "branch": self._branches(session, lang)}
         else:  # not an answer of this tab's (an API call's own history): mark the text given
@@ -429,14 +433,12 @@ class ChatHandlers:
 
     def show_answer(self, show_template: bool, request: gr.Request = None) -> dict[str, Any]:
         """Re-render the shown answer's token view when the template toggle changes."""
-        turn = self._workspace(request).chat.turn
+        session = self._workspace(request).chat
+        turn = session.turn
         if turn is None or turn.shown is None:
             return {}
-        return {
-            "token_view": render_answer(self.engine, turn.shown, bool(show_template), session_lang(request))[
-                0
-            ]
-        }
+        lang = session_lang(request)
+        return {"token_view": render_answer(session.engine, turn.shown, bool(show_template), lang)[0]}
 
     def chat_texts(self, history: list, show_template: bool, status: str, request: gr.Request = None) -> dict:
         """After a language switch: the last answer's token view, statistics and branch list in the
@@ -465,18 +467,11 @@ class ChatHandlers:
             last = normalize_history(history)[:-1] == turn.request.messages
         if not last:
             return {"token_view": "", "status": "", "branch": _no_branches()}
-        view, stats = render_answer(self.engine, turn.shown, bool(show_template), lang)
+        view, stats = render_answer(session.engine, turn.shown, bool(show_template), lang)
         return {"token_view": view, "status": stats, "branch": self._branches(session, lang)}
 
     def _workspace(self, request: gr.Request | None) -> Workspace:
         return self.workspaces.get(getattr(request, "session_hash", None))
-
-    def _with_notes(self, chat_request: Any) -> Any:
-        """The request with a note when this model writes the question's Chinese as byte tokens."""
-        note = chinese_note(
-            self.engine, chat_request.messages[-1]["content"] if chat_request.messages else ""
-        )
-        return replace(chat_request, notes=(*chat_request.notes, note)) if note else chat_request
 
     def _branches(self, session: ChatSession, lang: str = DEFAULT) -> Any:
         choices = [

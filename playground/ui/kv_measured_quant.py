@@ -3,6 +3,7 @@ int8, int4, int2) with the loaded model and put its bytes next to the calculator
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -87,12 +88,14 @@ def quantized_text(m: kvm.QuantizedMeasurement, plain: int, lang: str = "en") ->
     )
 
 
-def wire_quantized_measure(lm: Engine, w: dict[str, Any]) -> None:
-    """Its button: one model event (API /kv_measure_quant); a problem shows in its own Markdown."""
+def wire_quantized_measure(engine_of: Callable[[Any], Engine], w: dict[str, Any]) -> None:
+    """Its button: one model event (API /kv_measure_quant) on the tab's model (engine_of(request));
+    a problem shows in its own Markdown."""
 
     def kv_measure_quant(
         measure_kv_dtype: str, measure_length: float, request: gr.Request = None
     ) -> dict[str, Any]:
+        lm = engine_of(request)
         return measure_quantized(lm, measure_kv_dtype, measure_length, session_lang(request))
 
     connect(

@@ -35,6 +35,7 @@ from playground.ui.kv_text import (
 )
 from playground.ui.links import Link, link_opener
 from playground.ui.ranges import CheckedSlider, UncheckedNumber
+from playground.workspace import Workspaces
 
 LOADED = "Loaded model"  # the choice's value (links say preset=Loaded model); its label is translated
 GPU_CHOICES = [
@@ -211,8 +212,9 @@ TEXT_OUTPUTS = ["measure_intro", "weights_dtype", "layers", "measure_table", "me
 class KVHandlers:
     """The tab's handlers, in the session's language; only `kv_measure` runs the model."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
+        self.engine = engine  # the app's own model; a tab's own (workspaces) where it picked another
+        self.workspaces = workspaces
         # Page load: a shared link's values on the controls, and what they calculate (also without a
         # link, in the page's language).
         self.kv_from_link = link_opener("kv", self.kv_calculate, self._open_link, default=True)
@@ -236,20 +238,20 @@ class KVHandlers:
         lang = session_lang(request)
         inputs = (preset, config_text, seq_len, batch, kv_dtype, mode, gpu_gb, weights_dtype, params_b)
         try:
-            return calculate(self.engine, *inputs, overhead_pct, lang)
+            return calculate(self.engine_of(request), *inputs, overhead_pct, lang)
         except PlaygroundError as exc:
             return refused(exc, lang)
 
     def _open_link(self, link: Link, values: dict[str, Any], request: Any = None) -> dict[str, Any]:
         """A shared link to a calculation (kv_from_link): its model's config (and, as choosing the
         model does, its weights dtype unless the link sets one), and the result."""
-        lang = session_lang(request)
+        lang, lm = session_lang(request), self.engine_of(request)
         views = {}
         if "preset" in link.values:
-            views["config_text"] = values["config_text"] = preset_config_text(self.engine, values["preset"])
+            views["config_text"] = values["config_text"] = preset_config_text(lm, values["preset"])
         if "preset" in link.values and "weights_dtype" not in link.values:
-            views["weights_dtype"] = weights_dtype_update(self.engine, values["preset"], lang)
-            values["weights_dtype"] = weights_dtype_default(self.engine, values["preset"])[0]
+            views["weights_dtype"] = weights_dtype_update(lm, values["preset"], lang)
+            values["weights_dtype"] = weights_dtype_default(lm, values["preset"])[0]
         return {**views, **self.kv_calculate(**values, request=request)}
 
     def kv_texts(
@@ -257,10 +259,10 @@ class KVHandlers:
     ) -> dict[str, Any]:
         """What the page's language changes here besides the calculator: the measurement's
         explanation, the weights dtype's info, the tables' headers (a measured table keeps its rows)."""
-        lang = session_lang(request)
+        lang, lm = session_lang(request), self.engine_of(request)
         return {
-            "measure_intro": measure_intro(self.engine, lang),
-            "weights_dtype": gr.Dropdown(info=weights_dtype_default(self.engine, preset, lang)[1]),
+            "measure_intro": measure_intro(lm, lang),
+            "weights_dtype": gr.Dropdown(info=weights_dtype_default(lm, preset, lang)[1]),
             "layers": gr.Dataframe(headers=headers(LAYER_HEADERS, lang)),
             "measure_table": gr.Dataframe(table_rows(measure_table), headers=headers(MEASURE_HEADERS, lang)),
             "measure_quant_table": gr.Dataframe(
@@ -268,12 +270,22 @@ class KVHandlers:
             ),
         }
 
-    def kv_preset_config(self, preset: str) -> str:
+    def kv_preset_config(self, preset: str, request: gr.Request = None) -> str:
         """The config.json text of a preset (or of the loaded model)."""
-        return preset_config_text(self.engine, preset)
+        return preset_config_text(self.engine_of(request), preset)
+
+    def kv_model_changed(self, preset: str, request: gr.Request = None) -> dict[str, Any]:
+        """The tab picked another model: the "Loaded model" preset is that model now (its config and
+        dtype); another preset, or a config typed in, stays as it is."""
+        if preset != LOADED:
+            return {}
+        return {
+            "config_text": self.kv_preset_config(preset, request),
+            **self.kv_weights_dtype(preset, request),
+        }
 
     def kv_weights_dtype(self, preset: str, request: gr.Request = None) -> dict[str, Any]:
-        return {"weights_dtype": weights_dtype_update(self.engine, preset, session_lang(request))}
+        return {"weights_dtype": weights_dtype_update(self.engine_of(request), preset, session_lang(request))}
 
     def kv_load_config(self, config_path: str) -> str:
         """Read a config.json (local path, model directory, or Hub id when online) into the editor."""
@@ -281,8 +293,14 @@ class KVHandlers:
 
     def kv_measure(self, measure_length: float, request: gr.Request = None) -> dict[str, Any]:
         """Build a real cache with the loaded model and put its bytes next to the prediction."""
-        text, rows = measure(self.engine, measure_length, session_lang(request))
+        text, rows = measure(self.engine_of(request), measure_length, session_lang(request))
         return {"measured": text, "measure_table": rows}
+
+    def engine_of(self, request: Any) -> Engine:
+        """The model this browser tab uses (the app's own until it picks another)."""
+        if self.workspaces is None:
+            return self.engine
+        return self.workspaces.get(getattr(request, "session_hash", None)).engine
 
 
 def measure(lm: Engine, prompt_len: float, lang: str = "en") -> tuple[str, list[list[Any]]]:
@@ -331,7 +349,7 @@ def measure_intro(lm: Engine, lang: str = "en") -> str:
 # --- layout ------------------------------------------------------------------------------------------
 
 
-def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
+def build_kv_tab(lm: Engine, workspaces: Workspaces | None = None) -> tuple[dict[str, Any], KVHandlers]:
     """The KV-cache calculator tab (called inside a gr.Tab); returns its components by name and handlers.
     Its text built on the server is English here: the page's load event says it in the page's language."""
     gr.Markdown(i18n("kv.intro"), elem_classes=["stage-hide"])
@@ -357,7 +375,7 @@ def build_kv_tab(lm: Engine) -> tuple[dict[str, Any], KVHandlers]:
                 elem_classes=["stage-hide"],
             )
     _measure_section(lm, w)
-    handlers = KVHandlers(lm)
+    handlers = KVHandlers(lm, workspaces)
     _wire(handlers, w)
     return w, handlers
 
@@ -463,7 +481,7 @@ def _wire(h: KVHandlers, w: dict[str, Any]) -> None:
         connect(event.success, h.kv_calculate, w, CALCULATOR_OUTPUTS, api_name=None, **quick)
     measured = ["measured", "measure_table"]
     connect(w["measure"].click, h.kv_measure, w, measured, api_name="kv_measure", status="measured")
-    wire_quantized_measure(h.engine, w)
+    wire_quantized_measure(h.engine_of, w)
 
 
 def _measure_section(lm: Engine, w: dict[str, Any]) -> None:

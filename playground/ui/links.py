@@ -21,6 +21,7 @@ import gradio as gr
 
 from playground.beam import MAX_BEAMS, MAX_NEW_TOKENS
 from playground.beam.search import LENGTH_PENALTY_RANGE
+from playground.engine.quantize import SERVING_FORMATS
 from playground.engine.sampling import DEFAULT_ORDER, validate_settings
 from playground.errors import PlaygroundError
 from playground.kv import KV_DTYPES, MODES, memory_gb
@@ -28,9 +29,16 @@ from playground.messages import Message
 from playground.ui.chat_controls import SLIDERS
 from playground.ui.i18n import LANGUAGES, language_of, localize, session_lang, t
 
-TABS = ("chat", "step", "beam", "kv", "hood")
+TABS = ("chat", "step", "beam", "kv", "hood", "compare")
 # The keys of the tabs' names (playground/ui/i18n)
-TAB_TITLES = {"chat": "tab.chat", "step": "tab.step", "beam": "tab.beam", "kv": "tab.kv", "hood": "tab.hood"}
+TAB_TITLES = {
+    "chat": "tab.chat",
+    "step": "tab.step",
+    "beam": "tab.beam",
+    "kv": "tab.kv",
+    "hood": "tab.hood",
+    "compare": "tab.compare",
+}
 # Query parameters that are not a tab's setting and go with any link: Gradio's theme, presenter mode
 # (static/theme.js), the page's language (static/i18n.js).
 FOREIGN = ("__theme", "presenter", "lang")
@@ -213,6 +221,34 @@ PARAMS: dict[str, list[Param]] = {
         Param("wdtype", "weights_dtype", one_of(*KV_DTYPES)),
     ],
     "hood": [Param("view", "view", str)],  # and the lesson's inputs (LinkRules.lessons)
+    "compare": [
+        Param("view", "compare_view", one_of("chat", "score", "step", "tokens"), "view"),
+        *(
+            param
+            for side in "ab"
+            for param in (
+                Param(side, f"model_{side}", str, f"model {side.upper()}"),
+                Param(f"q{side}", f"quantize_{side}", one_of("none", *SERVING_FORMATS), f"quantize {side}"),
+                Param(
+                    f"t{side}",
+                    f"temperature_{side}",
+                    sampling("temperature", number()),
+                    f"temperature {side}",
+                ),
+                Param(f"s{side}", f"seed_{side}", lambda text: str(whole()(text)), f"seed {side}"),
+            )
+        ),
+        Param("q", "compare_message", str, "question"),
+        Param("sys", "compare_system", str, "system prompt"),
+        Param("max", "compare_max_new_tokens", whole(1), "max new tokens"),
+        Param("ctx", "score_context", str, "context"),
+        Param("xa", "score_a", str, "text A"),
+        Param("xb", "score_b", str, "text B"),
+        Param("schat", "score_chat", _flag, "chat (scoring)"),
+        Param("chat", "step_chat", _flag, "chat (step)"),
+        Param("prefix", "step_prefix", str, "prefix"),
+        Param("text", "tokens_text", str, "text"),
+    ],
 }
 
 
@@ -279,7 +315,8 @@ class Link:
     @property
     def runs(self) -> bool:
         """The link reproduces a result (an answer, a path, a search), not only settings."""
-        return {"chat": "message", "step": "prompt", "beam": "prompt"}.get(self.tab, "") in self.values
+        wanted = {"chat": "message", "step": "prompt", "beam": "prompt", "compare": "compare_view"}
+        return wanted.get(self.tab, "") in self.values
 
     def over(self, shown: Mapping[str, Any]) -> dict[str, Any]:
         """The controls' values `shown`, with the ones this link sets put over them."""

@@ -84,15 +84,15 @@ def chinese_note(engine: Engine, text: str) -> Message | None:
     if words.installed:
         hint = Message(
             "preset.bytes.installed",
-            "Gemma 3 270M, installed here, reads Chinese as words (今天 | 天气 | 很好): start the app with "
-            "--model {name}.",
+            "Gemma 3 270M, installed here, reads Chinese as words (今天 | 天气 | 很好): pick {name} in "
+            "the model list at the top.",
             name=words.name,
         )
     else:
         hint = Message(
             "preset.bytes.install",
-            "Gemma 3 270M reads Chinese as words (今天 | 天气 | 很好): `{install}`, then start the app with "
-            "--model {name}.",
+            "Gemma 3 270M reads Chinese as words (今天 | 天气 | 很好): `{install}`, then pick {name} in "
+            "the model list at the top.",
             install=words.install,
             name=words.name,
         )

@@ -21,33 +21,51 @@ from playground.ui.chat_tab import render_chat_trace
 from playground.ui.common import connect
 from playground.ui.hood import VIEWS
 from playground.ui.hood.record import PLOT_SLOTS, REPLAY_OUTPUTS, render_hood_trace
+from playground.ui.i18n import DEFAULT, i18n, localize, session_lang, t
+from playground.ui.links import TAB_TITLES
 from playground.ui.step_render import LEDGER_COLUMNS, render_step_trace, stage_choice
 
-TAB_NAMES = {"chat": "Chat", "step": "Step by step", "beam": "Beam search", "hood": "Under the hood"}
-BADGE = "<span class='recorded-badge'>● recorded</span>"
+KINDS = ("chat", "step", "beam", "hood")  # a tab each, when traces of that kind were recorded
 
 
-def trace_label(trace: Trace) -> str:
-    return f"{trace.title} · {trace.model} ({trace.engine}) · {trace.created}"
+def badge(lang: str = DEFAULT) -> str:
+    return f"<span class='recorded-badge'>{t('replay.badge', lang)}</span>"
 
 
-def header_markdown(traces: list[Trace], skipped: Sequence[str] = ()) -> str:
-    models = sorted({f"{t.model} ({t.engine})" for t in traces})
-    lines = "".join(f"<br>⚠️ Skipped {html.escape(why)}" for why in skipped)
-    count = f"{len(traces)} recorded trace{'s' * (len(traces) != 1)}"
-    details = f", no model loaded: every number was recorded from {', '.join(models)}."
+def trace_label(trace: Trace, lang: str = DEFAULT) -> str:
+    """A trace in the picker: its title (a lesson's title in lang), model and date."""
+    return f"{trace_title(trace, lang)} · {trace.model} ({trace.engine}) · {trace.created}"
+
+
+def trace_title(trace: Trace, lang: str = DEFAULT) -> str:
+    """A lesson's trace is titled by its lesson in lang (the rest of its recorded title is in the
+    language it was recorded in); any other trace by its recorded title."""
+    view = LESSONS.get(trace.data.get("view", "")) if trace.kind == "hood" else None
+    return trace.title if view is None else localize(view.lesson.title, lang)
+
+
+def header_markdown(traces: list[Trace], skipped: Sequence[str] = (), lang: str = DEFAULT) -> str:
+    models = ", ".join(sorted({f"{trace.model} ({trace.engine})" for trace in traces}))
+    lines = "".join(f"<br>⚠️ {t('replay.skipped', lang, why=html.escape(why))}" for why in skipped)
+    count = t("replay.count.one" if len(traces) == 1 else "replay.count.many", lang, count=len(traces))
+    details = t("replay.details", lang, models=models)
     tooltip = html.escape(count + details, quote=True)
     # on stage the details give way to the tooltip (static/stage.css), as the live header's do
     return (
-        "## LLM generation playground · replay\n"
-        f"<span class='model-info' title='{tooltip}'>{BADGE} {count}"
+        f"## {t('replay.title', lang)}\n"
+        f"<span class='model-info' title='{tooltip}'>{badge(lang)} {count}"
         f"<span class='model-details'>{html.escape(details)}{lines}</span></span>"
     )
 
 
-def render_lesson_trace(data: dict[str, Any]) -> dict[str, Any]:
-    """An Under the hood trace, titled by its lesson (the registry names every lesson)."""
-    return render_hood_trace(data, {view.key: (view.lesson.title, view.main) for view in VIEWS})
+LESSONS = {view.key: view for view in VIEWS}
+
+
+def render_lesson_trace(data: dict[str, Any], lang: str = DEFAULT) -> dict[str, Any]:
+    """An Under the hood trace, titled by its lesson in lang (the registry names every lesson)."""
+    return render_hood_trace(
+        data, {view.key: (localize(view.lesson.title, lang), view.main) for view in VIEWS}
+    )
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -63,73 +81,111 @@ def check_drawable(trace: Trace) -> None:
     decode_data(trace, RENDERERS)
 
 
-def provenance(trace: Trace) -> str:
-    origin = f"recorded {trace.created} from {trace.model} ({trace.engine})"
-    return f"{BADGE} **{html.escape(trace.title)}** · {origin}"
+def provenance(trace: Trace, lang: str = DEFAULT) -> str:
+    origin = t("replay.origin", lang, created=trace.created, model=trace.model, engine=trace.engine)
+    return f"{badge(lang)} **{html.escape(trace.title)}** · {origin}"
 
 
 class ReplayHandlers:
-    """Draw the chosen trace of each kind."""
+    """Draw the chosen trace of each kind, in the page's language (the recorded texts stay in the
+    language they were recorded in)."""
 
-    def __init__(self, traces: list[Trace]) -> None:
-        self.traces = traces
+    def __init__(self, traces: list[Trace], skipped: Sequence[str] = ()) -> None:
+        self.traces, self.skipped = traces, skipped
+
+    def of_kind(self, kind: str) -> list[Trace]:
+        return [trace for trace in self.traces if trace.kind == kind]
 
     def pick(self, kind: str, index: Any) -> Trace:
-        same_kind = [t for t in self.traces if t.kind == kind]
+        same_kind = self.of_kind(kind)
         if not isinstance(index, int) or not 0 <= index < len(same_kind):
-            raise PlaygroundError(f"No recorded {kind} trace number {index!r}.")
+            raise PlaygroundError(
+                "No recorded {kind} trace number {index!r}.",
+                key="replay.error.no_trace",
+                kind=kind,
+                index=index,
+            )
         return same_kind[index]
 
-    def replay_chat(self, chat_trace: int) -> dict[str, Any]:
-        trace = self.pick("chat", chat_trace)
-        return {**decode_data(trace, {"chat": render_chat_trace}), "chat_source": provenance(trace)}
+    def replay_texts(self, request: gr.Request = None) -> dict[str, Any]:
+        """The header and the pickers' labels in the page's language (on page load)."""
+        lang = session_lang(request)
+        pickers = {
+            f"{kind}_trace": gr.Dropdown(choices=choices(self.of_kind(kind), lang))
+            for kind in KINDS
+            if self.of_kind(kind)
+        }
+        # the tabs' names too: Gradio's own translation misses a tab not opened yet
+        names = {
+            f"tab_{kind}": gr.Tab(label=t(TAB_TITLES[kind], lang)) for kind in KINDS if self.of_kind(kind)
+        }
+        return {"header": header_markdown(self.traces, self.skipped, lang), **pickers, **names}
 
-    def replay_step(self, step_trace: int, stage: str | None = None) -> dict[str, Any]:
-        trace = self.pick("step", step_trace)
+    def replay_chat(self, chat_trace: int, request: gr.Request = None) -> dict[str, Any]:
+        trace = self.pick("chat", chat_trace)
+        source = provenance(trace, session_lang(request))
+        return {**decode_data(trace, {"chat": render_chat_trace}), "chat_source": source}
+
+    def replay_step(
+        self, step_trace: int, stage: str | None = None, request: gr.Request = None
+    ) -> dict[str, Any]:
+        trace, lang = self.pick("step", step_trace), session_lang(request)
         views = decode_data(trace, {"step": lambda data: render_step_trace(data, stage)})
         shown = {
             name: views[name] for name in ("text", "status", "chart", "stage", "ledger", "curve", "tree")
         }
-        return {**shown, "candidates": candidates_markdown(trace.data), "step_source": provenance(trace)}
+        candidates = candidates_markdown(trace.data, lang)
+        return {**shown, "candidates": candidates, "step_source": provenance(trace, lang)}
 
-    def replay_hood(self, hood_trace: int) -> dict[str, Any]:
-        trace = self.pick("hood", hood_trace)
-        return {**decode_data(trace, {"hood": render_lesson_trace}), "hood_source": provenance(trace)}
+    def replay_hood(self, hood_trace: int, request: gr.Request = None) -> dict[str, Any]:
+        trace, lang = self.pick("hood", hood_trace), session_lang(request)
+        views = decode_data(trace, {"hood": lambda data: render_lesson_trace(data, lang)})
+        return {**views, "hood_source": provenance(trace, lang)}
 
-    def replay_beam(self, beam_trace: int) -> dict[str, Any]:
+    def replay_beam(self, beam_trace: int, request: gr.Request = None) -> dict[str, Any]:
         trace = self.pick("beam", beam_trace)
-        return {**decode_data(trace, {"beam": render_beam_trace}), "beam_source": provenance(trace)}
+        source = provenance(trace, session_lang(request))
+        return {**decode_data(trace, {"beam": render_beam_trace}), "beam_source": source}
 
 
-def candidates_markdown(data: dict[str, Any]) -> str:
+def choices(traces: list[Trace], lang: str = DEFAULT) -> list[tuple[str, int]]:
+    """A picker's choices: each trace's label in lang, its index among its kind."""
+    return [(trace_label(trace, lang), i) for i, trace in enumerate(traces)]
+
+
+def candidates_markdown(data: dict[str, Any], lang: str = DEFAULT) -> str:
     """The recorded next-token candidates, best first."""
     rows = data["snapshot"]["candidates"][:10]
     lines = [f"{c['rank']}. `{c.get('detail') or c['visible']}` {c['prob']:.1%}" for c in rows]
-    return "**Next token** (recorded)\n\n" + "\n".join(f"- {line}" for line in lines)
+    return t("replay.next_token", lang) + "\n\n" + "\n".join(f"- {line}" for line in lines)
 
 
 def build_replay_demo(traces: list[Trace], skipped: Sequence[str] = ()) -> gr.Blocks:
-    """The replay app: one tab per kind of trace present; the header names the files skipped."""
-    handlers = ReplayHandlers(traces)
+    """The replay app: one tab per kind of trace present; the header names the files skipped. Its
+    server-built text is English here: the page's load event says it in the page's language."""
+    handlers = ReplayHandlers(traces, skipped)
+    builders = {"chat": _chat_tab, "step": _step_tab, "beam": _beam_tab, "hood": _hood_tab}
     with gr.Blocks(title="LLM generation playground · replay") as demo:
-        gr.Markdown(header_markdown(traces, skipped), elem_id="header")
+        w = {"header": gr.Markdown(header_markdown(traces, skipped), elem_id="header")}
         with gr.Tabs():
-            for kind, build in (
-                ("chat", _chat_tab),
-                ("step", _step_tab),
-                ("beam", _beam_tab),
-                ("hood", _hood_tab),
-            ):
-                choices = [(trace_label(t), i) for i, t in enumerate(t for t in traces if t.kind == kind)]
-                if choices:
-                    with gr.Tab(TAB_NAMES[kind], id=kind):
-                        build({}, choices, handlers, demo)  # each tab's own components by name
+            for kind in KINDS:
+                if handlers.of_kind(kind):
+                    with gr.Tab(i18n(TAB_TITLES[kind]), id=kind) as w[f"tab_{kind}"]:
+                        tab: dict[str, Any] = {}  # each tab's own components by name
+                        builders[kind](tab, choices(handlers.of_kind(kind)), handlers, demo)
+                        w[f"{kind}_trace"] = tab[f"{kind}_trace"]
+        outputs = list(w)
+        connect(demo.load, handlers.replay_texts, w, outputs, api_name=None, model=False)
     return demo
 
 
 def _picker(w: dict[str, Any], kind: str, choices: list[tuple[str, int]]) -> None:
     w[f"{kind}_trace"] = gr.Dropdown(
-        choices, value=0, label="Recorded trace", elem_id=f"replay-{kind}", elem_classes=["replay-picker"]
+        choices,
+        value=0,
+        label=i18n("replay.picker"),
+        elem_id=f"replay-{kind}",
+        elem_classes=["replay-picker"],
     )
     w[f"{kind}_source"] = gr.Markdown(elem_classes=["recorded"])
 
@@ -142,7 +198,7 @@ def _show(demo: gr.Blocks, w: dict[str, Any], kind: str, handler: Callable, outp
 
 def _chat_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: gr.Blocks) -> None:
     _picker(w, "chat", choices)
-    w["history"] = gr.Chatbot(label="Conversation (recorded)", height=320, elem_id="chat-bot")
+    w["history"] = gr.Chatbot(label=i18n("replay.conversation"), height=320, elem_id="chat-bot")
     w["status"] = gr.Markdown(elem_classes=["chat-stats"])
     w["token_view"] = gr.HTML(elem_id="chat-tokens")
     _show(demo, w, "chat", handlers.replay_chat, ["history", "token_view", "status"])
@@ -154,19 +210,19 @@ def _step_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
         with gr.Column(scale=3):
             w["text"] = gr.HTML(elem_id="step-text")
             w["status"] = gr.Markdown()
-            w["chart"] = gr.Plot(label="raw vs after sampling (recorded)")
+            w["chart"] = gr.Plot(label=i18n("replay.chart"))
         with gr.Column(scale=2):
             w["candidates"] = gr.Markdown()
             w["stage"] = gr.Radio(
                 [stage_choice(name) for name in ("raw", *DEFAULT_ORDER)],
                 value="raw",
-                label="distribution after stage",
+                label=i18n("replay.stage"),
             )
-    w["curve"] = gr.Plot(label="cumulative log-prob (chain rule)")
+    w["curve"] = gr.Plot(label=i18n("replay.curve"))
     w["ledger"] = gr.Dataframe(
-        headers=LEDGER_COLUMNS, label="ledger (recorded)", interactive=False, wrap=True
+        headers=LEDGER_COLUMNS, label=i18n("replay.ledger"), interactive=False, wrap=True
     )
-    w["tree"] = gr.HTML(label="branch tree")
+    w["tree"] = gr.HTML(label=i18n("replay.tree"))
     outputs = ["text", "status", "chart", "stage", "ledger", "curve", "tree", "candidates"]
     _show(demo, w, "step", handlers.replay_step, outputs)
     connect(w["stage"].input, handlers.replay_step, w, outputs, api_name=None, model=False)
@@ -175,8 +231,8 @@ def _step_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
 def _beam_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: gr.Blocks) -> None:
     _picker(w, "beam", choices)
     w["status"] = gr.Markdown()
-    w["plot"] = gr.Plot(label="Search tree (recorded)", elem_id="beam-plot")
-    w["table"] = gr.Dataframe(label="Returned hypotheses (best first)", interactive=False)
+    w["plot"] = gr.Plot(label=i18n("replay.search_tree"), elem_id="beam-plot")
+    w["table"] = gr.Dataframe(label=i18n("replay.hypotheses"), interactive=False)
     _show(demo, w, "beam", handlers.replay_beam, ["plot", "status", "table"])
 
 
@@ -193,7 +249,7 @@ def _hood_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
                 w[slot] = gr.Plot(visible=False, elem_id=f"replay-{slot.replace('_', '-')}")
     w["hood_html"] = gr.HTML(elem_id="replay-hood-html")
     w["hood_table"] = gr.Dataframe(
-        label="measurements (recorded)", interactive=False, wrap=True, visible=False
+        label=i18n("replay.measurements"), interactive=False, wrap=True, visible=False
     )
     w["hood_summary"] = gr.Markdown(elem_id="replay-hood-summary")
     _show(demo, w, "hood", handlers.replay_hood, REPLAY_OUTPUTS)

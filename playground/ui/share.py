@@ -11,6 +11,7 @@ import gradio as gr
 from playground.ui.beam_tab import RUN_OUTPUTS
 from playground.ui.chat_tab import ANSWER_OUTPUTS, CONTROLS
 from playground.ui.common import connect, friendly_errors
+from playground.ui.compare import LINK_OUTPUTS as COMPARE_LINK_OUTPUTS
 from playground.ui.hood import VIEWS
 from playground.ui.hood.tab import link_outputs, link_params, link_values, opened_from_link, run_inputs
 from playground.ui.i18n import session_lang
@@ -80,6 +81,8 @@ def _wire_openers(opened: Any, widgets: dict[str, dict], handlers: dict[str, Any
         return opened_from_link(VIEWS, link_to("hood", request, rules), session_lang(request))
 
     connect(opened.then, hood_from_link, widgets["hood"], link_outputs(VIEWS), api_name=None, model=False)
+    compare = (handlers["compare"].compare_from_link, widgets["compare"], COMPARE_LINK_OUTPUTS)
+    connect(opened.then, *compare, api_name=None, status="status_a")
 
 
 def _wire_copy_link(

@@ -269,9 +269,11 @@ def render_step_trace(
     return render_snapshot(StepSnapshot.from_dict(data["snapshot"]), int(k), stage_name or stage, lang)
 
 
-def render(session: StepSession, k: int = 10, stage_name: str = "raw", lang: str = DEFAULT) -> dict[str, Any]:
-    """Every view of the tab for a live session."""
-    return render_snapshot(take_snapshot(session, max(k, N_BUTTONS)), k, stage_name, lang)
+def render(
+    session: StepSession, k: int = 10, stage_name: str = "raw", lang: str = DEFAULT, notes: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Every view of the tab for a live session (notes: said under its status line)."""
+    return render_snapshot(take_snapshot(session, max(k, N_BUTTONS)), k, stage_name, lang, notes)
 
 
 def probability_markdown(

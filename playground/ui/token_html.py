@@ -128,10 +128,15 @@ def _fork_buttons(position: int, token: TokenRecord, context: Sequence[PieceLike
 
 
 def answer_tokens_html(
-    tokens: Sequence[TokenRecord], show_special: bool = False, forkable: bool = True, lang: str = DEFAULT
+    tokens: Sequence[TokenRecord],
+    show_special: bool = False,
+    forkable: bool = True,
+    marked: int | None = None,
+    lang: str = DEFAULT,
 ) -> str:
-    """The answer as coloured tokens; the card shows probability, log-prob and the top alternatives,
-    which fork the answer when clicked (forkable). A character's byte tokens stand under it. In lang."""
+    """The answer as coloured tokens, in lang; the card shows probability, log-prob and the top
+    alternatives, which fork the answer when clicked (forkable). A character's byte tokens stand under
+    it. marked: the index of a token to mark (Compare: where two answers part)."""
     texts = read_pieces(tokens)
 
     def span(position: int) -> str:
@@ -142,8 +147,9 @@ def answer_tokens_html(
         extra = _fork_buttons(position, token, context, lang) if forkable else ""
         rows = record_rows(token, read, lang) + ([] if forkable else _top_rows(token, context, lang))
         text = token.visible if token.special else cell_text(read) if read.split else token.text
-        given = "tok-given" if token.given else ""
-        return token_span(text, token.prob, rows, token.special, extra_classes=given, card_extra=extra)
+        marks = (("tok-given", token.given), ("tok-parting", position == marked))
+        classes = " ".join(name for name, on in marks if on)
+        return token_span(text, token.prob, rows, token.special, extra_classes=classes, card_extra=extra)
 
     body = grouped_html(texts, span, lambda group: group_text([texts[i] for i in group]), lang)
     return f"<div class='token-stream answer-tokens'>{body}</div>"

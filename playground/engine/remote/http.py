@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from playground.errors import EngineUnavailable
+from playground.messages import Message
 
 try:  # a full-vocabulary answer is megabytes of JSON: orjson (a Gradio dependency) reads it 3-5x faster
     from orjson import loads as _fast_loads
@@ -130,19 +131,42 @@ class HttpClient:
             yield
         except httpx.ConnectError as exc:
             raise EngineUnavailable(
-                f"Cannot reach {where} ({_reason(exc)}). Is it running? Start it (README: 'Bigger models') "
-                "or fix the engine URL, then retry."
+                Message(
+                    "remote.error.unreachable",
+                    "Cannot reach {where} ({why}). Is it running? Start it (README: 'Bigger models') or fix "
+                    "the engine URL, then retry.",
+                    where=where,
+                    why=_reason(exc),
+                )
             ) from None
         except httpx.TimeoutException as exc:
-            kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "answer"
-            limit = CONNECT_TIMEOUT if kind == "connect" else self.read_timeout
+            if isinstance(exc, httpx.ConnectTimeout):
+                raise EngineUnavailable(
+                    Message(
+                        "remote.error.connect_timeout",
+                        "{where} did not connect within {limit:g} s. It may be overloaded or stuck; retry, "
+                        "or raise PLAYGROUND_ENGINE_TIMEOUT for very long prompts.",
+                        where=where,
+                        limit=CONNECT_TIMEOUT,
+                    )
+                ) from None
             raise EngineUnavailable(
-                f"{where} did not {kind} within {limit:g} s. It may be overloaded or stuck; retry, or raise "
-                "PLAYGROUND_ENGINE_TIMEOUT for very long prompts."
+                Message(
+                    "remote.error.answer_timeout",
+                    "{where} did not answer within {limit:g} s. It may be overloaded or stuck; retry, or "
+                    "raise PLAYGROUND_ENGINE_TIMEOUT for very long prompts.",
+                    where=where,
+                    limit=self.read_timeout,
+                )
             ) from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             raise EngineUnavailable(
-                f"The connection to {where} broke ({_reason(exc)}): the engine stopped or restarted. Retry."
+                Message(
+                    "remote.error.broke",
+                    "The connection to {where} broke ({why}): the engine stopped or restarted. Retry.",
+                    where=where,
+                    why=_reason(exc),
+                )
             ) from None
         except httpx.HTTPError as exc:
             raise EngineUnavailable(f"HTTP error talking to {where}: {_reason(exc)}. Retry.") from None

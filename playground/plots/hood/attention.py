@@ -18,17 +18,18 @@ from playground.plots.hood.style import (
     WEIGHT_TICKS,
     style,
 )
+from playground.ui.i18n import DEFAULT, t
 
 
-def _sqrt_colorbar(masked: bool = False) -> dict[str, Any]:
+def _sqrt_colorbar(masked: bool = False, lang: str = DEFAULT) -> dict[str, Any]:
     """Ticks at weights on the sqrt colour scale; with the masked band below 0, the smallest weight
     ticks (0, 0.01) would overlap its label, so they give way to it."""
     ticks = [t for t in WEIGHT_TICKS if t >= 0.05] if masked else list(WEIGHT_TICKS)
     values = [math.sqrt(t) for t in ticks]
     labels = [str(t) for t in ticks]
     if masked:
-        values, labels = [MASK_VALUE, *values], ["masked", *labels]
-    return {"title": {"text": "weight"}, "tickvals": values, "ticktext": labels}
+        values, labels = [MASK_VALUE, *values], [t("hood.attn.plot.masked", lang), *labels]
+    return {"title": {"text": t("hood.attn.plot.weight", lang)}, "tickvals": values, "ticktext": labels}
 
 
 def _masked_colorscale() -> list[list[Any]]:
@@ -39,7 +40,7 @@ def _masked_colorscale() -> list[list[Any]]:
     return [[0, MASKED_SOLID], [edge, MASKED_SOLID], *stops]
 
 
-def attention_grid_figure(thumbnails: Any, sink: Any) -> go.Figure:
+def attention_grid_figure(thumbnails: Any, sink: Any, lang: str = DEFAULT) -> go.Figure:
     """Every head of every layer as a thumbnail: x = layer, y = head; click one to enlarge it.
     thumbnails (layers, heads, s, s) array-like, future cells NaN. One float32 trace (about 150,000
     cells) whose x and y are the layer and the head plus a fraction: hover rounds them, and a
@@ -64,15 +65,20 @@ def attention_grid_figure(thumbnails: Any, sink: Any) -> go.Figure:
             zmin=MASK_VALUE,
             zmax=1,
             hoverongaps=False,
-            colorbar=_sqrt_colorbar(masked=True),
-            hovertemplate="layer %{x:.0f}, head %{y:.0f}<extra>click to enlarge</extra>",
+            colorbar=_sqrt_colorbar(masked=True, lang=lang),
+            hovertemplate=t("hood.attn.plot.grid_hover", lang),
         )
     )
-    fig.update_xaxes(tickvals=list(range(1, layers + 1)), title_text="layer", showgrid=False, zeroline=False)
+    fig.update_xaxes(
+        tickvals=list(range(1, layers + 1)),
+        title_text=t("hood.attn.plot.layer", lang),
+        showgrid=False,
+        zeroline=False,
+    )
     fig.update_yaxes(
         tickvals=list(range(1, heads + 1)),
         ticktext=[f"h{n}" for n in range(1, heads + 1)],
-        title_text="head",
+        title_text=t("hood.attn.plot.head", lang),
         autorange="reversed",
         showgrid=False,
         zeroline=False,
@@ -85,14 +91,14 @@ def attention_grid_figure(thumbnails: Any, sink: Any) -> go.Figure:
         yanchor="bottom",
         xanchor="left",
         showarrow=False,
-        text="bright left edges: the first token soaks up attention (the sink)",
+        text=t("hood.attn.plot.sink_note", lang),
         font={"size": 11},
     )
     return style(fig, max(220, 34 * heads + 100), margin={"l": 50, "r": 10, "t": 28, "b": 45})
 
 
 def attention_map_figure(
-    matrix: Sequence[Sequence[float]], tokens: Sequence[str], title: str, sink: float
+    matrix: Sequence[Sequence[float]], tokens: Sequence[str], title: str, sink: float, lang: str = DEFAULT
 ) -> go.Figure:
     """One head's full causal triangle: rows are queries, columns keys; future keys drawn as
     masked; the first column labelled as the attention sink when it holds much of the weight."""
@@ -110,8 +116,8 @@ def attention_map_figure(
         colorscale=_masked_colorscale(),
         zmin=MASK_VALUE,
         zmax=1,
-        colorbar=_sqrt_colorbar(masked=True),
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata:.4f}<extra></extra>",
+        colorbar=_sqrt_colorbar(masked=True, lang=lang),
+        hovertemplate=t("hood.attn.plot.map_hover", lang) + "<extra></extra>",
     )
     if n > 1:
         fig.add_annotation(
@@ -121,11 +127,13 @@ def attention_map_figure(
             yanchor="bottom",
             xanchor="left",
             showarrow=False,
-            text=f"↓ attention sink: the first token gets {sink:.0%} of the weight",
+            text=t("hood.attn.plot.sink", lang, share=sink),
             bgcolor="rgba(128,128,128,0.2)",
         )
-    fig.update_xaxes(title_text="key (what is looked at)", tickangle=-60, showgrid=False, type="category")
-    fig.update_yaxes(title_text="query (who looks)", autorange="reversed", showgrid=False, type="category")
+    fig.update_xaxes(title_text=t("hood.attn.plot.key", lang), tickangle=-60, showgrid=False, type="category")
+    fig.update_yaxes(
+        title_text=t("hood.attn.plot.query", lang), autorange="reversed", showgrid=False, type="category"
+    )
     fig.update_yaxes(scaleanchor="x", constrain="domain")  # square cells: a true triangle
     fig.update_xaxes(constrain="domain")
     return style(
@@ -136,7 +144,9 @@ def attention_map_figure(
     )
 
 
-def query_row_figure(weights: Sequence[float], tokens: Sequence[str], position: int, title: str) -> go.Figure:
+def query_row_figure(
+    weights: Sequence[float], tokens: Sequence[str], position: int, title: str, lang: str = DEFAULT
+) -> go.Figure:
     """The query at `position` over every key: earlier keys' weights, later keys shaded as masked."""
     labels = [f"{i}·{t}" for i, t in enumerate(tokens)]
     visible = list(weights[: position + 1])
@@ -145,31 +155,31 @@ def query_row_figure(weights: Sequence[float], tokens: Sequence[str], position: 
         x=labels[: position + 1],
         y=visible,
         marker_color=CACHED,
-        name="weight",
-        hovertemplate="key %{x}: %{y:.4f}<extra></extra>",
+        name=t("hood.attn.plot.weight", lang),
+        hovertemplate=t("hood.attn.plot.row_hover", lang) + "<extra></extra>",
     )
     if position + 1 < len(labels):
         fig.add_bar(
             x=labels[position + 1 :],
             y=[0] * (len(labels) - position - 1),
-            name="future: masked (weight 0)",
+            name=t("hood.attn.plot.future", lang),
             marker_color=MASKED,
-            hovertemplate="key %{x}: masked, weight 0<extra></extra>",
+            hovertemplate=t("hood.attn.plot.future_hover", lang) + "<extra></extra>",
         )
         fig.add_vrect(
             x0=position + 0.5,
             x1=len(labels) - 0.5,
             fillcolor=MASKED,
             line_width=0,
-            annotation_text="future tokens: masked",
+            annotation_text=t("hood.attn.plot.future_note", lang),
             annotation_position="top left",
         )
     fig.update_xaxes(
-        title_text="key",
+        title_text=t("hood.attn.plot.key_short", lang),
         tickangle=-60,
         type="category",
         categoryarray=labels,
         range=[-0.5, len(labels) - 0.5],
     )
-    fig.update_yaxes(title_text="attention weight", range=[0, max([*visible, 0.05]) * 1.1])
+    fig.update_yaxes(title_text=t("hood.attn.plot.row_weight", lang), range=[0, max([*visible, 0.05]) * 1.1])
     return style(fig, 300, title={"text": title, "x": 0.01, "font": {"size": 14}}, showlegend=False)

@@ -18,11 +18,12 @@ from playground.plots.hood.style import (
     bar_figure,
     style,
 )
+from playground.ui.i18n import DEFAULT, t
 
-KINDS = {
-    "prefill": ("reads its prompt", PREFILL),
-    "decode": ("makes a token", DECODE),
-    "wait": ("waits", MASKED_SOLID),
+KINDS = {  # what a request does in an iteration: its legend's key, its colour
+    "prefill": ("hood.cb.plot.prefill", PREFILL),
+    "decode": ("hood.cb.plot.decode", DECODE),
+    "wait": ("hood.cb.plot.wait", MASKED_SOLID),
 }
 
 
@@ -36,14 +37,17 @@ class Cell:
     tokens: int = 0
 
 
-def gantt_figure(cells: Sequence[Cell], rows: Sequence[str], done: dict[str, int]) -> go.Figure:
+def gantt_figure(
+    cells: Sequence[Cell], rows: Sequence[str], done: dict[str, int], lang: str = DEFAULT
+) -> go.Figure:
     """Requests (rows) by iterations (columns): prompt chunks with their token counts, decodes,
     waits, and a ✓ where each request was done."""
     fig = go.Figure()
-    for kind, (label, color) in KINDS.items():
+    for kind, (key, color) in KINDS.items():
         mine = [c for c in cells if c.kind == kind]
         if not mine:
             continue
+        label = t(key, lang)
         fig.add_bar(
             x=[1] * len(mine),
             base=[c.iteration for c in mine],
@@ -55,8 +59,7 @@ def gantt_figure(cells: Sequence[Cell], rows: Sequence[str], done: dict[str, int
             textposition="inside",
             insidetextanchor="middle",
             customdata=[[c.iteration, c.tokens] for c in mine],
-            hovertemplate=f"%{{y}}, iteration %{{customdata[0]}}: {label} (%{{customdata[1]}} tokens)"
-            "<extra></extra>",
+            hovertemplate=t("hood.cb.plot.cell_hover", lang, what=label) + "<extra></extra>",
         )
     if done:
         fig.add_scatter(
@@ -64,15 +67,15 @@ def gantt_figure(cells: Sequence[Cell], rows: Sequence[str], done: dict[str, int
             y=list(done),
             mode="text",
             text=["✓"] * len(done),
-            name="done",
+            name=t("hood.cb.plot.done", lang),
             textfont={"size": 16, "color": CACHED},
-            hovertemplate="%{y} done<extra></extra>",
+            hovertemplate=t("hood.cb.plot.done_hover", lang) + "<extra></extra>",
         )
     fig.update_layout(barmode="overlay", bargap=0.25)
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), title_text="request")
-    fig.update_xaxes(
-        title_text="iteration (one forward of the model each)", dtick=1 if _span(cells) <= 40 else None
-    )
+    request = t("hood.cb.plot.request", lang)
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), title_text=request)
+    iteration = t("hood.cb.plot.iteration", lang)
+    fig.update_xaxes(title_text=iteration, dtick=1 if _span(cells) <= 40 else None)
     return style(fig, max(220, 34 * len(rows) + 110))
 
 
@@ -80,22 +83,18 @@ def _span(cells: Sequence[Cell]) -> int:
     return max((c.iteration for c in cells), default=0) + 1
 
 
-def latency_figure(names: Sequence[str], continuous: Sequence[int], static: Sequence[int]) -> go.Figure:
+def latency_figure(
+    names: Sequence[str], continuous: Sequence[int], static: Sequence[int], lang: str = DEFAULT
+) -> go.Figure:
     """Forwards from each request's arrival until it was done: the running batch vs a static batch."""
-    hover = "%{x}: %{y} forwards"
+    hover = t("hood.cb.plot.forwards_hover", lang)
     return bar_figure(
         [
-            Series(
-                "static batch (waits for the last arrival, then for the longest)",
-                names,
-                static,
-                RECOMPUTED,
-                hover,
-            ),
-            Series("continuous batching", names, continuous, CACHED, hover),
+            Series(t("hood.cb.plot.static", lang), names, static, RECOMPUTED, hover),
+            Series(t("hood.cb.plot.continuous", lang), names, continuous, CACHED, hover),
         ],
-        "request",
-        "forwards until done",
+        t("hood.cb.plot.request", lang),
+        t("hood.cb.plot.until_done", lang),
     )
 
 
@@ -111,10 +110,7 @@ class Served:
 
 
 def serving_figure(
-    served: Sequence[Served],
-    ttft_slo: float,
-    tpot_slo: float,
-    x_title: str = "arrival (s after the crowd began)",
+    served: Sequence[Served], ttft_slo: float, tpot_slo: float, lang: str = DEFAULT
 ) -> go.Figure:
     """TTFT (top) and TPOT (bottom) of every request by its arrival, with the SLO lines: what a user
     waits for the first token, and then for each next one."""
@@ -139,5 +135,5 @@ def serving_figure(
         )
         fig.add_hline(y=slo * scale, line_dash="dot", line_color=RECOMPUTED, row=row, col=1)
         fig.update_yaxes(title_text=f"{label} ({unit})", rangemode="tozero", row=row, col=1)
-    fig.update_xaxes(title_text=x_title, row=2, col=1)
+    fig.update_xaxes(title_text=t("hood.crowd.arrival", lang), row=2, col=1)
     return style(fig, 420)

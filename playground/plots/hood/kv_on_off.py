@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.plots.hood.style import CACHED, RECOMPUTED, Series, line_figure, style
+from playground.ui.i18n import DEFAULT, t
 
 
 def step_latency_figure(
@@ -15,6 +16,7 @@ def step_latency_figure(
     recomputed_prefill: float,
     cached_steps: Sequence[float],
     recomputed_steps: Sequence[float],
+    lang: str = DEFAULT,
 ) -> go.Figure:
     """Left: the prefill (time to first token) of each path; right: every decode step's time (ms)."""
     fig = make_subplots(
@@ -22,10 +24,10 @@ def step_latency_figure(
         cols=2,
         column_widths=[0.22, 0.78],
         horizontal_spacing=0.09,
-        subplot_titles=("prefill (time to first token)", "each decode step"),
+        subplot_titles=(t("hood.kv.plot.prefill", lang), t("hood.kv.plot.decode", lang)),
     )
     fig.add_bar(
-        x=["cache", "no cache"],
+        x=[t("hood.kv.plot.cache", lang), t("hood.kv.plot.no_cache", lang)],
         y=[cached_prefill * 1000, recomputed_prefill * 1000],
         row=1,
         col=1,
@@ -35,8 +37,8 @@ def step_latency_figure(
     )
     steps = list(range(2, len(cached_steps) + 2))
     for name, values, color in (
-        ("with the KV cache: one new token per forward", cached_steps, CACHED),
-        ("without: the whole prefix every forward", recomputed_steps, RECOMPUTED),
+        (t("hood.kv.plot.cached_steps", lang), cached_steps, CACHED),
+        (t("hood.kv.plot.recomputed_steps", lang), recomputed_steps, RECOMPUTED),
     ):
         fig.add_scatter(
             x=steps,
@@ -46,51 +48,55 @@ def step_latency_figure(
             line_color=color,
             row=1,
             col=2,
-            hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>",
+            hovertemplate=t("hood.kv.plot.step_hover", lang) + "<extra></extra>",
         )
     fig.update_yaxes(title_text="ms", rangemode="tozero")
-    fig.update_xaxes(title_text="token", row=1, col=2, tickformat="d", dtick=1 if len(steps) <= 16 else None)
+    dtick = 1 if len(steps) <= 16 else None
+    fig.update_xaxes(title_text=t("hood.kv.plot.token", lang), row=1, col=2, tickformat="d", dtick=dtick)
     return style(
         fig, 340, margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.25}
     )
 
 
-def cumulative_figure(cached: Sequence[float], recomputed: Sequence[float]) -> go.Figure:
+def cumulative_figure(cached: Sequence[float], recomputed: Sequence[float], lang: str = DEFAULT) -> go.Figure:
     """Seconds spent after each token, prefill included: a line vs a parabola."""
-    hover = "after token %{x}: %{y:,.2f} s"
+    hover = t("hood.kv.plot.cumulative_hover", lang)
     return line_figure(
         [
-            Series("with the KV cache", range(1, len(cached) + 1), cached, CACHED, hover),
-            Series("without", range(1, len(recomputed) + 1), recomputed, RECOMPUTED, hover),
+            Series(t("hood.kv.plot.with_cache", lang), range(1, len(cached) + 1), cached, CACHED, hover),
+            Series(
+                t("hood.kv.plot.without", lang), range(1, len(recomputed) + 1), recomputed, RECOMPUTED, hover
+            ),
         ],
-        "tokens generated",
-        "seconds, cumulative",
+        t("hood.kv.plot.generated", lang),
+        t("hood.kv.plot.seconds", lang),
         zero=True,
     )
 
 
-def cache_bytes_figure(lengths: Sequence[int], measured: Sequence[int], formula: Sequence[int]) -> go.Figure:
+def cache_bytes_figure(
+    lengths: Sequence[int], measured: Sequence[int], formula: Sequence[int], lang: str = DEFAULT
+) -> go.Figure:
     """The real cache's bytes after each forward (markers) on the KV formula (line), in MiB."""
     fig = go.Figure()
     fig.add_scatter(
         x=list(lengths),
         y=[b / 2**20 for b in formula],
-        name="the KV tab's formula",
+        name=t("hood.kv.plot.formula", lang),
         mode="lines",
         line={"color": "rgba(128,128,128,0.9)", "width": 6},
         customdata=list(formula),
-        hovertemplate="%{x} tokens: %{customdata:,} bytes (2 × layers × KV heads × head_dim × tokens × bytes)"
-        "<extra></extra>",
+        hovertemplate=t("hood.kv.plot.formula_hover", lang) + "<extra></extra>",
     )
     fig.add_scatter(
         x=list(lengths),
         y=[b / 2**20 for b in measured],
-        name="measured in the cache",
+        name=t("hood.kv.plot.measured", lang),
         mode="markers",
         marker={"color": CACHED, "size": 7},
         customdata=list(measured),
-        hovertemplate="%{x} tokens: %{customdata:,} bytes (measured)<extra></extra>",
+        hovertemplate=t("hood.kv.plot.measured_hover", lang) + "<extra></extra>",
     )
-    fig.update_xaxes(title_text="tokens in the cache")
+    fig.update_xaxes(title_text=t("hood.kv.plot.in_cache", lang))
     fig.update_yaxes(title_text="MiB")
     return style(fig, 300)

@@ -8,10 +8,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.plots.hood.style import CACHED, COLORSCALE, DECODE, PREFILL, RECOMPUTED, style
+from playground.ui.i18n import DEFAULT, t
 
 
 def lens_track_figure(
-    tracks: Sequence[tuple[str, Sequence[float], Sequence[int]]], settles_at: int
+    tracks: Sequence[tuple[str, Sequence[float], Sequence[int]]], settles_at: int, lang: str = DEFAULT
 ) -> go.Figure:
     """Probability (top) and rank (bottom, log scale, 1 on top) of each tracked token after every
     layer; a line where the model's choice settles."""
@@ -27,7 +28,7 @@ def lens_track_figure(
             mode="lines+markers",
             line_color=color,
             legendgroup=label,
-            hovertemplate=f"{label}<br>layer %{{x}}: p = %{{y:.4f}}<extra></extra>",
+            hovertemplate=label + t("hood.lens.plot.p_hover", lang) + "<extra></extra>",
             row=1,
             col=1,
         )
@@ -39,7 +40,7 @@ def lens_track_figure(
             line_color=color,
             legendgroup=label,
             showlegend=False,
-            hovertemplate=f"{label}<br>layer %{{x}}: rank %{{y:,}}<extra></extra>",
+            hovertemplate=label + t("hood.lens.plot.rank_hover", lang) + "<extra></extra>",
             row=2,
             col=1,
         )
@@ -48,20 +49,23 @@ def lens_track_figure(
         x=settles_at,
         y=1,
         yref="y domain",
-        text=f"settles at layer {settles_at}",
+        text=t("hood.lens.plot.settles", lang, layer=settles_at),
         showarrow=False,
         xanchor="right",
         bgcolor="rgba(128,128,128,0.2)",
         row=1,
         col=1,
     )
-    fig.update_yaxes(title_text="probability", range=[0, 1.02], row=1, col=1)
-    fig.update_yaxes(title_text="rank", type="log", autorange="reversed", row=2, col=1)
-    fig.update_xaxes(title_text="after layer", dtick=1 if len(tracks[0][1]) <= 32 else None, row=2, col=1)
+    fig.update_yaxes(title_text=t("hood.lens.plot.probability", lang), range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(
+        title_text=t("hood.lens.plot.rank", lang), type="log", autorange="reversed", row=2, col=1
+    )
+    dtick = 1 if len(tracks[0][1]) <= 32 else None
+    fig.update_xaxes(title_text=t("hood.lens.plot.after", lang), dtick=dtick, row=2, col=1)
     return style(fig, 460)
 
 
-def lens_top_figure(top: Sequence[Sequence[tuple[int, str, float]]]) -> go.Figure:
+def lens_top_figure(top: Sequence[Sequence[tuple[int, str, float]]], lang: str = DEFAULT) -> go.Figure:
     """The classic logit-lens picture: each layer's most likely next tokens (id, piece, p),
     coloured by probability, the last layer on top; click a token to track it."""
     layers = len(top)
@@ -69,7 +73,7 @@ def lens_top_figure(top: Sequence[Sequence[tuple[int, str, float]]]) -> go.Figur
         go.Heatmap(
             z=[[p for _, _, p in row] for row in top],
             x=[f"#{i}" for i in range(1, len(top[0]) + 1)],
-            y=[f"layer {n}" for n in range(1, layers + 1)],
+            y=[t("hood.lens.plot.layer", lang, layer=n) for n in range(1, layers + 1)],
             text=[[piece for _, piece, _ in row] for row in top],
             texttemplate="%{text}",
             customdata=[[[token_id, piece] for token_id, piece, _ in row] for row in top],
@@ -77,8 +81,7 @@ def lens_top_figure(top: Sequence[Sequence[tuple[int, str, float]]]) -> go.Figur
             zmin=0,
             zmax=1,
             colorbar={"title": {"text": "p"}},
-            hovertemplate="%{y}, %{x}: %{customdata[1]} (id %{customdata[0]})<br>p = %{z:.4f}"
-            "<extra>click to track</extra>",
+            hovertemplate=t("hood.lens.plot.top_hover", lang),
         )
     )
     fig.update_yaxes(type="category", showgrid=False)

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.plots.hood.style import CACHED, GRID, RECOMPUTED, REJECTED, style
+from playground.ui.i18n import DEFAULT, t
 
 KL_FLOOR = 1e-4  # nats: the strip's colour scale starts here (below: as faithful as it gets)
 KL_CEILING = 20.0
@@ -31,7 +32,11 @@ def _colour_value(kl: float) -> float:
 
 
 def kl_strip_figure(
-    rows: Sequence[StripRow], ticks: Sequence[str], names: Sequence[str], text_positions: int
+    rows: Sequence[StripRow],
+    ticks: Sequence[str],
+    names: Sequence[str],
+    text_positions: int,
+    lang: str = DEFAULT,
 ) -> go.Figure:
     """KL(reference ‖ format) at every position, one row per format (log colour scale, nats).
     ticks/names: the token each position predicts (short label / hover); text_positions: how many
@@ -39,8 +44,9 @@ def kl_strip_figure(
     positions = list(range(1, len(ticks) + 1))
     labels = [row.label for row in rows]
     z = [[_colour_value(v) for v in row.kl] for row in rows]
+    same, different = t("hood.quant.plot.same", lang), t("hood.quant.plot.different", lang)
     custom = [
-        [[names[i], f"{row.kl[i]:.4f}", "same" if row.top1[i] else "DIFFERENT"] for i in range(len(row.kl))]
+        [[names[i], f"{row.kl[i]:.4f}", same if row.top1[i] else different] for i in range(len(row.kl))]
         for row in rows
     ]
     exponents = list(range(round(math.log10(KL_FLOOR)), 2, 2 if len(rows) < 4 else 1))  # room: a short bar
@@ -56,13 +62,12 @@ def kl_strip_figure(
             xgap=0,
             ygap=2,
             colorbar={
-                "title": {"text": "KL (nats)"},
+                "title": {"text": t("hood.quant.plot.kl_nats", lang)},
                 "tickvals": exponents,
                 "ticktext": [f"{10.0**e:g}" for e in exponents],
                 "thickness": 12,
             },
-            hovertemplate="%{y} · predicting %{customdata[0]}<br>KL %{customdata[1]} nats · top token "
-            "%{customdata[2]}<extra>position %{x}</extra>",
+            hovertemplate=t("hood.quant.plot.strip_hover", lang),
         )
     )
     flips = [(row.flip + 1, row.label) for row in rows if row.flip is not None]
@@ -71,11 +76,11 @@ def kl_strip_figure(
             x=[f[0] for f in flips],
             y=[f[1] for f in flips],
             mode="markers",
-            name="first flip",
+            name=t("hood.quant.plot.flip", lang),
             marker={"symbol": "x-thin", "size": 11, "line": {"width": 3, "color": "#00d5ff"}},
-            hovertemplate="%{y}: first different top token at position %{x}<extra></extra>",
+            hovertemplate=t("hood.quant.plot.flip_hover", lang) + "<extra></extra>",
         )
-    _boundary(fig, text_positions, len(positions))
+    _boundary(fig, text_positions, len(positions), lang)
     step = max(1, -(-len(ticks) // TICKS))
     shown = positions[::step]
     fig.update_xaxes(
@@ -94,7 +99,7 @@ def kl_strip_figure(
     )
 
 
-def _boundary(fig: go.Figure, text_positions: int, total: int) -> None:
+def _boundary(fig: go.Figure, text_positions: int, total: int, lang: str) -> None:
     """The line between the text (one forward) and the continuation (one token per forward)."""
     if not 0 < text_positions < total:
         return
@@ -108,7 +113,7 @@ def _boundary(fig: go.Figure, text_positions: int, total: int) -> None:
         xanchor="right",
         showarrow=False,
         font={"size": 11},
-        text="the text: one forward ◂",
+        text=t("hood.quant.plot.text_side", lang),
     )
     fig.add_annotation(
         x=x,
@@ -118,7 +123,7 @@ def _boundary(fig: go.Figure, text_positions: int, total: int) -> None:
         xanchor="left",
         showarrow=False,
         font={"size": 11},
-        text="▸ the continuation: one token per forward",
+        text=t("hood.quant.plot.continuation_side", lang),
     )
 
 
@@ -133,14 +138,16 @@ class Point:
     top1: float
 
 
-def bytes_quality_figure(points: Sequence[Point], weights_reference: int, kv_reference: int) -> go.Figure:
+def bytes_quality_figure(
+    points: Sequence[Point], weights_reference: int, kv_reference: int, lang: str = DEFAULT
+) -> go.Figure:
     """Bytes against quality: mean KL (log) for each format, weights on the left (MB), the KV cache on
     the right (KiB); the float reference's bytes as a dashed line (its KL is 0)."""
     fig = make_subplots(
         rows=1,
         cols=2,
         horizontal_spacing=0.12,
-        subplot_titles=("weights: bytes vs mean KL", "KV cache: bytes vs mean KL"),
+        subplot_titles=(t("hood.quant.plot.weights_side", lang), t("hood.quant.plot.kv_side", lang)),
     )
     for col, kv, scale, unit, reference in (
         (1, False, 1e6, "MB", weights_reference),
@@ -158,8 +165,7 @@ def bytes_quality_figure(points: Sequence[Point], weights_reference: int, kv_ref
             customdata=[[p.mean_kl, p.top1] for p in chosen],
             row=1,
             col=col,
-            hovertemplate=f"%{{text}}: %{{x:,.1f}} {unit} · mean KL %{{customdata[0]:.4f}} nats · "
-            "top-1 %{customdata[1]:.0%}<extra></extra>",
+            hovertemplate=t("hood.quant.plot.point_hover", lang, unit=unit) + "<extra></extra>",
         )
         if reference:
             fig.add_vline(x=reference / scale, line={"color": REJECTED, "dash": "dash"}, row=1, col=col)
@@ -170,10 +176,11 @@ def bytes_quality_figure(points: Sequence[Point], weights_reference: int, kv_ref
                 xref=f"x{axis}",
                 yref=f"y{axis} domain",
                 showarrow=False,
-                text="float reference (KL 0)",
+                text=t("hood.quant.plot.reference", lang),
                 xanchor="right",
                 font={"size": 11},
             )
         fig.update_xaxes(title_text=unit, rangemode="tozero", row=1, col=col, gridcolor=GRID)
-        fig.update_yaxes(type="log", dtick=1, title_text="mean KL (nats)" if col == 1 else "", row=1, col=col)
+        title = t("hood.quant.plot.mean_kl", lang) if col == 1 else ""
+        fig.update_yaxes(type="log", dtick=1, title_text=title, row=1, col=col)
     return style(fig, 340, showlegend=False, margin={"l": 60, "r": 20, "t": 50, "b": 50})

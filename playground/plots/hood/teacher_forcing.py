@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.plots.hood.style import ACCEPTED, CACHED, GRID, RECOMPUTED, REJECTED, style
+from playground.ui.i18n import DEFAULT, t
 
 TOP_CHOICE = ACCEPTED  # the reference token is the model's own top choice there
 OTHER_CHOICE = CACHED  # it is not
@@ -24,6 +25,7 @@ def forcing_figure(
     leaves_at: int | None,
     parallel_seconds: float,
     serial_seconds: Sequence[float],
+    lang: str = DEFAULT,
 ) -> go.Figure:
     """Left: one forward over the reference vs one forward per generated token (ms, one band per
     forward). Right: each reference token's loss when teacher forced (bars, labelled below), with
@@ -31,11 +33,12 @@ def forcing_figure(
     left it) and a line where free running leaves the reference."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.18, 0.82], horizontal_spacing=0.07)
     n = len(reference)
-    _time_bars(fig, n, parallel_seconds, serial_seconds)
+    _time_bars(fig, n, parallel_seconds, serial_seconds, lang)
     x = list(range(len(losses)))
+    hover = t("hood.tf.plot.loss_hover", lang) + "<extra></extra>"
     for top, name, colour in (
-        (True, "reference token = the model's top pick", TOP_CHOICE),
-        (False, "not its top pick", OTHER_CHOICE),
+        (True, t("hood.tf.plot.top", lang), TOP_CHOICE),
+        (False, t("hood.tf.plot.not_top", lang), OTHER_CHOICE),
     ):
         keep = [i for i in x if (ranks[i] == 1) == top]
         fig.add_bar(
@@ -46,8 +49,7 @@ def forcing_figure(
             row=1,
             col=2,
             customdata=[[reference[i], ranks[i], free[i] if i < len(free) else "…"] for i in keep],
-            hovertemplate="%{customdata[0]}: loss %{y:.2f} nats (rank %{customdata[1]}); free running "
-            "wrote %{customdata[2]}<extra></extra>",
+            hovertemplate=hover,
         )
     fig.update_layout(barmode="stack")  # bars never share an x on the right: stacking is per forward
     fig.update_xaxes(
@@ -65,14 +67,14 @@ def forcing_figure(
             y=1,
             yref="y2 domain",
             xref="x2",
-            text=" free running leaves the reference",
+            text=t("hood.tf.plot.leaves", lang),
             showarrow=False,
             xanchor="left",
             yanchor="top",
             font={"color": REJECTED},
         )
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="loss, nats", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text=t("hood.tf.plot.loss", lang), rangemode="tozero", row=1, col=2)
     legend = {
         "orientation": "h",
         "x": 1,
@@ -84,19 +86,20 @@ def forcing_figure(
     return style(fig, 340, margin={"l": 60, "r": 20, "t": 50, "b": 40}, legend=legend)
 
 
-def _time_bars(fig: go.Figure, n: int, parallel: float, serial: Sequence[float]) -> None:
+def _time_bars(fig: go.Figure, n: int, parallel: float, serial: Sequence[float], lang: str) -> None:
     """Training's one forward vs generation's forwards so far, stacked one band per forward."""
+    training, generation = t("hood.tf.plot.training", lang), t("hood.tf.plot.generation", lang)
     fig.add_bar(
-        x=["training"],
+        x=[training],
         y=[parallel * 1000],
         marker_color=CACHED,
         showlegend=False,
         row=1,
         col=1,
-        hovertemplate=f"training: 1 forward scores all {n} tokens, %{{y:,.0f}} ms<extra></extra>",
+        hovertemplate=t("hood.tf.plot.training_hover", lang, n=n) + "<extra></extra>",
     )
     fig.add_bar(
-        x=["generation"] * len(serial),
+        x=[generation] * len(serial),
         y=[s * 1000 for s in serial],
         marker_color=RECOMPUTED,
         marker_line={"color": "rgba(255,255,255,0.7)", "width": 0.6},
@@ -104,17 +107,17 @@ def _time_bars(fig: go.Figure, n: int, parallel: float, serial: Sequence[float])
         row=1,
         col=1,
         customdata=list(range(1, len(serial) + 1)),
-        hovertemplate=f"generation: forward %{{customdata}} of {n}, %{{y:,.0f}} ms<extra></extra>",
+        hovertemplate=t("hood.tf.plot.generation_hover", lang, n=n) + "<extra></extra>",
     )
-    fig.update_xaxes(tickangle=0, row=1, col=1, title_text=f"1 forward vs {n}")
+    fig.update_xaxes(tickangle=0, row=1, col=1, title_text=t("hood.tf.plot.forwards", lang, n=n))
 
 
 def _free_axis(fig: go.Figure, free: Sequence[str], follows: Sequence[bool], n: int) -> None:
     """The free-running tokens as a second row of tick labels along the top of the loss chart
     (follows[i]: token i is the reference's token there)."""
     labels = [
-        f"<span style='color:{TOP_CHOICE if same else REJECTED}'>{html.escape(t)}</span>"
-        for t, same in zip(free, follows, strict=True)
+        f"<span style='color:{TOP_CHOICE if same else REJECTED}'>{html.escape(token)}</span>"
+        for token, same in zip(free, follows, strict=True)
     ]
     fig.update_layout(
         xaxis3={
@@ -132,7 +135,12 @@ def _free_axis(fig: go.Figure, free: Sequence[str], follows: Sequence[bool], n: 
 
 
 def kl_figure(
-    at: int, kl: Sequence[float], original: Sequence[str], perturbed: Sequence[str], differs: Sequence[bool]
+    at: int,
+    kl: Sequence[float],
+    original: Sequence[str],
+    perturbed: Sequence[str],
+    differs: Sequence[bool],
+    lang: str = DEFAULT,
 ) -> go.Figure:
     """KL(original || perturbed) of the next-token distributions at answer positions at, at + 1, ...
     (kl[i] at at + i; the token lists aligned with it): red where the two runs wrote different
@@ -143,8 +151,7 @@ def kl_figure(
         y=list(kl),
         marker_color=[RECOMPUTED if d else "rgba(128,128,128,0.6)" for d in differs[: len(kl)]],
         customdata=[[html.escape(o), html.escape(p)] for o, p in zip(original, perturbed, strict=False)],
-        hovertemplate="position %{x}: KL %{y:.2f} nats · the model's own %{customdata[0]} · with the "
-        "change %{customdata[1]}<extra></extra>",
+        hovertemplate=t("hood.tf.plot.kl_hover", lang) + "<extra></extra>",
         showlegend=False,
     )
     if original and perturbed and original[0] != perturbed[0]:
@@ -159,6 +166,6 @@ def kl_figure(
             yanchor="top",
             font={"color": REJECTED},
         )
-    fig.update_xaxes(title_text="answer position (red: the tokens differ there)", tickformat="d")
-    fig.update_yaxes(title_text="KL, nats", rangemode="tozero")
+    fig.update_xaxes(title_text=t("hood.tf.plot.position", lang), tickformat="d")
+    fig.update_yaxes(title_text=t("hood.tf.plot.kl_axis", lang), rangemode="tozero")
     return style(fig, 280)

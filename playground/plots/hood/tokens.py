@@ -7,13 +7,18 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from playground.plots.hood.style import ACCEPTED, CACHED, RECOMPUTED, Series, bar_figure, style
+from playground.ui.i18n import DEFAULT, t
 
 SHOWN = 80  # bars drawn at most (a long text: its first tokens and words)
 TICKS = 30  # at most this many labels under the bars (every k-th beyond)
 
 
 def chars_per_token_figure(
-    labels: Sequence[str], names: Sequence[str], chars: Sequence[float], byte_piece: Sequence[bool]
+    labels: Sequence[str],
+    names: Sequence[str],
+    chars: Sequence[float],
+    byte_piece: Sequence[bool],
+    lang: str = DEFAULT,
 ) -> go.Figure:
     """How many characters each token carries (a byte piece: its share of one character).
     labels: short tick labels; names: what the hover says of each token."""
@@ -21,41 +26,53 @@ def chars_per_token_figure(
     whole = [i for i in range(n) if not byte_piece[i]]
     split = [i for i in range(n) if byte_piece[i]]
     series = [
-        ("whole characters", whole, CACHED),
-        ("bytes of a character", split, RECOMPUTED),
+        (t("hood.tok.plot.whole", lang), whole, CACHED),
+        (t("hood.tok.plot.byte_parts", lang), split, RECOMPUTED),
     ]
-    fig = _bars(series, names, chars, "%{customdata}: %{y:.2f} characters")
+    fig = _bars(series, names, chars, t("hood.tok.plot.chars_hover", lang))
     _ticks(fig, labels[:n])
-    title = f"token (first {SHOWN} of {len(labels)})" if len(labels) > SHOWN else "token"
+    title = (
+        t("hood.tok.plot.token_first", lang, shown=SHOWN, count=len(labels))
+        if len(labels) > SHOWN
+        else t("hood.tok.plot.token", lang)
+    )
     fig.update_xaxes(title_text=title)
-    fig.update_yaxes(title_text="characters", rangemode="tozero")
+    fig.update_yaxes(title_text=t("hood.tok.plot.characters", lang), rangemode="tozero")
     return fig
 
 
-def tokens_per_word_figure(words: Sequence[str], tokens: Sequence[int]) -> go.Figure:
+def tokens_per_word_figure(words: Sequence[str], tokens: Sequence[int], lang: str = DEFAULT) -> go.Figure:
     """How many tokens cover each word (the text between spaces)."""
     n = min(len(words), SHOWN)
     series = [
-        ("one token", [i for i in range(n) if tokens[i] <= 1], ACCEPTED),
-        ("split into several", [i for i in range(n) if tokens[i] > 1], RECOMPUTED),
+        (t("hood.tok.plot.one_token", lang), [i for i in range(n) if tokens[i] <= 1], ACCEPTED),
+        (t("hood.tok.plot.several", lang), [i for i in range(n) if tokens[i] > 1], RECOMPUTED),
     ]
-    fig = _bars(series, words, tokens, "%{customdata}: %{y} tokens")
+    fig = _bars(series, words, tokens, t("hood.tok.plot.tokens_hover", lang))
     _ticks(fig, [_short(w, 10) for w in words[:n]])
-    title = f"word (first {SHOWN} of {len(words)})" if len(words) > SHOWN else "word (text between spaces)"
+    title = (
+        t("hood.tok.plot.word_first", lang, shown=SHOWN, count=len(words))
+        if len(words) > SHOWN
+        else t("hood.tok.plot.word", lang)
+    )
     fig.update_xaxes(title_text=title)
     fig.update_yaxes(
-        title_text="tokens", rangemode="tozero", dtick=1 if max(tokens, default=1) <= 8 else None
+        title_text=t("hood.tok.plot.tokens", lang),
+        rangemode="tozero",
+        dtick=1 if max(tokens, default=1) <= 8 else None,
     )
     return fig
 
 
 def languages_figure(
-    languages: Sequence[str], tokens: Sequence[int], kv_bytes: Sequence[int | None]
+    languages: Sequence[str], tokens: Sequence[int], kv_bytes: Sequence[int | None], lang: str = DEFAULT
 ) -> go.Figure:
     """The same sentence in two languages: its tokens, labelled with what their KV cache costs."""
     labels = [
-        f"{t} tokens" + ("" if b is None else f" · {b / 1024:,.0f} KiB of KV")
-        for t, b in zip(tokens, kv_bytes, strict=True)
+        t("hood.tok.plot.bar", lang, tokens=n)
+        if b is None
+        else t("hood.tok.plot.bar_kv", lang, tokens=n, kib=b / 1024)
+        for n, b in zip(tokens, kv_bytes, strict=True)
     ]
     fig = go.Figure()
     fig.add_bar(
@@ -64,9 +81,9 @@ def languages_figure(
         marker_color=[CACHED, RECOMPUTED][: len(languages)],
         text=labels,
         textposition="auto",
-        hovertemplate="%{x}: %{y} tokens<extra></extra>",
+        hovertemplate=t("hood.tok.plot.languages_hover", lang) + "<extra></extra>",
     )
-    fig.update_yaxes(title_text="tokens", rangemode="tozero")
+    fig.update_yaxes(title_text=t("hood.tok.plot.tokens", lang), rangemode="tozero")
     return style(fig, 300, showlegend=False)
 
 

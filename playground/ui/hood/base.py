@@ -21,16 +21,17 @@ from playground.engine.control import Control
 from playground.engine.tokens import byte_groups, group_text, token_texts, visible_text
 from playground.hood.common import Lesson
 from playground.ui.common import Widgets, as_whole
-from playground.ui.i18n import DEFAULT
+from playground.ui.i18n import DEFAULT, i18n, localize, t
 from playground.workspace import Workspace
 
-# The lessons' groups, in order: a row of group tabs, each with a row of its lessons' tabs.
+# The lessons' groups, in order: a row of group tabs, each with a row of its lessons' tabs (the
+# values are the groups' names: keys of playground/ui/i18n).
 GROUPS = {
-    "tokens": "Tokens and sampling",
-    "inside": "Inside the model",
-    "cost": "What a token costs",
-    "faster": "Decoding faster",
-    "serving": "Serving many",
+    "tokens": "hood.group.tokens",
+    "inside": "hood.group.inside",
+    "cost": "hood.group.cost",
+    "faster": "hood.group.faster",
+    "serving": "hood.group.serving",
 }
 GREEN, RED, BLUE = "rgba(44,160,44,0.30)", "rgba(214,39,40,0.30)", "rgba(42,125,225,0.30)"
 
@@ -59,19 +60,21 @@ class RunContext:
     control: Control
     workspace: Workspace
     session: str = ""  # the browser tab's session id
+    lang: str = DEFAULT  # the page's language: what the run says (playground/ui/i18n)
     shown: dict[str, Any] = field(default_factory=dict)  # what the view showed after its last run
-    lang: str = DEFAULT  # the page's language (playground/ui/i18n)
 
 
 class LessonView:
-    """One lesson's sub-tab (see the module docstring). Subclasses set the class attributes."""
+    """One lesson's sub-tab (see the module docstring). Subclasses set the class attributes; every
+    text a person reads is a key of playground/ui/i18n (en.py, zh.py), said in the page's language."""
 
     key: ClassVar[str]  # component-name prefix and trace view name ("kv")
     lesson: ClassVar[Lesson]  # the engine side: name, title, needs, run
-    label: ClassVar[str]  # the sub-tab's label
+    label: ClassVar[str]  # the sub-tab's label (a key)
     group: ClassVar[str]  # the group of lessons its sub-tab is in (GROUPS: one row of tabs each)
-    explain: ClassVar[str]  # one or two plain sentences (Markdown)
-    run_label: ClassVar[str]  # the Run button
+    explain: ClassVar[str]  # the texts' words for the lesson, then what it shows (a key: Markdown)
+    run_label: ClassVar[str]  # the Run button (a key)
+    action: ClassVar[str]  # what the run does, for the status line's "Running: <action>…" (a key)
     outputs: ClassVar[tuple[str, ...]]  # what a run sets besides <key>_status and <key>_summary
     tables: ClassVar[dict[str, list[str]]] = {}  # a table output's column headers (for traces)
     # widget values for a short run (the browser tests and the gallery drive the UI with them)
@@ -125,17 +128,24 @@ def run_row(w: dict[str, Any], view: LessonView) -> None:
     """Run / Stop / Save trace, then the status and summary lines (every view has them)."""
     name = view.key
     with gr.Row(elem_classes=["hood-run-row"]):
-        w[f"{name}_run"] = gr.Button(view.run_label, variant="primary", scale=2, elem_id=f"hood-{name}-run")
-        w[f"{name}_stop"] = gr.Button("Stop", scale=1, elem_id=f"hood-{name}-stop")
-        w[f"{name}_save"] = gr.Button("Save trace (JSON)", scale=1, elem_id=f"hood-{name}-save")
-    w[f"{name}_trace_file"] = gr.File(label="recorded trace", interactive=False, visible=False)
+        run = i18n(view.run_label)
+        w[f"{name}_run"] = gr.Button(run, variant="primary", scale=2, elem_id=f"hood-{name}-run")
+        w[f"{name}_stop"] = gr.Button(i18n("hood.stop"), scale=1, elem_id=f"hood-{name}-stop")
+        w[f"{name}_save"] = gr.Button(i18n("hood.save"), scale=1, elem_id=f"hood-{name}-save")
+    w[f"{name}_trace_file"] = gr.File(label=i18n("hood.trace_file"), interactive=False, visible=False)
     w[f"{name}_status"] = gr.Markdown("", elem_id=f"hood-{name}-status")
     w[f"{name}_summary"] = gr.Markdown("", elem_id=f"hood-{name}-summary")
 
 
-def status(view: LessonView, phase: str, final: bool) -> dict[str, str]:
-    """The status line: 'Running: <phase>' while a run goes, 'Done: <phase>' at its end."""
-    return {f"{view.key}_status": f"{'Done' if final else 'Running'}: {phase}"}
+def status(view: LessonView, phase: str, final: bool, lang: str = DEFAULT) -> dict[str, str]:
+    """The status line: 'Running: <phase>' while a run goes, 'Done: <phase>' at its end, in lang (a
+    phase the lesson made is a Message)."""
+    return {f"{view.key}_status": status_line(phase, final, lang)}
+
+
+def status_line(phase: str, final: bool, lang: str = DEFAULT) -> str:
+    """'Running: <phase>' or 'Done: <phase>' in lang."""
+    return t("hood.status.done" if final else "hood.status.running", lang, phase=localize(phase, lang))
 
 
 def spans(
@@ -158,11 +168,11 @@ def spans(
     return "".join(out)
 
 
-def token_ids(values: list[Any] | None) -> list[int]:
+def token_ids(values: list[Any] | None, lang: str = DEFAULT) -> list[int]:
     """Token ids from a multiselect's values."""
-    return [as_whole(v, "token id") for v in values or []]
+    return [as_whole(v, t("hood.token_id", lang)) for v in values or []]
 
 
-def verdict(ok: bool | None, yes: str, no: str) -> str:
-    """'**<yes> ✓**' or '**<no> ✗**' (the checks every lesson states)."""
-    return f"**{yes} ✓**" if ok else f"**{no} ✗**"
+def verdict(ok: bool | None, yes: str, no: str, lang: str = DEFAULT) -> str:
+    """'**<yes> ✓**' or '**<no> ✗**' (the checks every lesson states); yes and no are keys."""
+    return f"**{t(yes, lang)} ✓**" if ok else f"**{t(no, lang)} ✗**"

@@ -12,17 +12,18 @@ from playground.engine.control import Control
 from playground.engine.schedule import Iteration
 from playground.errors import PlaygroundError
 from playground.hood import continuous_batching as continuous_batching_lesson
-from playground.hood.continuous_batching import LESSON, MAX_REQUESTS, Arrival, ContinuousBatching
+from playground.hood.continuous_batching import LESSON, Arrival, ContinuousBatching
 from playground.plots.hood import continuous_batching as plots
 from playground.serving import crowd as serving_crowd
 from playground.serving.crowd import CrowdView, iter_crowd
 from playground.serving.metrics import Slo
 from playground.ui.common import Widgets, as_whole, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
-from playground.ui.i18n import DEFAULT, i18n, session_lang, t
+from playground.ui.i18n import DEFAULT, i18n, t
 from playground.ui.ranges import CheckedSlider
 
-# arrival iteration | new tokens | prompt: one request per line
+# arrival iteration | new tokens | prompt: one request per line (the dropdown's values; their labels:
+# PRESET_LABELS, in the page's language)
 PRESETS = {
     "A long prompt first, two short ones right after (token budget 16)": (
         "0 | 6 | The history of the printing press begins long before Gutenberg, in China and Korea.\n"
@@ -37,21 +38,20 @@ PRESETS = {
         f"{2 * i} | 6 | Question {i + 1}: what is {i + 2} times {i + 3}?" for i in range(6)
     ),
 }
+PRESET_LABELS = dict(
+    zip(PRESETS, ("hood.cb.preset.long", "hood.cb.preset.lengths", "hood.cb.preset.stream"), strict=True)
+)
 SLO = Slo()  # TTFT <= 2 s, TPOT <= 300 ms: what the crowd's status line counts as served well
 
 
 class ContinuousBatchingView(LessonView):
     key = "cb"
     lesson = LESSON
-    label = "Continuous batching"
+    label = "hood.cb.label"
     group = "serving"
-    run_label = "Run: running batch vs static batch"
-    explain = (
-        "A server serves many users in **one batch**. A **static** batch waits for its last member, pads "
-        "every prompt to the longest and keeps every row until the longest answer is done. **Continuous "
-        "batching** schedules per iteration: a new request joins at the next forward, its prompt is read in "
-        "chunks that share the token budget with everyone's next token, and a finished one leaves at once."
-    )
+    run_label = "hood.cb.run"
+    action = "hood.cb.action"
+    explain = "hood.cb.explain"
     outputs = ("cb_gantt", "cb_latency")
     main = "cb_gantt"
     quick: ClassVar[dict[str, Any]] = {}
@@ -59,50 +59,54 @@ class ContinuousBatchingView(LessonView):
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         first = next(iter(PRESETS))
         with gr.Row():
-            w["cb_preset"] = gr.Dropdown(list(PRESETS), value=first, label="scenario", scale=3)
+            w["cb_preset"] = gr.Dropdown(
+                [(i18n(PRESET_LABELS[name]), name) for name in PRESETS],
+                value=first,
+                label=i18n("hood.cb.preset"),
+                scale=3,
+            )
             w["cb_budget"] = CheckedSlider(
                 4,
                 256,
                 value=16,
                 step=1,
-                label="tokens per iteration",
-                info="Decodes first, then prompt chunks",
+                label=i18n("hood.cb.budget"),
+                info=i18n("hood.cb.budget.info"),
             )
         w["cb_requests"] = gr.Textbox(
             PRESETS[first],
             lines=3,
             max_lines=12,
-            label="requests: arrival iteration | new tokens | prompt",
-            info=f"One per line, at most {MAX_REQUESTS}; greedy decoding",
+            label=i18n("hood.cb.requests"),
+            info=i18n("hood.cb.requests.info"),  # says MAX_REQUESTS
         )
         run_row(w, self)
-        w["cb_gantt"] = gr.Plot(label="the running batch, iteration by iteration")
-        w["cb_latency"] = gr.Plot(label="forwards from arrival until done")
+        w["cb_gantt"] = gr.Plot(label=i18n("hood.cb.plot.gantt"))
+        w["cb_latency"] = gr.Plot(label=i18n("hood.cb.plot.latency"))
         crowd_layout(w)
 
     def run(self, ctx: RunContext, cb_requests: str, cb_budget: float) -> Iterator[dict[str, Any]]:
         """The requests through the engine's scheduler, then as one static padded batch, then alone."""
-        requests = parse_requests(ctx.engine, cb_requests)
-        result = None
-        for result in continuous_batching_lesson.iter_run(
-            ctx.engine, requests, as_whole(cb_budget, "tokens per iteration"), ctx.control
-        ):
-            yield self.views(result, final=False)
+        lang = ctx.lang
+        requests = parse_requests(ctx.engine, cb_requests, lang)
+        budget, result = as_whole(cb_budget, t("hood.cb.budget", lang)), None
+        for result in continuous_batching_lesson.iter_run(ctx.engine, requests, budget, ctx.control):
+            yield self.views(result, final=False, lang=lang)
         if result is not None:
-            yield self.views(result, final=True)
+            yield self.views(result, final=True, lang=lang)
 
-    def views(self, result: ContinuousBatching, final: bool) -> dict[str, Any]:
+    def views(self, result: ContinuousBatching, final: bool, lang: str = DEFAULT) -> dict[str, Any]:
         names = [f"#{i + 1}" for i in range(len(result.requests))]
         done = {names[i]: at for i, at in enumerate(result.finished_at) if at >= 0}
         views: dict[str, Any] = {
-            **status(self, result.phase, final),
+            **status(self, result.phase, final, lang),
             "cb_gantt": plots.gantt_figure(
-                cells(result.schedule, result.requests, result.finished_at), names, done
+                cells(result.schedule, result.requests, result.finished_at), names, done, lang
             ),
         }
         if final:
-            views["cb_latency"] = plots.latency_figure(names, *latencies(result))
-            views["cb_summary"] = summary(result)
+            views["cb_latency"] = plots.latency_figure(names, *latencies(result), lang=lang)
+            views["cb_summary"] = summary(result, lang)
         return views
 
     def wire(self, w: Widgets, tab: TabServices) -> None:
@@ -115,9 +119,9 @@ class ContinuousBatchingView(LessonView):
             """Requests arriving at a rate on the app's own engine: their schedule in its running batch,
             and each one's TTFT and TPOT, live."""
             ctx = tab.context(request, "crowd")
-            count = as_whole(crowd_requests, "requests")
+            count = as_whole(crowd_requests, t("hood.crowd.requests", ctx.lang))
             bursty = 0.5 if crowd_bursty else 1.0
-            yield from crowd(ctx.engine, float(crowd_rate), count, bursty, ctx.control, session_lang(request))
+            yield from crowd(ctx.engine, float(crowd_rate), count, bursty, ctx.control, ctx.lang)
 
         connect(w["cb_preset"].input, cb_preset, w, ["cb_requests"], api_name=None, model=False)
         connect(
@@ -162,20 +166,26 @@ def crowd_layout(w: dict[str, Any]) -> None:
         w["crowd_latency"] = gr.Plot(label=i18n("hood.crowd.latency"), elem_id="hood-crowd-latency", scale=2)
 
 
-def parse_requests(lm: Engine, text: str) -> list[Arrival]:
+def parse_requests(lm: Engine, text: str, lang: str = DEFAULT) -> list[Arrival]:
     """'arrival | new tokens | prompt' lines into requests (each error names its line)."""
     lines = [line for line in (text or "").splitlines() if line.strip()]
     if not lines:
-        raise PlaygroundError("No requests: write one per line as 'arrival iteration | new tokens | prompt'.")
+        raise PlaygroundError(
+            "No requests: write one per line as 'arrival iteration | new tokens | prompt'.",
+            key="hood.cb.error.none",
+        )
     requests = []
     for number, line in enumerate(lines, start=1):
         parts = [part.strip() for part in line.split("|", 2)]
         if len(parts) != 3 or not parts[2]:
-            raise PlaygroundError(f"Line {number} is not 'arrival | new tokens | prompt': {line!r}.")
-        at, new = (
-            as_whole(parts[0], f"line {number}'s arrival"),
-            as_whole(parts[1], f"line {number}'s new tokens"),
-        )
+            raise PlaygroundError(
+                "Line {number} is not 'arrival | new tokens | prompt': {line!r}.",
+                key="hood.cb.error.line",
+                number=number,
+                line=line,
+            )
+        at = as_whole(parts[0], t("hood.cb.line.arrival", lang, number=number))
+        new = as_whole(parts[1], t("hood.cb.line.new_tokens", lang, number=number))
         requests.append(Arrival(lm.tokenizer(parts[2]).input_ids, new, at))
     return requests
 
@@ -206,22 +216,27 @@ def latencies(result: ContinuousBatching) -> tuple[list[int], list[int]]:
     return running, static
 
 
-def summary(result: ContinuousBatching) -> str:
+def summary(result: ContinuousBatching, lang: str = DEFAULT) -> str:
     widths = [len(r.prompt) for r in result.requests]
     pad_prompts = sum(max(widths) - w for w in widths)
     running, static = latencies(result)
-    same = verdict(
-        result.identical, "Every request's tokens equal its solo run, both ways", "Some tokens differ"
-    )
-    return (
-        f"{len(result.requests)} requests, {result.budget} tokens per iteration: the running batch took "
-        f"**{len(result.schedule)} iterations** ({result.tokens_per_second:,.1f} tok/s); one static padded "
-        f"batch took {max(result.static_steps, default=0)} forwards after the last arrival "
-        f"({result.static_tokens_per_second:,.1f} tok/s). The static batch computed "
-        f"**{result.padding_tokens:,} padding tokens**: {pad_prompts:,} to pad the prompts to the longest "
-        f"({max(widths)} tokens), {result.padding_tokens - pad_prompts:,} fed to rows already done. Mean "
-        f"forwards from arrival to done: **{sum(running) / len(running):.1f}** running vs "
-        f"{sum(static) / len(static):.1f} static. {same}"
+    same = verdict(result.identical, "hood.cb.sum.equal", "hood.cb.sum.differ", lang)
+    return t(
+        "hood.cb.summary",
+        lang,
+        count=len(result.requests),
+        budget=result.budget,
+        iterations=len(result.schedule),
+        tok_s=result.tokens_per_second,
+        static_steps=max(result.static_steps, default=0),
+        static_tok_s=result.static_tokens_per_second,
+        padding=result.padding_tokens,
+        pad_prompts=pad_prompts,
+        longest=max(widths),
+        pad_done=result.padding_tokens - pad_prompts,
+        running=sum(running) / len(running),
+        static=sum(static) / len(static),
+        same=same,
     )
 
 
@@ -239,22 +254,25 @@ def crowd(
 
 
 def crowd_views(view: CrowdView, lang: str = DEFAULT) -> dict[str, Any]:
-    names = [f"request {i + 1}" for i in range(len(view.requests))]
+    names = [t("hood.crowd.request", lang, number=i + 1) for i in range(len(view.requests))]
+    others = t("hood.crowd.others", lang)
     cells = [
-        plots.Cell(_request_row(job.name, view.stamp), it.index - view.first_iteration, job.kind, job.tokens)
+        plots.Cell(
+            _request_row(job.name, view.stamp, lang), it.index - view.first_iteration, job.kind, job.tokens
+        )
         for it in view.schedule
         for job in it.jobs
     ]
-    rows = names + (["others"] if any(c.row == "others" for c in cells) else [])
+    rows = names + ([others] if any(c.row == others for c in cells) else [])
     served = [
-        plots.Served(name, t.kind, t.sent, t.ttft, t.tpot)
-        for name, t in zip(names, view.timings, strict=True)
-        if t.token_times
+        plots.Served(name, _kind(timing.kind, lang), timing.sent, timing.ttft, timing.tpot)
+        for name, timing in zip(names, view.timings, strict=True)
+        if timing.token_times
     ]
     return {
         "crowd_status": crowd_status(view, lang),
-        "crowd_gantt": plots.gantt_figure(cells, rows, {}),
-        "crowd_latency": plots.serving_figure(served, SLO.ttft_s, SLO.tpot_s, t("hood.crowd.arrival", lang)),
+        "crowd_gantt": plots.gantt_figure(cells, rows, {}, lang),
+        "crowd_latency": plots.serving_figure(served, SLO.ttft_s, SLO.tpot_s, lang),
     }
 
 
@@ -297,8 +315,22 @@ def _ms(seconds: float, na: str) -> str:
     return na if seconds != seconds else f"{seconds * 1000:.0f} ms"  # NaN: no request had two tokens
 
 
-def _request_row(name: str, stamp: str) -> str:
-    return f"request {name.rsplit('-', 1)[1]}" if name.startswith(stamp) else "others"
+KINDS = {
+    "chat": "hood.crowd.kind.chat",
+    "step": "hood.crowd.kind.step",
+    "long prompt": "hood.crowd.kind.long",
+}
+
+
+def _kind(kind: str, lang: str) -> str:
+    """A crowd request's kind (playground/serving/load.py MIX) in lang."""
+    return t(KINDS[kind], lang) if kind in KINDS else kind
+
+
+def _request_row(name: str, stamp: str, lang: str) -> str:
+    if name.startswith(stamp):
+        return t("hood.crowd.request", lang, number=name.rsplit("-", 1)[1])
+    return t("hood.crowd.others", lang)
 
 
 VIEW = ContinuousBatchingView()

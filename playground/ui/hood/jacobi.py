@@ -18,31 +18,24 @@ from playground.hood.jacobi import GUESSES, LESSON, MAX_TOKENS, JacobiResult
 from playground.plots.hood import jacobi as plots
 from playground.ui.common import UncheckedSlider, as_whole
 from playground.ui.hood.base import BLUE, GREEN, HoodEnv, LessonView, RunContext, run_row, status, verdict
+from playground.ui.i18n import DEFAULT, i18n, t
 
 TEXT = "The capital of France is"
-NAR = (
-    "**Non-autoregressive models** are built for this picture. A masked LM decoding by *mask-predict* "
-    "(BERT-style) or a diffusion LM starts from a canvas of [MASK] tokens, predicts every position in one "
-    "forward, keeps the confident ones and predicts the rest again, for a fixed number of rounds. Their "
-    "first round contradicts itself the same way (“I love” and “love I”, “capital capital”): each position "
-    "is guessed without knowing what the others will say. No masked or diffusion LM ships with this app to "
-    "run offline (transformers has DiffusionGemma, but its only checkpoint has 26 B parameters), and this "
-    "lesson does not load one from a directory: it shows the same picture on the causal model you have."
-)
+GUESS_LABELS = {  # the starting guesses (playground/hood/jacobi.py GUESSES) -> their labels' keys
+    "the": "hood.jacobi.guess.the",
+    "last": "hood.jacobi.guess.last",
+    "first": "hood.jacobi.guess.first",
+}
 
 
 class JacobiView(LessonView):
     key = "jacobi"
     lesson = LESSON
-    label = "Why not all at once"
+    label = "hood.jacobi.label"
     group = "faster"
-    run_label = "Run: greedy, then Jacobi"
-    explain = (
-        "Why not predict all the next tokens at once? **Jacobi decoding** tries: guess n tokens, then one "
-        "forward rewrites every position with the model's choice after the guess before it, again and again "
-        "until nothing changes. It ends exactly on the greedy answer, but each token needs the right ones "
-        "before it, so the right prefix grows about one token per round."
-    )
+    run_label = "hood.jacobi.run"
+    action = "hood.jacobi.action"
+    explain = "hood.jacobi.explain"
     outputs = ("jacobi_grid", "jacobi_progress", "jacobi_time")
     main = "jacobi_grid"
     quick: ClassVar[dict[str, Any]] = {"jacobi_tokens": 5}
@@ -50,59 +43,64 @@ class JacobiView(LessonView):
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         with gr.Row():
             w["jacobi_text"] = gr.Textbox(
-                TEXT, label="prompt", lines=1, scale=3, info="Plain text, continued"
+                TEXT, label=i18n("hood.jacobi.text"), lines=1, scale=3, info=i18n("hood.jacobi.text.info")
             )
             w["jacobi_tokens"] = UncheckedSlider(
                 1,
                 MAX_TOKENS,
                 value=8,
                 step=1,
-                label="n (tokens at once)",
+                label=i18n("hood.jacobi.n"),
                 scale=2,
-                info=f"Positions decoded in parallel (1 to {MAX_TOKENS})",
+                info=i18n("hood.jacobi.n.info"),  # says MAX_TOKENS
                 elem_id="hood-jacobi-tokens",
             )
         w["jacobi_submit"] = w["jacobi_text"]  # Enter runs the view
         w["jacobi_guess"] = gr.Radio(
-            [(label, key) for key, label in GUESSES.items()],
+            [(i18n(GUESS_LABELS[key]), key) for key in GUESSES],
             value="the",
-            label="starting guess",
-            info="Repeated at every position before round 1",
+            label=i18n("hood.jacobi.guess"),
+            info=i18n("hood.jacobi.guess.info"),
             elem_id="hood-jacobi-guess",
         )
         run_row(w, self)
         w["jacobi_grid"] = gr.HTML(elem_id="hood-jacobi-grid")
         with gr.Row():
             w["jacobi_progress"] = gr.Plot(
-                label="tokens final after each forward", elem_id="hood-jacobi-progress"
+                label=i18n("hood.jacobi.plot.progress"), elem_id="hood-jacobi-progress"
             )
-            w["jacobi_time"] = gr.Plot(label="time of each forward", elem_id="hood-jacobi-time")
-        gr.Markdown(NAR, elem_id="hood-jacobi-nar")
+            w["jacobi_time"] = gr.Plot(label=i18n("hood.jacobi.plot.time"), elem_id="hood-jacobi-time")
+        gr.Markdown(i18n("hood.jacobi.nar"), elem_id="hood-jacobi-nar")
 
     def run(
         self, ctx: RunContext, jacobi_text: str, jacobi_tokens: float, jacobi_guess: str
     ) -> Iterator[dict[str, Any]]:
         """Greedy decoding (one token per forward), then Jacobi decoding of the same n tokens."""
         if not (jacobi_text or "").strip():  # empty text would encode as a start token alone
-            raise PlaygroundError("The prompt is empty: type some text to continue.")
+            raise PlaygroundError(
+                "The prompt is empty: type some text to continue.", key="hood.error.empty_prompt"
+            )
+        lang = ctx.lang
         prompt = encode_prompt(ctx.engine.tokenizer, jacobi_text, False)
-        n, result = as_whole(jacobi_tokens, "n (tokens at once)"), None
+        n, result = as_whole(jacobi_tokens, t("hood.jacobi.n", lang)), None
         for result in jacobi_lesson.iter_run(ctx.engine, prompt, n, jacobi_guess or "the", ctx.control):
-            yield self.views(ctx.engine, prompt, result, final=False)
+            yield self.views(ctx.engine, prompt, result, final=False, lang=lang)
         if result is not None:
-            yield self.views(ctx.engine, prompt, result, final=True)
+            yield self.views(ctx.engine, prompt, result, final=True, lang=lang)
 
-    def views(self, lm: Engine, prompt: list[int], result: JacobiResult, final: bool) -> dict[str, Any]:
-        views: dict[str, Any] = status(self, result.phase, final)
+    def views(
+        self, lm: Engine, prompt: list[int], result: JacobiResult, final: bool, lang: str = DEFAULT
+    ) -> dict[str, Any]:
+        views: dict[str, Any] = status(self, result.phase, final, lang)
         if not result.rounds:
             return views
-        views["jacobi_grid"] = canvas_html(lm, prompt, result)
-        views["jacobi_progress"] = plots.progress_figure([r.final for r in result.rounds], result.n)
+        views["jacobi_grid"] = canvas_html(lm, prompt, result, lang)
+        views["jacobi_progress"] = plots.progress_figure([r.final for r in result.rounds], result.n, lang)
         views["jacobi_time"] = plots.time_figure(
-            [r.seconds for r in result.rounds], result.step_seconds, result.n
+            [r.seconds for r in result.rounds], result.step_seconds, result.n, lang
         )
         if final:
-            views["jacobi_summary"] = summary(result)
+            views["jacobi_summary"] = summary(result, lang)
         return views
 
 
@@ -113,40 +111,45 @@ CELL = (
 )
 
 
-def canvas_html(lm: Engine, prompt: list[int], result: JacobiResult) -> str:
+def canvas_html(lm: Engine, prompt: list[int], result: JacobiResult, lang: str = DEFAULT) -> str:
     """Every round's canvas: rows = rounds, columns = positions; final tokens green, a token this
     round changed in bold, plain greedy decoding in the last row. Round 1's text in full above."""
     first = cut_off_shown(decode_ids(lm.tokenizer, result.rounds[0].ids)).replace("\n", "↵")
     head = "".join(f"<th style='{CELL};font-weight:400;opacity:.7'>{i}</th>" for i in range(1, result.n + 1))
-    rows = [_row(lm, prompt, "guess", result.guess, None, 0, "")]
+    rows = [_row(lm, prompt, t("hood.jacobi.grid.guess", lang), result.guess, None, 0, "")]
     before = result.guess
     for number, r in enumerate(result.rounds, start=1):
-        rows.append(_row(lm, prompt, f"round {number}", r.ids, before, r.final, f"{r.final}/{result.n}"))
+        name = t("hood.jacobi.grid.round", lang, round=number)
+        rows.append(_row(lm, prompt, name, r.ids, before, r.final, f"{r.final}/{result.n}"))
         before = r.ids
-    rows.append(_row(lm, prompt, "greedy", result.reference, None, result.n, "1 per forward", BLUE))
+    greedy, per_forward = t("hood.jacobi.grid.greedy", lang), t("hood.jacobi.grid.per_forward", lang)
+    rows.append(_row(lm, prompt, greedy, result.reference, None, result.n, per_forward, BLUE))
     legend = (
-        f"<small>{_numbers(result)} · "
-        f"<span style='background:{GREEN}'>final: equal to greedy, never changes again</span> · "
-        "<b>bold</b>: changed this round · "
-        f"<span style='background:{BLUE}'>plain greedy decoding</span></small>"
+        f"<small>{_numbers(result, lang)} · "
+        f"<span style='background:{GREEN}'>{t('hood.jacobi.grid.final_note', lang)}</span> · "
+        f"{t('hood.jacobi.grid.bold', lang)} · "
+        f"<span style='background:{BLUE}'>{t('hood.jacobi.grid.plain', lang)}</span></small>"
     )
-    guess = f"<div>First parallel guess (round 1): <b>“{html.escape(first)}”</b></div>"
+    guess = f"<div>{t('hood.jacobi.grid.first', lang, text=html.escape(first))}</div>"
     table = (
         "<div style='overflow:auto;max-height:330px'><table style='border:0;border-collapse:separate;"
         "border-spacing:2px;font-family:ui-monospace,monospace;font-size:13px;line-height:1.4'>"
-        f"<tr><th style='border:0'></th>{head}<th style='{CELL};font-weight:400'>final</th></tr>"
-        f"{''.join(rows)}</table></div>"
+        f"<tr><th style='border:0'></th>{head}<th style='{CELL};font-weight:400'>"
+        f"{t('hood.jacobi.grid.final', lang)}</th></tr>{''.join(rows)}</table></div>"
     )
     return f"{guess}{table}{legend}"
 
 
-def _numbers(result: JacobiResult) -> str:
+def _numbers(result: JacobiResult, lang: str) -> str:
     """The rounds against n and a round's time against a plain step (medians), for the grid."""
-    line = f"<b>{len(result.rounds)} rounds</b> for n = {result.n}"
+    line = t("hood.jacobi.grid.rounds", lang, rounds=len(result.rounds), n=result.n)
     if not math.isnan(result.ar_step_seconds):
-        line += (
-            f" · a round ({result.n + 1} tokens) {result.round_seconds * 1000:,.1f} ms vs a plain step "
-            f"{result.ar_step_seconds * 1000:,.1f} ms"
+        line += t(
+            "hood.jacobi.grid.times",
+            lang,
+            tokens=result.n + 1,
+            round=result.round_seconds * 1000,
+            step=result.ar_step_seconds * 1000,
         )
     return line
 
@@ -172,33 +175,43 @@ def _row(
     return f"<tr>{label}{''.join(cells)}<td style='{CELL}'><small>{note}</small></td></tr>"
 
 
-def summary(result: JacobiResult) -> str:
+def summary(result: JacobiResult, lang: str = DEFAULT) -> str:
     n, rounds = result.n, len(result.rounds)
+    same = verdict(result.identical, "hood.jacobi.sum.identical", "hood.jacobi.sum.different", lang)
+    saved = (
+        t("hood.jacobi.sum.as_many", lang)
+        if rounds >= n
+        else t("hood.jacobi.sum.fewer", lang, fewer=n - rounds)
+    )
     finals = ", ".join(str(r.final) for r in result.rounds)
     lines = [
-        f"{verdict(result.identical, 'Identical to plain greedy decoding', 'DIFFERENT from greedy')}: "
-        f"{len(result.ids)} tokens in **{rounds} Jacobi rounds** for n = {n} "
-        f"({'as many forwards as one token at a time' if rounds >= n else f'{n - rounds} forwards fewer'}). "
-        f"Final tokens after each round: {finals}.",
+        t(
+            "hood.jacobi.sum.rounds",
+            lang,
+            verdict=same,
+            tokens=len(result.ids),
+            rounds=rounds,
+            n=n,
+            saved=saved,
+        )
+        + t("hood.jacobi.sum.finals", lang, finals=finals)
     ]
     if not math.isnan(result.ar_step_seconds):
-        ratio = result.round_seconds / result.ar_step_seconds
-        jacobi, plain = result.round_seconds * 1000, result.ar_step_seconds * 1000
         lines.append(
-            f"One round ({n + 1} tokens in one forward) took **{jacobi:,.1f} ms** vs **{plain:,.1f} ms** for "
-            f"one plain decode step ({ratio:,.2f}×, medians); all rounds {result.jacobi_seconds * 1000:,.0f} "
-            f"ms vs {result.greedy_seconds * 1000:,.0f} ms for the {n - 1} plain steps after the "
-            f"same prefill ({result.prefill_seconds * 1000:,.0f} ms)."
+            t(
+                "hood.jacobi.sum.times",
+                lang,
+                tokens=n + 1,
+                jacobi=result.round_seconds * 1000,
+                plain=result.ar_step_seconds * 1000,
+                ratio=result.round_seconds / result.ar_step_seconds,
+                all_rounds=result.jacobi_seconds * 1000,
+                greedy=result.greedy_seconds * 1000,
+                steps=n - 1,
+                prefill=result.prefill_seconds * 1000,
+            )
         )
-    lines.append(
-        "**Why it converges:** position i only depends on the positions before it. Round 1 gets position 1 "
-        "right (its context is the prompt alone); once positions < i are right, position i is right the next "
-        "round and stays so. Each round fixes at least one more token: at most n rounds. **Why it stays "
-        "serial:** the right token at i needs the right tokens before it, and a guess for them is usually "
-        "wrong, so the right prefix grows about one token a round: the same chain plain decoding walks, with "
-        "n tokens of work per step. It gains only where guesses happen to be right (repeated text); "
-        "lookahead decoding and consistency-trained models (CLLMs) build on that."
-    )
+    lines.append(t("hood.jacobi.sum.why", lang))
     return "\n\n".join(lines)
 
 

@@ -13,32 +13,30 @@ from playground.hood.prefill_decode import LESSON, CostPoint, PrefillDecode
 from playground.plots.hood import prefill_decode as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status
+from playground.ui.i18n import DEFAULT, i18n, t
 from playground.ui.ranges import CheckedSlider
 
 LENGTHS = [16, 64, 256, 1024, 2048, 4096]
-COLUMNS = [
-    "prompt tokens",
-    "prefill ms",
-    "prefill tok/s",
-    "decode ms/token",
-    "decode tok/s",
-    "prefill FLOP/byte",
-    "decode FLOP/byte",
-    "decode GB/s (est.)",
+COLUMNS = [  # the table's headers (keys: the server sets them in the page's language)
+    "hood.pd.col.tokens",
+    "hood.pd.col.prefill_ms",
+    "hood.pd.col.prefill_tok_s",
+    "hood.pd.col.decode_ms",
+    "hood.pd.col.decode_tok_s",
+    "hood.pd.col.prefill_intensity",
+    "hood.pd.col.decode_intensity",
+    "hood.pd.col.bandwidth",
 ]
 
 
 class PrefillDecodeView(LessonView):
     key = "pd"
     lesson = LESSON
-    label = "Prefill vs decode"
+    label = "hood.pd.label"
     group = "cost"
-    run_label = "Run: prefill vs decode"
-    explain = (
-        "**Prefill** reads the whole prompt in one pass: every weight is used for many tokens, so it runs at "
-        "compute speed and sets the time to first token. **Decode** makes one token per pass and must read "
-        "every weight for it: its speed is set by memory bandwidth, whatever the prompt."
-    )
+    run_label = "hood.pd.run"
+    action = "hood.pd.action"
+    explain = "hood.pd.explain"
     outputs = ("pd_throughput", "pd_intensity", "pd_table")
     main = "pd_throughput"
     tables: ClassVar[dict[str, list[str]]] = {"pd_table": COLUMNS}
@@ -46,12 +44,11 @@ class PrefillDecodeView(LessonView):
 
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         with gr.Row():
-            info = "Each length: one prefill, then a few decode steps after it"
             w["pd_lengths"] = gr.CheckboxGroup(
                 LENGTHS,
                 value=[16, 64, 256, 1024, 4096],
-                label="prompt lengths",
-                info=info,
+                label=i18n("hood.pd.lengths"),
+                info=i18n("hood.pd.lengths.info"),
                 elem_id="hood-pd-lengths",
             )
             w["pd_decode"] = CheckedSlider(
@@ -59,42 +56,45 @@ class PrefillDecodeView(LessonView):
                 32,
                 value=6,
                 step=1,
-                label="decode steps per length",
-                info="Timed; the median is shown",
+                label=i18n("hood.pd.decode"),
+                info=i18n("hood.pd.decode.info"),
                 elem_id="hood-pd-decode",
             )
         run_row(w, self)
         with gr.Row():
-            w["pd_throughput"] = gr.Plot(label="tokens per second", elem_id="hood-pd-throughput")
-            w["pd_intensity"] = gr.Plot(label="arithmetic intensity (FLOPs per byte moved, estimated)")
-        w["pd_table"] = gr.Dataframe(headers=COLUMNS, label="measurements", interactive=False)
+            w["pd_throughput"] = gr.Plot(label=i18n("hood.pd.plot.throughput"), elem_id="hood-pd-throughput")
+            w["pd_intensity"] = gr.Plot(label=i18n("hood.pd.plot.intensity"))
+        headers = [t(key, DEFAULT) for key in COLUMNS]  # the page's language: HoodTab.hood_texts
+        w["pd_table"] = gr.Dataframe(headers=headers, label=i18n("hood.pd.table"), interactive=False)
 
     def run(self, ctx: RunContext, pd_lengths: list[Any], pd_decode: float) -> Iterator[dict[str, Any]]:
         """Prefill vs decode tokens/s at each chosen prompt length, with the estimated intensity."""
-        lengths = [as_whole(n, "prompt length") for n in pd_lengths or []]
-        decode, result = as_whole(pd_decode, "decode steps"), None
+        lang = ctx.lang
+        lengths = [as_whole(n, t("hood.pd.length", lang)) for n in pd_lengths or []]
+        decode, result = as_whole(pd_decode, t("hood.pd.decode", lang)), None
         for result in prefill_decode_lesson.iter_run(ctx.engine, lengths, decode, ctx.control):
-            yield self.views(result, final=False)
+            yield self.views(result, final=False, lang=lang)
         if result is not None:
-            yield self.views(result, final=True)
+            yield self.views(result, final=True, lang=lang)
 
-    def views(self, result: PrefillDecode, final: bool) -> dict[str, Any]:
+    def views(self, result: PrefillDecode, final: bool, lang: str = DEFAULT) -> dict[str, Any]:
         points = result.points
         lengths = [p.length for p in points]
         views: dict[str, Any] = {
-            **status(self, result.phase, final),
+            **status(self, result.phase, final, lang),
             "pd_throughput": plots.throughput_figure(
                 lengths,
                 [p.prefill_tokens_per_second for p in points],
                 [p.decode_tokens_per_second for p in points],
+                lang,
             ),
             "pd_intensity": plots.intensity_figure(
-                lengths, [p.prefill.intensity for p in points], [p.decode.intensity for p in points]
+                lengths, [p.prefill.intensity for p in points], [p.decode.intensity for p in points], lang
             ),
             "pd_table": [row(p) for p in points],
         }
         if final and points:
-            views["pd_summary"] = summary(result)
+            views["pd_summary"] = summary(result, lang)
         return views
 
 
@@ -116,22 +116,26 @@ def row(p: CostPoint) -> list[Any]:
     ]
 
 
-def summary(result: PrefillDecode) -> str:
+def summary(result: PrefillDecode, lang: str = DEFAULT) -> str:
     """The figures over every measured length: the best prefill, the median decode and its range."""
     points = result.points
     best = max(points, key=lambda p: p.prefill_tokens_per_second)
     decode = [p.decode_tokens_per_second for p in points]
-    spread = f" ({min(decode):,.1f}–{max(decode):,.1f} over the lengths)" if len(points) > 1 else ""
-    weights = result.shape.weight_bytes / 1e6
-    intensity = statistics.median(p.decode.intensity for p in points)
-    return (
-        f"Prefill reads up to **{best.prefill_tokens_per_second:,.0f} tok/s** ({best.length:,}-token "
-        f"prompt) while decode makes **{statistics.median(decode):,.1f} tok/s**{spread} on {result.device}. "
-        f"Each decode step reads all {weights:,.0f} MB of weights to make one token (about "
-        f"{intensity:.2f} FLOP per byte): its speed is set by memory bandwidth "
-        f"(~{statistics.median(bandwidth(p) for p in points):,.1f} GB/s here). Prefill multiplies the same "
-        f"weights by many tokens at once ({best.prefill.intensity:,.0f} FLOP per byte), so it is limited by "
-        f"compute; prompts are read in chunks of {result.chunk} tokens."
+    low, high = min(decode), max(decode)
+    spread = t("hood.pd.sum.spread", lang, low=low, high=high) if len(points) > 1 else ""
+    return t(
+        "hood.pd.summary",
+        lang,
+        prefill=best.prefill_tokens_per_second,
+        length=best.length,
+        decode=statistics.median(decode),
+        spread=spread,
+        device=result.device,
+        weights=result.shape.weight_bytes / 1e6,
+        intensity=statistics.median(p.decode.intensity for p in points),
+        bandwidth=statistics.median(bandwidth(p) for p in points),
+        prefill_intensity=best.prefill.intensity,
+        chunk=result.chunk,
     )
 
 

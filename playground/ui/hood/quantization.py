@@ -33,29 +33,29 @@ from playground.ui.hood.base import (
     status,
     verdict,
 )
-from playground.ui.i18n import DEFAULT, i18n, t
+from playground.ui.i18n import DEFAULT, i18n, localize, t
 from playground.ui.ranges import CheckedSlider
 
 TEXT = LONG_TEXT + (
     "Printers became publishers, booksellers and newsmen, and the shop with its press, its cases of type "
     "and its apprentices became a fixture of every trading town from Venice to London."
 )
-COLUMNS = [
-    "format",
-    "library",
-    "bits",
-    "weights MB",
-    "KV cache KiB",
-    "mean KL",
-    "p99 KL",
-    "top-1 agree",
-    "first flip",
-    "perplexity",
-    "decode tok/s",
-    "vs reference",
+COLUMNS = [  # the table's headers (keys: the server sets them in the page's language)
+    "hood.quant.col.format",
+    "hood.quant.col.library",
+    "hood.quant.col.bits",
+    "hood.quant.col.weights",
+    "hood.quant.col.kv",
+    "hood.quant.col.mean_kl",
+    "hood.quant.col.p99_kl",
+    "hood.quant.col.top1",
+    "hood.quant.col.flip",
+    "hood.quant.col.perplexity",
+    "hood.quant.col.tok_s",
+    "hood.quant.col.ratio",
 ]
-CHOICES = [
-    *((f"{f.label} weights", f.name) for f in WEIGHT_FORMATS.values()),
+CHOICES = [  # the formats by name (a weights format's name says what it quantizes: "HQQ 4-bit")
+    *((f.label, f.name) for f in WEIGHT_FORMATS.values()),
     *((f.label, f"kv-{f.name}") for f in KV_FORMATS.values()),
 ]
 SHOWN_TAIL = 16  # tokens of each continuation shown after the fork
@@ -75,15 +75,11 @@ LADDER_TRACE = "hood-quant.json"  # the whole ladder, recorded (docs/traces)
 class QuantizationView(LessonView):
     key = "quant"
     lesson = LESSON
-    label = "Quantization"
+    label = "hood.quant.label"
     group = "cost"
-    run_label = "Run: every format against the model"
-    explain = (
-        "Fewer bits per weight or per cached value move fewer bytes, at some cost in precision. Here each "
-        "format is a real copy of the loaded model (HQQ, torchao; the KV cache through "
-        "transformers' QuantizedCache), run on the same text: the **KL divergence** from the model at every "
-        "token, where the first top token flips, and how the two greedy continuations part."
-    )
+    run_label = "hood.quant.run"
+    action = "hood.quant.action"
+    explain = "hood.quant.explain"
     outputs = ("quant_strip", "quant_ladder", "quant_fork", "quant_table", "quant_bytes")
     main = "quant_strip"
     tables: ClassVar[dict[str, list[str]]] = {"quant_table": COLUMNS}
@@ -92,87 +88,92 @@ class QuantizationView(LessonView):
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         w["quant_text"] = gr.Textbox(
             TEXT,
-            label="text (at most 512 tokens)",
+            label=i18n("hood.quant.text"),  # says MAX_TEXT_TOKENS
             lines=3,
             max_lines=6,
             elem_id="hood-quant-text",
-            info="Read by every format in one forward; the continuation after it is read one token at a time",
+            info=i18n("hood.quant.text.info"),
         )
         with gr.Row():
             w["quant_formats"] = gr.CheckboxGroup(
                 CHOICES,
                 value=list(LADDER),
-                label="formats",
+                label=i18n("hood.quant.formats"),
                 scale=4,
                 elem_id="hood-quant-formats",
-                info="Weights: the decoder's Linear layers; KV: the cache, newest "
-                f"{RESIDUAL_TOKENS} tokens kept unquantized",
+                info=i18n("hood.quant.formats.info"),  # says RESIDUAL_TOKENS
             )
             w["quant_tokens"] = CheckedSlider(
                 1,
                 MAX_NEW_TOKENS,
                 value=32,
                 step=1,
-                label="new tokens",
+                label=i18n("hood.quant.tokens"),
                 scale=1,
                 elem_id="hood-quant-tokens",
-                info="Greedy continuation after the text",
+                info=i18n("hood.quant.tokens.info"),
             )
             w["quant_quick"] = gr.Button(
                 i18n("hood.quant.quick"), size="sm", scale=1, elem_id="hood-quant-quick"
             )
         run_row(w, self)
-        w["quant_strip"] = gr.Plot(
-            label="KL from the model at every token (one row per format)", elem_id="hood-quant-strip"
-        )
+        w["quant_strip"] = gr.Plot(label=i18n("hood.quant.plot.strip"), elem_id="hood-quant-strip")
         w["quant_ladder"] = gr.Plot(
             label=i18n("hood.quant.ladder"), visible=False, elem_id="hood-quant-ladder"
         )
         w["quant_fork"] = gr.HTML(elem_id="hood-quant-fork")
         w["quant_table"] = gr.Dataframe(
-            headers=COLUMNS, label="per format", interactive=False, wrap=True, elem_id="hood-quant-table"
+            headers=[t(key, DEFAULT) for key in COLUMNS],  # the page's language: HoodTab.hood_texts
+            label=i18n("hood.quant.table"),
+            interactive=False,
+            wrap=True,
+            elem_id="hood-quant-table",
         )
-        w["quant_bytes"] = gr.Plot(label="bytes against quality", elem_id="hood-quant-bytes")
+        w["quant_bytes"] = gr.Plot(label=i18n("hood.quant.plot.bytes"), elem_id="hood-quant-bytes")
 
     def run(
         self, ctx: RunContext, quant_text: str, quant_formats: list[str] | None, quant_tokens: float
     ) -> Iterator[dict[str, Any]]:
         """Every chosen format against the loaded model on one text, redrawn after each format."""
         if not (quant_text or "").strip():
-            raise PlaygroundError("The text is empty: type a sentence or two.")
+            raise PlaygroundError(
+                "The text is empty: type a sentence or two.", key="hood.quantization.error.empty"
+            )
         if not quant_formats:
-            raise PlaygroundError("Choose at least one format.")
-        lm = ctx.engine
+            raise PlaygroundError("Choose at least one format.", key="hood.quantization.error.no_formats")
+        lm, lang = ctx.engine, ctx.lang
         ids = list(lm.tokenizer(quant_text, add_special_tokens=True).input_ids)
-        tokens, run, drawn = as_whole(quant_tokens, "new tokens"), None, -1
-        ladder = {
-            "quant_ladder": recorded_ladder(lm, quant_formats, ctx.lang)
-        }  # shown while the run measures
+        tokens, run, drawn = as_whole(quant_tokens, t("hood.quant.tokens", lang)), None, -1
+        ladder = {"quant_ladder": recorded_ladder(lm, quant_formats, lang)}  # shown while the run measures
         yield ladder
         for run in quantization_lesson.iter_run(lm, ids, quant_formats, tokens, ctx.control):
             if len(run.results) != drawn:
                 drawn = len(run.results)
-                yield {**status(self, run.phase, final=False), **self.figures(lm, run)}
+                yield {**status(self, run.phase, False, lang), **self.figures(lm, run, lang)}
             else:
-                yield status(self, run.phase, final=False)
+                yield status(self, run.phase, False, lang)
         if run is None:
             return
         if not run.results:
-            raise PlaygroundError("No format could run here: " + " ".join(run.skipped.values()))
+            raise PlaygroundError(
+                "No format could run here: {why}",
+                key="hood.quant.error.none_ran",
+                why=list(run.skipped.values()),
+            )
         yield {
-            **status(self, run.phase, final=True),
-            **self.figures(lm, run),
-            **self.texts(lm, run),
+            **status(self, run.phase, True, lang),
+            **self.figures(lm, run, lang),
+            **self.texts(lm, run, lang),
             **ladder,
         }
 
-    def figures(self, lm: Engine, run: QuantizationRun) -> dict[str, Any]:
+    def figures(self, lm: Engine, run: QuantizationRun, lang: str = DEFAULT) -> dict[str, Any]:
         """The strip, the table and the bytes plot for the formats measured so far."""
         if not run.reference_ids:
             return {}
         texts = token_texts(lm.tokenizer, run.positions, run.text_ids[:1])
-        ticks = [_short(t.visible) for t in texts]
-        names = [t.visible + (f" ({t.describe()})" if t.split else "") for t in texts]
+        ticks = [_short(text.visible) for text in texts]
+        names = [text.visible + (f" ({text.describe()})" if text.split else "") for text in texts]
         rows = [plots.StripRow(r.label, r.kl, r.top1, r.first_flip) for r in run.results]
         points = []
         for r in run.results:
@@ -180,15 +181,15 @@ class QuantizationView(LessonView):
             size = r.kv_bytes if kv else r.weight_bytes
             points.append(plots.Point(r.label, kv, size, r.mean_kl, r.top1_agreement))
         return {
-            "quant_strip": plots.kl_strip_figure(rows, ticks, names, len(run.text_ids) - 1),
-            "quant_table": table_rows(run),
+            "quant_strip": plots.kl_strip_figure(rows, ticks, names, len(run.text_ids) - 1, lang),
+            "quant_table": table_rows(run, lang),
             "quant_bytes": plots.bytes_quality_figure(
-                points, run.reference_weight_bytes, run.reference_kv_bytes
+                points, run.reference_weight_bytes, run.reference_kv_bytes, lang
             ),
         }
 
-    def texts(self, lm: Engine, run: QuantizationRun) -> dict[str, Any]:
-        return {"quant_summary": summary(run), "quant_fork": forks_html(lm, run)}
+    def texts(self, lm: Engine, run: QuantizationRun, lang: str = DEFAULT) -> dict[str, Any]:
+        return {"quant_summary": summary(run, lang), "quant_fork": forks_html(lm, run, lang)}
 
     def wire(self, w: Widgets, tab: TabServices) -> None:
         def hood_quant_quick() -> dict[str, Any]:
@@ -212,10 +213,10 @@ def recorded_ladder(lm: Engine, formats: list[str], lang: str = DEFAULT) -> Any:
     return gr.Plot(go.Figure(strip["figure"]), label=label, visible=True)
 
 
-def table_rows(run: QuantizationRun) -> list[list[Any]]:
+def table_rows(run: QuantizationRun, lang: str = DEFAULT) -> list[list[Any]]:
     """The reference's row, then one row per format measured."""
     reference = [
-        f"{run.dtype} (the loaded model)",
+        t("hood.quant.loaded", lang, dtype=run.dtype),
         "transformers",
         _bits(run.dtype),
         round(run.reference_weight_bytes / 1e6, 1),
@@ -250,65 +251,62 @@ def table_rows(run: QuantizationRun) -> list[list[Any]]:
     return rows
 
 
-def summary(run: QuantizationRun) -> str:
+def summary(run: QuantizationRun, lang: str = DEFAULT) -> str:
     """What the run shows, in a few lines: the reference, weights, KV cache, bytes, speed."""
     weights = [r for r in run.results if not r.key.startswith("kv-")]
     caches = [r for r in run.results if r.key.startswith("kv-")]
-    lines = [run.reference_note]
+    lines = [localize(run.reference_note, lang)]
     if weights:
-        told = ", ".join(f"{r.label} {r.top1_agreement:.0%} (KL {r.mean_kl:.3g})" for r in weights)
-        lines.append(f"**Weights** (top token kept, mean KL): {told}.")
+        lines.append(t("hood.quant.sum.weights", lang, told=_told(weights)))
         broken = [r.label for r in weights if r.top1_agreement < 0.5]
         if broken:
-            lines.append(
-                f"At {', '.join(broken)} this model falls apart: its continuation is no longer the text's."
-            )
+            lines.append(t("hood.quant.sum.broken", lang, formats=", ".join(broken)))
     if caches:
-        told = ", ".join(f"{r.label} {r.top1_agreement:.0%} (KL {r.mean_kl:.3g})" for r in caches)
+        positions = len(run.text_ids) - 1
         lines.append(
-            f"**KV cache**: {told}. The text is read in one forward, so the cache changes nothing there "
-            f"(KL 0 over its {len(run.text_ids) - 1} positions); the continuation reads it back, the newest "
-            f"{RESIDUAL_TOKENS} tokens unquantized (transformers' default of 128 would leave a short text "
-            "unquantized)."
+            t("hood.quant.sum.kv", lang, told=_told(caches), positions=positions, residual=RESIDUAL_TOKENS)
         )
         exact = all(r.kv_bytes_match for r in caches)
-        lines.append(
-            verdict(exact, "Every cache's measured bytes equal the KV tab's formula", "A cache differs")
-            + " (packed values, scales and zeros, the unquantized residual)."
-        )
-    lines.append(_speed_line(run))
+        said = verdict(exact, "hood.quant.sum.bytes_equal", "hood.quant.sum.bytes_differ", lang)
+        lines.append(t("hood.quant.sum.bytes", lang, verdict=said))
+    lines.append(_speed_line(run, lang))
     if run.skipped:
-        lines.append("Not run here: " + " ".join(f"{k}: {why}" for k, why in run.skipped.items()))
+        skipped = " ".join(f"{k}: {localize(why, lang)}" for k, why in run.skipped.items())
+        lines.append(t("hood.quant.sum.skipped", lang, skipped=skipped))
     return "\n\n".join(lines)
 
 
-def _speed_line(run: QuantizationRun) -> str:
+def _told(results: list[Any]) -> str:
+    """'HQQ 4-bit 97% (KL 0.012), ...': each format's top-1 agreement and mean KL."""
+    return ", ".join(f"{r.label} {r.top1_agreement:.0%} (KL {r.mean_kl:.3g})" for r in results)
+
+
+def _speed_line(run: QuantizationRun, lang: str) -> str:
     faster = [r.label for r in run.results if r.tok_s[1] > 1.1 * r.tok_s[0]]
-    text = f"Decode: the reference {_number(run.reference_tok_s)} tok/s on {run.device}. "
+    text = t("hood.quant.sum.speed", lang, tok_s=_number(run.reference_tok_s), device=run.device)
     if faster:
-        return text + f"Faster than it here: {', '.join(faster)} (real low-bit kernels)."
-    return (
-        text
-        + "No format decodes faster here: these libraries dequantize to compute, so fewer bytes ≠ faster."
-    )
+        return text + t("hood.quant.sum.faster", lang, formats=", ".join(faster))
+    return text + t("hood.quant.sum.not_faster", lang)
 
 
-def forks_html(lm: Engine, run: QuantizationRun) -> str:
+def forks_html(lm: Engine, run: QuantizationRun, lang: str = DEFAULT) -> str:
     """Per format: where its greedy continuation leaves the reference's, both continuations from there."""
     text, parts = run.text_ids, []
     for r in run.results:
         name = f"<b>{html.escape(r.label)}</b>"
         if r.first_divergence is None:
-            parts.append(f"<p>{name}: the same {len(r.quantized_ids)} tokens as the model ✓</p>")
+            parts.append(f"<p>{t('hood.quant.fork.same', lang, name=name, tokens=len(r.quantized_ids))}</p>")
             continue
         at = r.first_divergence
         common = r.reference_ids[:at]
         before = text + common
         model = spans(lm.tokenizer, r.reference_ids[at : at + SHOWN_TAIL], GREEN, context=before)
         quantized = spans(lm.tokenizer, r.quantized_ids[at : at + SHOWN_TAIL], RED, context=before)
+        parts_at = t("hood.quant.fork.parts", lang, name=name, at=at + 1)
         parts.append(
-            f"<p>{name} parts at token {at + 1}: …{spans(lm.tokenizer, common[-8:], context=text)}"
-            f"<br>&nbsp;&nbsp;model: {model}<br>&nbsp;&nbsp;{html.escape(r.label)}: {quantized}</p>"
+            f"<p>{parts_at} …{spans(lm.tokenizer, common[-8:], context=text)}"
+            f"<br>&nbsp;&nbsp;{t('hood.quant.fork.model', lang)} {model}"
+            f"<br>&nbsp;&nbsp;{html.escape(r.label)}: {quantized}</p>"
         )
     return "".join(parts)
 

@@ -17,6 +17,7 @@ from playground.hood.sampling_order import LESSON, MAX_DRAWS, Histogram, Samplin
 from playground.plots.hood import sampling_order as plots
 from playground.ui.common import UncheckedSlider, as_number, as_whole, parse_seed
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, run_row, status
+from playground.ui.i18n import DEFAULT, i18n, t
 
 TEXT = "The capital of France is"
 SHOWN = 12  # tokens in the figures
@@ -25,15 +26,11 @@ SHOWN = 12  # tokens in the figures
 class SamplingOrderView(LessonView):
     key = "order"
     lesson = LESSON
-    label = "Sampling order"
+    label = "hood.order.label"
     group = "tokens"
-    run_label = "Run: both orders, then sample"
-    explain = (
-        "The sampling stages run in an order. `generate` divides by the **temperature first**, then cuts "
-        "with top-p, so a high temperature lets more tokens through the same p. Cut first and temper "
-        "after, and the kept set and its probabilities change. Then **sample N times**: the frequencies "
-        "approach the probabilities as N grows."
-    )
+    run_label = "hood.order.run"
+    action = "hood.order.action"
+    explain = "hood.order.explain"
     outputs = ("order_orders", "order_hist", "order_tv")
     main = "order_orders"
     quick: ClassVar[dict[str, Any]] = {"order_n": 300}
@@ -41,25 +38,34 @@ class SamplingOrderView(LessonView):
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         with gr.Row():
             w["order_text"] = gr.Textbox(
-                TEXT, label="prefix", lines=1, scale=3, info="The next token after it"
+                TEXT, label=i18n("hood.order.text"), lines=1, scale=3, info=i18n("hood.order.text.info")
             )
             w["order_from_step"] = gr.Checkbox(
-                True, label="at the Step tab's step", info="Use its prompt and path when it has one"
+                True, label=i18n("hood.order.from_step"), info=i18n("hood.order.from_step.info")
             )
         w["order_submit"] = w["order_text"]
         with gr.Row():
-            w["order_temperature"] = UncheckedSlider(0.05, 3, value=1.6, step=0.05, label="temperature")
-            w["order_top_p"] = UncheckedSlider(0.05, 1, value=0.8, step=0.01, label="top-p")
-            w["order_top_k"] = UncheckedSlider(0, 200, value=0, step=1, label="top-k", info="0 = off")
-            w["order_n"] = UncheckedSlider(
-                10, MAX_DRAWS, value=2000, step=10, label="draws (N)", info=f"Up to {MAX_DRAWS:,}, seeded"
+            w["order_temperature"] = UncheckedSlider(
+                0.05, 3, value=1.6, step=0.05, label=i18n("hood.order.temperature")
             )
-            w["order_seed"] = gr.Textbox("0", label="seed", elem_classes=["stage-hide"])
+            w["order_top_p"] = UncheckedSlider(0.05, 1, value=0.8, step=0.01, label="top-p")
+            w["order_top_k"] = UncheckedSlider(
+                0, 200, value=0, step=1, label="top-k", info=i18n("hood.order.top_k.info")
+            )
+            w["order_n"] = UncheckedSlider(
+                10,
+                MAX_DRAWS,
+                value=2000,
+                step=10,
+                label=i18n("hood.order.n"),
+                info=i18n("hood.order.n.info"),  # says MAX_DRAWS
+            )
+            w["order_seed"] = gr.Textbox("0", label=i18n("hood.order.seed"), elem_classes=["stage-hide"])
         run_row(w, self)
-        w["order_orders"] = gr.Plot(label="the same tokens, temperature before vs after the cut")
+        w["order_orders"] = gr.Plot(label=i18n("hood.order.plot.orders"))
         with gr.Row():
-            w["order_hist"] = gr.Plot(label="drawn N times vs the probabilities")
-            w["order_tv"] = gr.Plot(label="how far the frequencies are from the probabilities")
+            w["order_hist"] = gr.Plot(label=i18n("hood.order.plot.hist"))
+            w["order_tv"] = gr.Plot(label=i18n("hood.order.plot.tv"))
 
     def run(
         self,
@@ -73,61 +79,69 @@ class SamplingOrderView(LessonView):
         order_seed: Any,
     ) -> Iterator[dict[str, Any]]:
         """Both orders of temperature and the cuts at one position, then N seeded draws."""
+        lang = ctx.lang
         ids, source = self.prefix(ctx, order_text, bool(order_from_step))
         settings = SamplingSettings(
-            temperature=as_number(order_temperature, "temperature"),
+            temperature=as_number(order_temperature, t("hood.order.temperature", lang)),
             top_p=as_number(order_top_p, "top-p"),
             top_k=as_whole(order_top_k, "top-k"),
         )
-        n, seed = as_whole(order_n, "draws (N)"), parse_seed(order_seed) or 0
+        n, seed = as_whole(order_n, t("hood.order.n", lang)), parse_seed(order_seed) or 0
         order: SamplingOrder | None = None
         for result in sampling_order_lesson.iter_run(ctx.engine, ids, settings, n, seed, ctx.control):
             if isinstance(result, SamplingOrder):
                 order = result
                 yield {
-                    **status(self, f"{source}: both orders computed, drawing {n:,} tokens…", False),
-                    "order_orders": orders_view(ctx.engine, order),
+                    **status(self, t("hood.order.phase.drawing", lang, source=source, n=n), False, lang),
+                    "order_orders": orders_view(ctx.engine, order, lang),
                 }
             elif order is not None:
                 final = result.tv_by_draws[-1][0] == n
-                yield self.views(ctx.engine, order, result, source, final)
+                yield self.views(ctx.engine, order, result, source, final, lang)
 
     def prefix(self, ctx: RunContext, text: str, from_step: bool) -> tuple[list[int], str]:
         """The Step tab's prompt and path when asked and there is one; else the prefix box."""
         session = ctx.workspace.step
         if from_step and session is not None:
             with session.locked():
-                return list(session.ids), f"the Step tab's step ({len(session.ids)} tokens)"
+                return list(session.ids), t("hood.order.source.step", ctx.lang, tokens=len(session.ids))
         if not (text or "").strip():
-            raise PlaygroundError("The prefix is empty: type some text, or start a Step by step session.")
-        return encode_prompt(ctx.engine.tokenizer, text, False), "the prefix"
+            raise PlaygroundError(
+                "The prefix is empty: type some text, or start a Step by step session.",
+                key="hood.order.error.empty",
+            )
+        return encode_prompt(ctx.engine.tokenizer, text, False), t("hood.order.source.prefix", ctx.lang)
 
     def views(
-        self, lm: Engine, order: SamplingOrder, hist: Histogram, source: str, final: bool
+        self, lm: Engine, order: SamplingOrder, hist: Histogram, source: str, final: bool, lang: str = DEFAULT
     ) -> dict[str, Any]:
         shown = order.top(SHOWN)
         labels = _labels(lm, order, shown)
-        frequencies = [hist.counts.get(t, 0) / hist.tv_by_draws[-1][0] for t in shown]
+        frequencies = [hist.counts.get(token, 0) / hist.tv_by_draws[-1][0] for token in shown]
         drawn = hist.tv_by_draws[-1][0]
+        phase = t("hood.order.phase.draws", lang, source=source, drawn=drawn, n=hist.n)
         views: dict[str, Any] = {
-            **status(self, f"{source}: {drawn:,}/{hist.n:,} draws", final),
+            **status(self, phase, final, lang),
             "order_hist": plots.histogram_figure(
-                labels, [float(order.before[t]) for t in shown], frequencies, drawn
+                labels, [float(order.before[token]) for token in shown], frequencies, drawn, lang
             ),
-            "order_tv": plots.tv_figure([d for d, _ in hist.tv_by_draws], [tv for _, tv in hist.tv_by_draws]),
+            "order_tv": plots.tv_figure(
+                [d for d, _ in hist.tv_by_draws], [tv for _, tv in hist.tv_by_draws], lang
+            ),
         }
         if final:
-            views["order_summary"] = summary(lm, order, hist)
+            views["order_summary"] = summary(lm, order, hist, lang)
         return views
 
 
-def orders_view(lm: Engine, order: SamplingOrder) -> Any:
+def orders_view(lm: Engine, order: SamplingOrder, lang: str = DEFAULT) -> Any:
     shown = order.top(SHOWN)
     return plots.orders_figure(
         _labels(lm, order, shown),
-        [float(order.raw[t]) for t in shown],
-        [float(order.before[t]) for t in shown],
-        [float(order.after[t]) for t in shown],
+        [float(order.raw[token]) for token in shown],
+        [float(order.before[token]) for token in shown],
+        [float(order.after[token]) for token in shown],
+        lang,
     )
 
 
@@ -140,21 +154,32 @@ def _labels(lm: Engine, order: SamplingOrder, ids: list[int]) -> list[str]:
     ]
 
 
-def summary(lm: Engine, order: SamplingOrder, hist: Histogram) -> str:
+def summary(lm: Engine, order: SamplingOrder, hist: Histogram, lang: str = DEFAULT) -> str:
     before, after = order.kept_before, order.kept_after
-    only_before, only_after = len(before - after), len(after - before)
     start, end = hist.tv_by_draws[0], hist.tv_by_draws[-1]
     s = order.settings
-    return (
-        f"At T = {s.temperature:g}, top-p = {s.top_p:g}{f', top-k = {s.top_k}' if s.top_k else ''}: "
-        f"**temperature first** (generate's order) keeps **{len(before):,}** tokens, **the cut first** keeps "
-        f"**{len(after):,}** ({only_before:,} kept only by the first, {only_after:,} only by the second). "
-        f"The two distributions differ by a total-variation distance of **{order.difference:.3f}** "
-        f"(0 = the same, 1 = nothing in common).\n\n"
-        f"Sampling {hist.n:,} times (seed {hist.seed}) from generate's order: the frequencies are "
-        f"**{end[1]:.3f}** from the probabilities in total variation, after {start[1]:.3f} at {start[0]:,} "
-        "draws: sampling follows the distribution, and more draws follow it closer."
+    orders = t(
+        "hood.order.sum.orders",
+        lang,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=f", top-k = {s.top_k}" if s.top_k else "",
+        before=len(before),
+        after=len(after),
+        only_before=len(before - after),
+        only_after=len(after - before),
+        difference=order.difference,
     )
+    draws = t(
+        "hood.order.sum.draws",
+        lang,
+        n=hist.n,
+        seed=hist.seed,
+        end=end[1],
+        start=start[1],
+        first=start[0],
+    )
+    return f"{orders}\n\n{draws}"
 
 
 VIEW = SamplingOrderView()

@@ -20,10 +20,10 @@ from playground.engine.base import Engine
 from playground.engine.control import Control
 from playground.errors import Cancelled, PlaygroundError
 from playground.traces import new_trace, save_trace
-from playground.ui.common import connect, connect_after_ticket
-from playground.ui.hood.base import GROUPS, HoodEnv, LessonView, RunContext
+from playground.ui.common import connect, connect_after_ticket, table_rows
+from playground.ui.hood.base import GROUPS, HoodEnv, LessonView, RunContext, status_line
 from playground.ui.hood.record import record_views
-from playground.ui.i18n import DEFAULT, session_lang, t
+from playground.ui.i18n import DEFAULT, i18n, localize, session_lang, t
 from playground.ui.links import Link, Param, widget_param
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
@@ -37,11 +37,7 @@ class HoodTab:
     ) -> None:
         self.env, self.workspaces, self.states = env, workspaces, states
         self.views = {view.key: view for view in views}
-        self.plot_labels: dict[str, str] = {}  # figure name -> its label on screen (for traces)
-
-    @property
-    def engine(self) -> Engine:
-        return self.env.engine
+        self.plot_labels: dict[str, Any] = {}  # figure name -> its label, i18n(key) or text (for traces)
 
     # --- per browser tab -------------------------------------------------------------------------
 
@@ -52,7 +48,13 @@ class HoodTab:
         workspace = self.workspaces.get(sid)
         control = control or Control()
         return RunContext(
-            self.engine, self.env.draft, control, workspace, sid or "", shown, session_lang(request)
+            workspace.engine,
+            self.env.draft,
+            control,
+            workspace,
+            sid or "",
+            lang=session_lang(request),
+            shown=shown,
         )
 
     def remember(
@@ -70,22 +72,23 @@ class HoodTab:
         Stopped (Stop, or a ticket a Stop dropped while the run waited), its last update says so:
         an update the run made after the Stop never stays on screen."""
         shown: dict[str, Any] = {}  # every view the run set, its latest value (a trace records them)
+        lang = session_lang(request)
         with self.workspaces.get(_session(request)).run(view.key, ticket) as control:
             if control.cancelled:
-                yield _stopped(view)
+                yield _stopped(view, lang)
                 return
             ctx = self.context(request, view.key, control)
-            yield {f"{view.key}_status": f"Running: {view.run_label.removeprefix('Run: ')}…"}
+            yield {f"{view.key}_status": t("hood.status.starting", lang, action=t(view.action, lang))}
             try:
                 for update in view.run(ctx, **inputs):
                     shown.update(update)
                     yield update
                     control.check()
             except Cancelled:
-                yield _stopped(view)
+                yield _stopped(view, lang)
                 return
             except PlaygroundError as exc:
-                yield {f"{view.key}_status": f"Failed: {exc}"}
+                yield {f"{view.key}_status": t("hood.status.failed", lang, why=localize(exc.message, lang))}
                 raise
         self.remember(request, view.key, shown, fresh=True)
 
@@ -98,22 +101,79 @@ class HoodTab:
         in the queue, and say so."""
         if not self.workspaces.get(_session(request)).stop(view.key):
             return {f"{view.key}_status": gr.skip(), f"{view.key}_summary": gr.skip()}  # nothing ran
-        return _stopped(view)
+        return _stopped(view, session_lang(request))
 
     def trace(self, view: LessonView, request: gr.Request | None) -> str:
-        """Save what the view shows as a recorded trace (JSON); its path, for the download."""
+        """Save what the view shows as a recorded trace (JSON); its path, for the download. Its labels,
+        headers and title are in the page's language, as the run's texts are."""
         shown = self.states.get(_session(request)).shown(view.key)
         if not shown:
-            raise PlaygroundError("Run this view first: there is nothing to save yet.")
-        data = {"view": view.key, "outputs": record_views(shown, self.plot_labels, view.tables)}
-        phase = str(shown.get(f"{view.key}_status", "")).removeprefix("Done: ")
-        title = f"{view.lesson.title}: {phase}"[:100]
+            raise PlaygroundError(
+                "Run this view first: there is nothing to save yet.", key="hood.error.no_run"
+            )
+        lang = session_lang(request)
+        labels = {name: said(label, lang) for name, label in self.plot_labels.items()}
+        headers = {name: [t(key, lang) for key in keys] for name, keys in view.tables.items()}
+        data = {"view": view.key, "outputs": record_views(shown, labels, headers)}
+        phase = str(shown.get(f"{view.key}_status", "")).removeprefix(status_line("", True, lang))
+        title = t("hood.trace_title", lang, title=localize(view.lesson.title, lang), phase=phase)[:100]
         folder = Path(tempfile.mkdtemp(prefix="trace-"))
-        return str(save_trace(new_trace("hood", title, self.engine, data), folder))
+        engine = self.workspaces.get(_session(request)).engine
+        return str(save_trace(new_trace("hood", title, engine, data), folder))
+
+    def hood_texts(self, *tables: Any, request: gr.Request | None = None) -> dict[str, Any]:
+        """What the page's language changes here besides the static text: the tables' headers (a
+        table keeps its rows) and the note of an engine the lessons can't run on."""
+        lang = session_lang(request)
+        views: dict[str, Any] = {
+            name: gr.Dataframe(table_rows(rows), headers=[t(key, lang) for key in keys])
+            for (name, keys), rows in zip(self.tables.items(), tables, strict=True)
+        }
+        if not self.env.engine.capabilities.probes:
+            views["hood_note"] = probes_note(self.env.engine, lang)
+        return views
+
+    @property
+    def tables(self) -> dict[str, list[str]]:
+        """Every view's tables: component name -> its headers' keys."""
+        return {name: keys for view in self.views.values() for name, keys in view.tables.items()}
+
+    @property
+    def text_outputs(self) -> list[str]:
+        """What hood_texts sets."""
+        note = [] if self.env.engine.capabilities.probes else ["hood_note"]
+        return [*self.tables, *note]
 
 
-def _stopped(view: LessonView) -> dict[str, Any]:
-    return {f"{view.key}_status": "Stopped by you: press Run to start again.", f"{view.key}_summary": ""}
+def texts_handler(tab: HoodTab) -> Callable[..., dict[str, Any]]:
+    """tab.hood_texts as Gradio calls it: one parameter per table (its component's name), then the
+    request."""
+
+    def hood_texts(*args: Any) -> dict[str, Any]:
+        *tables, request = args
+        return tab.hood_texts(*tables, request=request)
+
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter(name, kind) for name in tab.tables]
+    params.append(inspect.Parameter("request", kind, default=None, annotation=gr.Request))
+    hood_texts.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    hood_texts.__annotations__ = {"request": gr.Request}
+    return hood_texts
+
+
+def said(label: Any, lang: str) -> str:
+    """A component's label as the page shows it in lang: i18n(key) translated, plain text as it is."""
+    key = getattr(label, "key", None)
+    return t(key, lang) if isinstance(key, str) else str(label)
+
+
+def probes_note(engine: Engine, lang: str = DEFAULT) -> str:
+    """Why none of the lessons runs on this engine."""
+    return t("hood.no_probes", lang, why=localize(engine.capabilities.why_not("probes"), lang))
+
+
+def _stopped(view: LessonView, lang: str = DEFAULT) -> dict[str, Any]:
+    return {f"{view.key}_status": t("hood.status.stopped", lang), f"{view.key}_summary": ""}
 
 
 def _session(request: gr.Request | None) -> str | None:
@@ -214,8 +274,8 @@ def _wire_view(tab: HoodTab, view: LessonView, w: dict[str, Any]) -> None:
 
 
 def _lesson_tab(view: LessonView, w: dict[str, Any], env: HoodEnv) -> None:
-    with gr.Tab(view.label, id=view.tab_id):
-        gr.Markdown(view.explain, elem_classes=["hood-explain"])
+    with gr.Tab(i18n(view.label), id=view.tab_id, elem_id=view.tab_id):
+        gr.Markdown(i18n(view.explain), elem_classes=["hood-explain"])
         view.layout(w, env)
         main = w[view.main]
         main.elem_classes = [*(main.elem_classes or []), "hood-main"]  # static/hood.css
@@ -280,16 +340,14 @@ def build_hood_tab(
     tab = HoodTab(env, workspaces, states, views)
     w: dict[str, Any] = {}
     if not engine.capabilities.probes:
-        gr.Markdown(
-            f"These lessons need a model running in this process: {engine.capabilities.why_not('probes')}"
-        )
+        w["hood_note"] = gr.Markdown(probes_note(engine), elem_id="hood-note")
     with gr.Tabs(elem_id="hood-views") as w["hood_views"]:  # a row of groups, each a row of lessons
         for group, title in GROUPS.items():
             members = [view for view in views if view.group == group]
             if not members:
                 continue
             with (
-                gr.Tab(title, id=f"hood-group-{group}"),
+                gr.Tab(i18n(title), id=f"hood-group-{group}"),
                 gr.Tabs(elem_classes=["hood-lessons"]) as w[f"hood_group_{group}"],
             ):
                 for view in members:
@@ -297,7 +355,7 @@ def build_hood_tab(
     for name, component in w.items():  # every component findable by its name: #hood-kv-length
         if getattr(component, "elem_id", "") is None:
             component.elem_id = f"hood-{name.replace('_', '-')}"
-    tab.plot_labels = {name: str(c.label or "") for name, c in w.items() if isinstance(c, gr.Plot)}
+    tab.plot_labels = {name: c.label for name, c in w.items() if isinstance(c, gr.Plot) and c.label}
     for view in views:
         _wire_view(tab, view, w)
     return w, tab

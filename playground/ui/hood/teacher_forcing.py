@@ -18,7 +18,6 @@ from playground.hood import teacher_forcing as teacher_forcing_lesson
 from playground.hood.teacher_forcing import (
     LESSON,
     MAX_NEW_TOKENS,
-    MAX_TOKENS,
     TOP,
     ErrorAccumulation,
     TeacherForcing,
@@ -28,6 +27,7 @@ from playground.hood.teacher_forcing import (
 from playground.plots.hood import teacher_forcing as plots
 from playground.ui.common import as_whole
 from playground.ui.hood.base import BLUE, GREEN, RED, HoodEnv, LessonView, RunContext, run_row, spans, status
+from playground.ui.i18n import DEFAULT, i18n, t
 from playground.ui.ranges import CheckedSlider
 
 PROMPT = "Once upon a time, there was a little boy named Tom. One day, his dad gave him a puppy. Tom was"
@@ -38,15 +38,11 @@ AT, RANK, NEW_TOKENS = 1, 3, 24  # the preset: " happy" becomes the model's 3rd 
 class TeacherForcingView(LessonView):
     key = "tf"
     lesson = LESSON
-    label = "Teacher forcing"
+    label = "hood.tf.label"
     group = "tokens"
-    run_label = "Run: score in parallel, write in series"
-    explain = (
-        "**Training reads in parallel**: one forward scores every token of a reference text, each position "
-        "seeing the true text before it (*teacher forcing*). **Generation writes in series**: one forward "
-        "per token, each reading the model's own tokens back, so one wrong word is never taken back and "
-        "everything after it follows from it."
-    )
+    run_label = "hood.tf.run"
+    action = "hood.tf.action"
+    explain = "hood.tf.explain"
     outputs = ("tf_forcing", "tf_kl", "tf_text")
     main = "tf_forcing"
     quick: ClassVar[dict[str, Any]] = {"tf_reference": " so happy, because he", "tf_tokens": 8}
@@ -54,28 +50,25 @@ class TeacherForcingView(LessonView):
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         with gr.Row():
             w["tf_prompt"] = gr.Textbox(
-                PROMPT, label="prompt", lines=2, scale=3, info="What both runs start from"
+                PROMPT, label=i18n("hood.tf.prompt"), lines=2, scale=3, info=i18n("hood.tf.prompt.info")
             )
             w["tf_reference"] = gr.Textbox(
                 REFERENCE,
-                label="reference continuation",
+                label=i18n("hood.tf.reference"),
                 lines=2,
                 scale=3,
-                info=f"Scored teacher forced; at most {MAX_TOKENS} tokens with the prompt",
+                info=i18n("hood.tf.reference.info"),  # says MAX_TOKENS
             )
         run_row(w, self)
-        w["tf_forcing"] = gr.Plot(
-            label="each reference token's loss, teacher forced (below), and the model's own tokens (above)",
-            elem_id="hood-tf-forcing",
-        )
+        w["tf_forcing"] = gr.Plot(label=i18n("hood.tf.plot.forcing"), elem_id="hood-tf-forcing")
         with gr.Row():
             w["tf_tokens"] = CheckedSlider(
                 2,
                 MAX_NEW_TOKENS,
                 value=NEW_TOKENS,
                 step=1,
-                label="new tokens",
-                info="Greedy tokens in each continuation",
+                label=i18n("hood.tf.tokens"),
+                info=i18n("hood.tf.tokens.info"),
                 elem_id="hood-tf-tokens",
             )
             w["tf_at"] = CheckedSlider(
@@ -83,8 +76,8 @@ class TeacherForcingView(LessonView):
                 MAX_NEW_TOKENS - 1,
                 value=AT,
                 step=1,
-                label="change position",
-                info="The answer token to replace (0 = the first)",
+                label=i18n("hood.tf.at"),
+                info=i18n("hood.tf.at.info"),
                 elem_id="hood-tf-at",
             )
             w["tf_rank"] = CheckedSlider(
@@ -92,17 +85,17 @@ class TeacherForcingView(LessonView):
                 TOP,
                 value=RANK,
                 step=1,
-                label="with the model's choice no.",
-                info="1 = its own choice: nothing changes",
+                label=i18n("hood.tf.rank"),
+                info=i18n("hood.tf.rank.info"),
                 elem_id="hood-tf-rank",
             )
             w["tf_token"] = gr.Textbox(
                 "",
-                label="or this token",
-                info="A token id or one token's text (blank: use the rank)",
+                label=i18n("hood.tf.token"),
+                info=i18n("hood.tf.token.info"),
                 elem_id="hood-tf-token",
             )
-        w["tf_kl"] = gr.Plot(label="one word changed: KL between the two runs per step", elem_id="hood-tf-kl")
+        w["tf_kl"] = gr.Plot(label=i18n("hood.tf.plot.kl"), elem_id="hood-tf-kl")
         w["tf_text"] = gr.HTML(elem_id="hood-tf-text")
 
     def run(
@@ -117,24 +110,25 @@ class TeacherForcingView(LessonView):
     ) -> Iterator[dict[str, Any]]:
         """Score the reference teacher forced (one forward) and write as many tokens free running (one
         forward each); then continue the prompt twice, once with one token changed."""
-        lm = ctx.engine
+        lm, lang = ctx.engine, ctx.lang
         prompt, ids = reference_ids(lm.tokenizer, tf_prompt, tf_reference)
-        new_tokens, at = as_whole(tf_tokens, "new tokens"), as_whole(tf_at, "change position")
+        new_tokens = as_whole(tf_tokens, t("hood.tf.tokens", lang))
+        at = as_whole(tf_at, t("hood.tf.at", lang))
         token_id = forced_token(lm.tokenizer, tf_token)
-        rank = None if token_id is not None else as_whole(tf_rank, "rank")
+        rank = None if token_id is not None else as_whole(tf_rank, t("hood.tf.rank", lang))
         check_continuation(lm, prompt, at, token_id, new_tokens, rank)  # before any forward
         forcing = None
         for forcing in teacher_forcing_lesson.iter_run(lm, ids, len(prompt), ctx.control):
-            yield self.forcing_views(lm, forcing)
+            yield self.forcing_views(lm, forcing, lang)
         accumulation = None
         for accumulation in iter_error_accumulation(
             lm, prompt, at, token_id, new_tokens, rank=rank, control=ctx.control
         ):
-            yield {**status(self, accumulation.phase, False), "tf_kl": kl_view(lm, accumulation)}
+            yield {**status(self, accumulation.phase, False, lang), "tf_kl": kl_view(lm, accumulation, lang)}
         if forcing is not None and accumulation is not None:
-            yield self.final_views(lm, forcing, accumulation)
+            yield self.final_views(lm, forcing, accumulation, lang)
 
-    def forcing_views(self, lm: Engine, result: TeacherForcing) -> dict[str, Any]:
+    def forcing_views(self, lm: Engine, result: TeacherForcing, lang: str = DEFAULT) -> dict[str, Any]:
         prompt = result.ids[: result.start]
         reference = [t.visible for t in token_texts(lm.tokenizer, result.reference_ids, prompt)]
         free = [t.visible for t in token_texts(lm.tokenizer, result.free_ids, prompt)]
@@ -148,20 +142,21 @@ class TeacherForcingView(LessonView):
             result.leaves_at,
             result.parallel_seconds,
             result.serial_step_seconds,
+            lang,
         )
-        return {**status(self, result.phase, False), "tf_forcing": figure}
+        return {**status(self, result.phase, False, lang), "tf_forcing": figure}
 
     def final_views(
-        self, lm: Engine, forcing: TeacherForcing, accumulation: ErrorAccumulation
+        self, lm: Engine, forcing: TeacherForcing, accumulation: ErrorAccumulation, lang: str = DEFAULT
     ) -> dict[str, Any]:
-        n = len(forcing.reference_ids)
-        phase = f"1 forward vs {n} · two runs of {len(accumulation.original_ids)} tokens"
+        n, tokens = len(forcing.reference_ids), len(accumulation.original_ids)
+        phase = t("hood.tf.phase", lang, n=n, tokens=tokens)
         return {
-            **self.forcing_views(lm, forcing),
-            **status(self, phase, True),
-            "tf_kl": kl_view(lm, accumulation),
-            "tf_summary": summary(lm, forcing, accumulation),
-            "tf_text": texts(lm, forcing, accumulation),
+            **self.forcing_views(lm, forcing, lang),
+            **status(self, phase, True, lang),
+            "tf_kl": kl_view(lm, accumulation, lang),
+            "tf_summary": summary(lm, forcing, accumulation, lang),
+            "tf_text": texts(lm, forcing, accumulation, lang),
         }
 
 
@@ -169,9 +164,13 @@ def reference_ids(tokenizer: Any, prompt: str, reference: str) -> tuple[list[int
     """The prompt's ids and the whole reference sequence (prompt + continuation). A space goes
     between them when the continuation starts with a letter or digit and neither has one."""
     if not (prompt or "").strip():
-        raise PlaygroundError("The prompt is empty: type the text both runs start from.")
+        raise PlaygroundError(
+            "The prompt is empty: type the text both runs start from.", key="hood.tf.error.no_prompt"
+        )
     if not (reference or "").strip():
-        raise PlaygroundError("The reference continuation is empty: type the text to score.")
+        raise PlaygroundError(
+            "The reference continuation is empty: type the text to score.", key="hood.tf.error.no_reference"
+        )
     if reference[0].isalnum() and not prompt[-1].isspace():
         reference = " " + reference
     ids = encode_text(tokenizer, prompt)
@@ -188,70 +187,89 @@ def forced_token(tokenizer: Any, text: str | None) -> int | None:
     if len(ids) != 1:
         pieces = " | ".join(t.visible for t in token_texts(tokenizer, ids))
         raise PlaygroundError(
-            f"{text!r} is {len(ids)} tokens ({pieces}): type one token, its id, or leave it blank for a rank."
+            "{text!r} is {count} tokens ({pieces}): type one token, its id, or leave it blank for a rank.",
+            key="hood.tf.error.not_one_token",
+            text=text,
+            count=len(ids),
+            pieces=pieces,
         )
     return ids[0]
 
 
-def kl_view(lm: Engine, result: ErrorAccumulation) -> Any:
+def kl_view(lm: Engine, result: ErrorAccumulation, lang: str = DEFAULT) -> Any:
     at, prompt = result.at, result.prompt_ids
-    original = [t.visible for t in token_texts(lm.tokenizer, result.original_ids, prompt)][at:]
-    perturbed = [t.visible for t in token_texts(lm.tokenizer, result.perturbed_ids, prompt)][at:]
+    original = [text.visible for text in token_texts(lm.tokenizer, result.original_ids, prompt)][at:]
+    perturbed = [text.visible for text in token_texts(lm.tokenizer, result.perturbed_ids, prompt)][at:]
     differs = [a != b for a, b in zip(result.original_ids[at:], result.perturbed_ids[at:], strict=False)]
-    return plots.kl_figure(at, result.kl, original, perturbed, differs)
+    return plots.kl_figure(at, result.kl, original, perturbed, differs, lang)
 
 
-def summary(lm: Engine, forcing: TeacherForcing, accumulation: ErrorAccumulation) -> str:
+def summary(lm: Engine, forcing: TeacherForcing, accumulation: ErrorAccumulation, lang: str = DEFAULT) -> str:
     n = len(forcing.reference_ids)
     parallel, serial = forcing.parallel_seconds * 1000, forcing.serial_seconds * 1000
+    ratio = serial / max(parallel, 1e-9)
     lines = [
-        f"**Training** scored all {n} reference tokens in **1 forward** ({parallel:,.0f} ms; mean loss "
-        f"{forcing.mean_loss:.2f} nats per token). **Generating** {n} tokens took **{n} forwards** "
-        f"({serial:,.0f} ms, {serial / max(parallel, 1e-9):,.1f}× as long): each needs the one before it."
-    ]
-    leaves = forcing.leaves_at
-    if leaves is None:
-        lines.append(f"Free running wrote the reference itself, all {n} tokens.")
-    else:
-        own, ref = (_piece(lm, t) for t in (forcing.free_ids[leaves], forcing.reference_ids[leaves]))
-        lines.append(
-            f"Free running followed the reference for {leaves} token{'s' * (leaves != 1)}, then wrote {own} "
-            f"where it has {ref}: from there on the model reads its own text, which training never showed it."
+        t(
+            "hood.tf.sum.times",
+            lang,
+            n=n,
+            parallel=parallel,
+            loss=forcing.mean_loss,
+            serial=serial,
+            ratio=ratio,
         )
+    ]
+    lines.append(_free_line(lm, forcing, lang))
     a = accumulation
     if a.first_difference is None:
-        lines.append(
-            f"The forced token at position {a.at} is the model's own choice: both runs are the same."
-        )
+        lines.append(t("hood.tf.sum.same", lang, at=a.at))
     else:
         later = len(a.kl) - 1
-        mean_kl = sum(a.kl[1:]) / later if later else 0.0
         lines.append(
-            f"**One word changed** at position {a.at}: {_piece(lm, a.token_id)} (the model's no. "
-            f"{a.forced_rank}, p = {a.forced_prob:.2f}) instead of {_piece(lm, a.original_ids[a.at])}. "
-            f"{a.differing} of {max(len(a.original_ids), len(a.perturbed_ids)) - a.at} tokens from there "
-            f"on differ; mean KL {mean_kl:.2f} nats per later step. Nothing takes the word back."
+            t(
+                "hood.tf.sum.changed",
+                lang,
+                at=a.at,
+                forced=_piece(lm, a.token_id),
+                rank=a.forced_rank,
+                p=a.forced_prob,
+                own=_piece(lm, a.original_ids[a.at]),
+                differing=a.differing,
+                count=max(len(a.original_ids), len(a.perturbed_ids)) - a.at,
+                kl=sum(a.kl[1:]) / later if later else 0.0,
+            )
         )
     return "\n\n".join(lines)
 
 
-def texts(lm: Engine, forcing: TeacherForcing, a: ErrorAccumulation) -> str:
+def _free_line(lm: Engine, forcing: TeacherForcing, lang: str) -> str:
+    """Where free running left the reference (exposure bias starts there), or that it never did."""
+    leaves = forcing.leaves_at
+    if leaves is None:
+        return t("hood.tf.sum.followed", lang, n=len(forcing.reference_ids))
+    own, ref = (_piece(lm, i) for i in (forcing.free_ids[leaves], forcing.reference_ids[leaves]))
+    tokens = t("hood.tf.sum.one_token" if leaves == 1 else "hood.tf.sum.tokens", lang, count=leaves)
+    return t("hood.tf.sum.left", lang, tokens=tokens, own=own, ref=ref)
+
+
+def texts(lm: Engine, forcing: TeacherForcing, a: ErrorAccumulation, lang: str = DEFAULT) -> str:
     tok, prompt = lm.tokenizer, forcing.ids[: forcing.start]
     leaves = len(forcing.free_ids) if forcing.leaves_at is None else forcing.leaves_at
     free = forcing.free_ids
     at, original, perturbed = a.at, a.original_ids, a.perturbed_ids
     candidates = " · ".join(f"{rank}. {_piece(lm, i)} {p:.0%}" for rank, (i, p) in enumerate(a.candidates, 1))
+    reference = spans(tok, forcing.reference_ids, BLUE, context=prompt)
     return (
-        f"<p><b>Reference</b> (teacher forced): {spans(tok, forcing.reference_ids, BLUE, context=prompt)}</p>"
-        f"<p><b>Free running</b>: {spans(tok, free[:leaves], GREEN, context=prompt)}"
+        f"<p>{t('hood.tf.text.reference', lang)} {reference}</p>"
+        f"<p>{t('hood.tf.text.free', lang)} {spans(tok, free[:leaves], GREEN, context=prompt)}"
         f"{spans(tok, free[leaves:], RED, context=prompt + free[:leaves])}</p>"
-        f"<p><b>The model's own</b>: {spans(tok, original[:at], context=a.prompt_ids)}"
+        f"<p>{t('hood.tf.text.own', lang)} {spans(tok, original[:at], context=a.prompt_ids)}"
         f"{spans(tok, original[at : at + 1], GREEN, context=a.prompt_ids + original[:at])}"
         f"{spans(tok, original[at + 1 :], context=a.prompt_ids + original[: at + 1])}</p>"
-        f"<p><b>One word changed</b>: {spans(tok, perturbed[:at], context=a.prompt_ids)}"
+        f"<p>{t('hood.tf.text.changed', lang)} {spans(tok, perturbed[:at], context=a.prompt_ids)}"
         f"{spans(tok, perturbed[at : at + 1], RED, context=a.prompt_ids + perturbed[:at])}"
         f"{spans(tok, perturbed[at + 1 :], BLUE, context=a.prompt_ids + perturbed[: at + 1])}</p>"
-        f"<p><small>The model's top choices at position {at}: {candidates}</small></p>"
+        f"<p><small>{t('hood.tf.text.candidates', lang, at=at, candidates=candidates)}</small></p>"
     )
 
 

@@ -14,8 +14,6 @@ from playground.hood.tokens import (
     CHINESE,
     ENGLISH,
     LESSON,
-    MAX_CHARS,
-    MAX_WORD_CHARS,
     BpeMerges,
     SentenceCost,
     Token,
@@ -24,15 +22,21 @@ from playground.hood.tokens import (
 from playground.plots.hood import tokens as plots
 from playground.ui.common import Widgets, connect
 from playground.ui.hood.base import HoodEnv, LessonView, RunContext, TabServices, run_row, status, verdict
+from playground.ui.i18n import DEFAULT, i18n, localize, t
 
 TEXT = "It was unbelievable: 我爱你 😀 at https://example.com/a?b=1, 1234567 times."
-PRESETS: dict[str, tuple[str, str]] = {  # label -> (text, the word whose merges are replayed)
+PRESETS: dict[str, tuple[str, str]] = {  # name -> (text, the word whose merges are replayed)
     "unbelievable": ("unbelievable", "unbelievable"),
     "今天天气很好": ("今天天气很好", "天气"),
     "a URL": ("https://huggingface.co/docs/transformers/main_classes/tokenizer", "huggingface"),
     "1234567": ("1234567", "1234567"),
     "code": ("def square(x):\n    return x ** 2\n", "square"),
     "an emoji": ("I love it 😀👍🏽", "😀"),
+}
+PRESET_LABELS = {
+    "a URL": "hood.tok.preset.url",
+    "code": "hood.tok.preset.code",
+    "an emoji": "hood.tok.preset.emoji",
 }
 COLOURS = (
     "rgba(42,125,225,0.30)",
@@ -49,59 +53,56 @@ CELL = "style='padding:2px 6px'"  # table cells (the theme pads them for prose)
 class TokensView(LessonView):
     key = "tok"
     lesson = LESSON
-    label = "Tokens"
+    label = "hood.tok.label"
     group = "tokens"
-    run_label = "Run: tokenize"
-    explain = (
-        "The model never sees letters or words, only **token ids**: pieces cut by its tokenizer, often "
-        "inside a word, and for Chinese or emoji often single bytes of one character. BPE built those "
-        "pieces by merging the most frequent pairs of bytes, in the order of its merges table."
-    )
+    run_label = "hood.tok.run"
+    action = "hood.tok.action"
+    explain = "hood.tok.explain"
     outputs = ("tok_view", "tok_chars", "tok_words", "tok_merges", "tok_languages")
     main = "tok_view"
     quick: ClassVar[dict[str, Any]] = {"tok_text": "unbelievable 我爱你 😀", "tok_word": "unbelievable"}
 
     def layout(self, w: dict[str, Any], env: HoodEnv) -> None:
         w["tok_preset"] = gr.Radio(
-            list(PRESETS),
+            [(i18n(PRESET_LABELS[name]) if name in PRESET_LABELS else name, name) for name in PRESETS],
             value=None,
-            label="presets",
-            info="Fill the text and the word",
+            label=i18n("hood.tok.presets"),
+            info=i18n("hood.tok.presets.info"),
             elem_id="hood-tok-preset",
         )
         with gr.Row():
             w["tok_text"] = gr.Textbox(
                 TEXT,
-                label="text",
+                label=i18n("hood.tok.text"),
                 lines=2,
                 scale=3,
-                info=f"At most {MAX_CHARS:,} characters",
+                info=i18n("hood.tok.text.info"),  # says MAX_CHARS
                 elem_id="hood-tok-text",
             )
             w["tok_word"] = gr.Textbox(
                 "unbelievable",
-                label="word whose BPE merges to replay",
+                label=i18n("hood.tok.word"),
                 scale=1,
                 elem_id="hood-tok-word",
-                info=f"Blank: the text's first word; at most {MAX_WORD_CHARS} characters",
+                info=i18n("hood.tok.word.info"),  # says MAX_WORD_CHARS
             )
         with gr.Row():
-            info = "The model reads it: its KV cache is measured"
+            info = i18n("hood.tok.sentence.info")
             w["tok_english"] = gr.Textbox(
-                ENGLISH, label="a sentence in English", info=info, elem_id="hood-tok-english"
+                ENGLISH, label=i18n("hood.tok.english"), info=info, elem_id="hood-tok-english"
             )
             w["tok_chinese"] = gr.Textbox(
-                CHINESE, label="the same in Chinese", info=info, elem_id="hood-tok-chinese"
+                CHINESE, label=i18n("hood.tok.chinese"), info=info, elem_id="hood-tok-chinese"
             )
         run_row(w, self)
         w["tok_view"] = gr.HTML(elem_id="hood-tok-view")
         with gr.Row():
-            w["tok_chars"] = gr.Plot(label="characters per token", elem_id="hood-tok-chars")
-            w["tok_words"] = gr.Plot(label="tokens per word", elem_id="hood-tok-words")
+            w["tok_chars"] = gr.Plot(label=i18n("hood.tok.plot.chars"), elem_id="hood-tok-chars")
+            w["tok_words"] = gr.Plot(label=i18n("hood.tok.plot.words"), elem_id="hood-tok-words")
         with gr.Row():
             w["tok_merges"] = gr.HTML(elem_id="hood-tok-merges", scale=3)
             w["tok_languages"] = gr.Plot(
-                scale=2, label="the same sentence: tokens and KV cache", elem_id="hood-tok-languages"
+                scale=2, label=i18n("hood.tok.plot.languages"), elem_id="hood-tok-languages"
             )
 
     def run(
@@ -113,35 +114,37 @@ class TokensView(LessonView):
         for result in tokens_lesson.iter_run(
             ctx.engine, tok_text, tok_word, tok_english, tok_chinese, ctx.control
         ):
-            yield self.views(result, final=False)
+            yield self.views(result, final=False, lang=ctx.lang)
         if result is not None:
-            yield self.views(result, final=True)
+            yield self.views(result, final=True, lang=ctx.lang)
 
-    def views(self, result: TokensResult, final: bool) -> dict[str, Any]:
+    def views(self, result: TokensResult, final: bool, lang: str = DEFAULT) -> dict[str, Any]:
         tokens = result.tokens
         views: dict[str, Any] = {
-            **status(self, result.phase, final),
-            "tok_view": token_view(result),
+            **status(self, result.phase, final, lang),
+            "tok_view": token_view(result, lang),
             "tok_chars": plots.chars_per_token_figure(
-                [tick(t) for t in tokens],
-                [f"{i + 1} {t.piece}" for i, t in enumerate(tokens)],
-                [t.chars for t in tokens],
-                [t.byte_piece for t in tokens],
+                [tick(token) for token in tokens],
+                [f"{i + 1} {token.piece}" for i, token in enumerate(tokens)],
+                [token.chars for token in tokens],
+                [token.byte_piece for token in tokens],
+                lang,
             ),
             "tok_words": plots.tokens_per_word_figure(
-                [w.word for w in result.words], [w.tokens for w in result.words]
+                [w.word for w in result.words], [w.tokens for w in result.words], lang
             ),
         }
         if result.word:
-            views["tok_merges"] = merges_view(result.word, result.merges, result.merges_note)
+            views["tok_merges"] = merges_view(result.word, result.merges, result.merges_note, lang)
         if result.sentences:
             views["tok_languages"] = plots.languages_figure(
-                [s.language for s in result.sentences],
+                [localize(s.language, lang) for s in result.sentences],
                 [len(s.ids) for s in result.sentences],
                 [s.formula_bytes for s in result.sentences],
+                lang,
             )
         if final:
-            views["tok_summary"] = summary(result)
+            views["tok_summary"] = summary(result, lang)
         return views
 
     def wire(self, w: Widgets, tab: TabServices) -> None:
@@ -167,7 +170,7 @@ def tick(token: Token) -> str:
 # --- the main view: the text coloured by token, its ids, the characters split over bytes -----------
 
 
-def token_view(result: TokensResult) -> str:
+def token_view(result: TokensResult, lang: str = DEFAULT) -> str:
     """The text coloured by token (whitespace visible; a character's byte tokens as one box with
     the character and their count), the ids in the same colours, and the split characters."""
     groups = {g.tokens[0]: g for g in result.split}
@@ -176,26 +179,28 @@ def token_view(result: TokensResult) -> str:
         group = groups.get(i)
         members = list(group.tokens) if group else [i]
         fill = COLOURS[colour % len(COLOURS)]
-        spans.append(_box(result, members, group.text if group else None, fill))
+        spans.append(_box(result, members, group.text if group else None, fill, lang))
         chip = f"background:{fill};border-radius:3px;padding:0 2px"
         ids += [f"<span style='{chip}'>{result.tokens[m].id}</span>" for m in members]
         i, colour = members[-1] + 1, colour + 1
-    cards = "".join(_card(result, g.text, list(g.tokens)) for g in result.split)
-    split = f"<p style='margin:6px 0 0'><b>Characters cut into byte tokens:</b> {cards}</p>" if cards else ""
+    cards = "".join(_card(result, g.text, list(g.tokens), lang) for g in result.split)
+    split_title = t("hood.tok.view.split", lang)
+    split = f"<p style='margin:6px 0 0'><b>{split_title}</b> {cards}</p>" if cards else ""
+    count = t("hood.tok.view.ids", lang, count=len(result.tokens))
     return (
         "<div style='max-height:330px;overflow:auto'>"
         f"<div style='{MONO};font-size:1.15em;line-height:2;white-space:pre-wrap'>{''.join(spans)}</div>"
-        f"<p style='{MONO};margin:6px 0 0;line-height:1.7'><b>{len(result.tokens)} ids:</b> "
+        f"<p style='{MONO};margin:6px 0 0;line-height:1.7'><b>{count}</b> "
         f"{' '.join(ids)}</p>{split}</div>"
     )
 
 
-def _box(result: TokensResult, members: list[int], chars: str | None, fill: str) -> str:
+def _box(result: TokensResult, members: list[int], chars: str | None, fill: str, lang: str) -> str:
     tokens = [result.tokens[m] for m in members]
     if chars is None:
         token = tokens[0]
         (c0, c1), (b0, b1) = token.char_span, token.byte_span
-        title = f"id {token.id} · characters {c0}–{c1} · bytes {b0}–{b1}"
+        title = t("hood.tok.view.title", lang, id=token.id, c0=c0, c1=c1, b0=b0, b1=b1)
         shown, extra = token.piece, ""
     else:
         title = "; ".join(f"id {t.id}: {t.piece}" for t in tokens)
@@ -206,15 +211,17 @@ def _box(result: TokensResult, members: list[int], chars: str | None, fill: str)
     return f"<span title='{html.escape(title)}' style='{box}'>{html.escape(shown)}{extra}</span>{newline}"
 
 
-def _card(result: TokensResult, chars: str, members: list[int]) -> str:
+def _card(result: TokensResult, chars: str, members: list[int], lang: str) -> str:
     tokens = [result.tokens[m] for m in members]
     data = result.text.encode()
     pieces = " + ".join(
-        f"<code>{_bytes(data[t.byte_span[0] : t.byte_span[1]])}</code> ({t.id})" for t in tokens
+        f"<code>{_bytes(data[token.byte_span[0] : token.byte_span[1]])}</code> ({token.id})"
+        for token in tokens
     )
+    card = t("hood.tok.view.card", lang, count=len(tokens), pieces=pieces)
     return (
         f"<span style='display:inline-block;margin:2px 8px 2px 0'><b>{html.escape(visible_text(chars))}</b> "
-        f"= {len(tokens)} byte tokens: {pieces}</span>"
+        f"{card}</span>"
     )
 
 
@@ -226,28 +233,37 @@ def _bytes(data: bytes) -> str:
 # --- the merges, step by step ---------------------------------------------------------------------
 
 
-def merges_view(word: str, merges: BpeMerges | None, note: str) -> str:
+def merges_view(word: str, merges: BpeMerges | None, note: str, lang: str = DEFAULT) -> str:
     """One word's BPE merges as a table: step, the pair merged (its rank), the pieces after it."""
-    head = f"<p><b>BPE merges of {html.escape(repr(word))}</b></p>"
+    head = f"<p><b>{t('hood.tok.merges.title', lang, word=html.escape(repr(word)))}</b></p>"
     if merges is None:
-        return f"{head}<p>{html.escape(note)}</p>"
-    rows = [_row("0", "the word's bytes", "", merges.start)]
+        return f"{head}<p>{html.escape(localize(note, lang))}</p>"
+    rows = [_row("0", t("hood.tok.merges.start", lang), "", merges.start)]
     rows += [_row(str(s.step), " + ".join(s.pair), f"{s.rank:,}", s.pieces) for s in merges.steps]
     lines = []
     if len(merges.pretokens) > 1:
         cut = " | ".join(html.escape(p) for p in merges.pretokens)
-        lines.append(f"The pre-tokenizer cut it first into {cut}: merges never cross those cuts.")
+        lines.append(t("hood.tok.merges.pretokens", lang, cut=cut))
     if not merges.steps:
-        lines.append("No pair of its pieces is in the merges table: each stays a token.")
-    same = "the tokenizer's own split ✓" if merges.final == merges.tokens else "NOT the tokenizer's split ✗"
-    lines.append(f"{len(merges.steps)} merges, ending at {' | '.join(_pieces(merges))}: <b>{same}</b>.")
-    heads = "".join(f"<th {CELL}>{h}</th>" for h in ("step", "pair merged", "rank", "pieces after it"))
+        lines.append(t("hood.tok.merges.none", lang))
+    same = t("hood.tok.merges.same" if merges.final == merges.tokens else "hood.tok.merges.differs", lang)
+    pieces = " | ".join(_pieces(merges))
+    lines.append(t("hood.tok.merges.end", lang, merges=len(merges.steps), pieces=pieces, same=same))
+    heads = "".join(f"<th {CELL}>{t(key, lang)}</th>" for key in MERGE_HEADERS)
     table = (
         "<div style='max-height:300px;overflow:auto'><table style='font-size:0.9em;margin:0'>"
         f"<tr>{heads}</tr>"
         f"{''.join(rows)}</table></div>"
     )
     return head + table + "".join(f"<p>{line}</p>" for line in lines)
+
+
+MERGE_HEADERS = (
+    "hood.tok.merges.step",
+    "hood.tok.merges.pair",
+    "hood.tok.merges.rank",
+    "hood.tok.merges.pieces",
+)
 
 
 def _row(step: str, pair: str, rank: str, pieces: Any) -> str:
@@ -266,53 +282,62 @@ def _pieces(merges: BpeMerges) -> list[str]:
 # --- the summary ----------------------------------------------------------------------------------
 
 
-def summary(result: TokensResult) -> str:
+def summary(result: TokensResult, lang: str = DEFAULT) -> str:
     tokens, words = result.tokens, result.words
-    noun = "word" if len(words) == 1 else "words"
+    noun = "hood.tok.sum.word" if len(words) == 1 else "hood.tok.sum.words"
     lines = [
-        f"**{len(tokens):,} tokens** for {len(result.text):,} characters: **{result.chars_per_token:.2f} "
-        f"characters per token**; {len(words):,} {noun} (text between spaces), "
-        f"{len(tokens) / max(len(words), 1):.2f} tokens per word."
-    ]
-    pieces = [t for t in tokens if t.byte_piece]
-    if pieces:
-        alone = sum("\ufffd" in t.alone for t in pieces)
-        lines.append(
-            f"{len(pieces)} tokens hold only some bytes of a character; {alone} of them decode alone to “�”."
+        t(
+            "hood.tok.sum.tokens",
+            lang,
+            tokens=len(tokens),
+            chars=len(result.text),
+            per_token=result.chars_per_token,
+            words=t(noun, lang, words=len(words)),
+            per_word=len(tokens) / max(len(words), 1),
         )
+    ]
+    pieces = [token for token in tokens if token.byte_piece]
+    if pieces:
+        alone = sum("\ufffd" in token.alone for token in pieces)
+        lines.append(t("hood.tok.sum.bytes", lang, pieces=len(pieces), alone=alone))
     if result.merges is not None:
         merges = result.merges
-        lines.append(
-            f"“{html.escape(result.word, quote=False)}” → {' | '.join(_pieces(merges))} after "
-            f"{len(merges.steps)} BPE merges, the tokenizer's own split."
-        )
+        word, split = html.escape(result.word, quote=False), " | ".join(_pieces(merges))
+        lines.append(t("hood.tok.sum.merges", lang, word=word, pieces=split, merges=len(merges.steps)))
     elif result.merges_note:
-        lines.append(f"Merges: {result.merges_note}")
-    lines += [_cost(s, result.dtype) for s in result.sentences]
+        lines.append(t("hood.tok.sum.no_merges", lang, note=localize(result.merges_note, lang)))
+    lines += [_cost(s, result.dtype, lang) for s in result.sentences]
     if len(result.sentences) == 2 and result.sentences[0].ids:
         english, chinese = result.sentences
         ratio = len(chinese.ids) / len(english.ids)
-        kv = "" if chinese.formula_bytes is None else f", so {ratio:.2f}× the KV bytes"
-        lines.append(f"The same sentence in Chinese takes **{ratio:.2f}×** the tokens{kv}.")
+        kv = "" if chinese.formula_bytes is None else t("hood.tok.sum.ratio_kv", lang, ratio=ratio)
+        lines.append(t("hood.tok.sum.ratio", lang, ratio=ratio, kv=kv))
     if result.kv_note:
-        lines.append(f"KV cache not measured: {result.kv_note}")
+        lines.append(t("hood.tok.sum.kv_note", lang, note=localize(result.kv_note, lang)))
     return "\n\n".join(lines)
 
 
-def _cost(sentence: SentenceCost, dtype: str) -> str:
+def _cost(sentence: SentenceCost, dtype: str, lang: str) -> str:
+    language, tokens = localize(sentence.language, lang), len(sentence.ids)
     if sentence.formula_bytes is None:
-        return f"{sentence.language}: **{len(sentence.ids)} tokens**."
-    line = (
-        f"{sentence.language}: **{len(sentence.ids)} tokens** → {sentence.formula_bytes:,} bytes of KV cache "
-        f"in {dtype} ({sentence.formula_bytes / 2**20:.2f} MiB) by the KV tab's formula"
-    )
+        return t("hood.tok.sum.sentence", lang, language=language, tokens=tokens)
+    check = ""
     if sentence.measured_bytes is not None:
-        line += ", " + verdict(
-            sentence.measured_bytes == sentence.formula_bytes, "measured: equal", "measured: different"
-        )
-        if sentence.measured_bytes != sentence.formula_bytes:
-            line += f" ({sentence.measured_bytes:,} bytes)"
-    return line + "."
+        same = sentence.measured_bytes == sentence.formula_bytes
+        said = verdict(same, "hood.tok.sum.equal", "hood.tok.sum.different", lang)
+        differs = "" if same else t("hood.tok.sum.measured", lang, measured=sentence.measured_bytes)
+        check = t("hood.tok.sum.check", lang, verdict=said, differs=differs)
+    formula = sentence.formula_bytes
+    return t(
+        "hood.tok.sum.cost",
+        lang,
+        language=language,
+        tokens=tokens,
+        bytes=formula,
+        dtype=dtype,
+        mib=formula / 2**20,
+        check=check,
+    )
 
 
 VIEW = TokensView()
