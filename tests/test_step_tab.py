@@ -42,7 +42,7 @@ TAB = SimpleNamespace(session_hash="one-browser-tab")  # what gr.Request gives a
 
 
 def ledger_tokens(view: dict) -> list[str]:
-    return [row[1] for row in view["ledger"]]
+    return [row[1] for row in view["ledger"]["data"]]
 
 
 API_OUTPUTS = [name for name in VIEW_OUTPUTS if name not in CANDIDATE_BUTTONS]  # buttons are UI only
@@ -130,7 +130,7 @@ def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
     ids = embedded_lm.tokenizer(" Paris.", add_special_tokens=False).input_ids
     opened = handlers.step_open_prefix(PROMPT, False, json.dumps(ids), TAB)
     assert opened["prompt"] == PROMPT and ledger_tokens(opened) == ["␣Paris", "."]
-    assert [row[2] for row in opened["ledger"]] == ["force", "force"]
+    assert [row[2] for row in opened["ledger"]["data"]] == ["force", "force"]
 
 
 def test_export_writes_the_settings_in_use_and_import_restores_them(handlers) -> None:
@@ -330,7 +330,7 @@ def rendered_counts(view: dict) -> tuple[int, int, int, int]:
     status = view["status"]
     in_status = 0 if status.startswith("Prompt:") else int(status.split(" generated token")[0])
     chart = view["curve"].data[0].x
-    return view["text"].count("tabindex='0'"), in_status, len(view["ledger"]), len(chart)
+    return view["text"].count("tabindex='0'"), in_status, len(view["ledger"]["data"]), len(chart)
 
 
 def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:

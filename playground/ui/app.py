@@ -15,7 +15,9 @@ from playground.api import ModelLookup, OneModel, openai_routes
 from playground.engine.base import Engine
 from playground.models import ModelRegistry
 from playground.settings import Settings, load_settings
+from playground.ui.beam_tab import TEXT_OUTPUTS as BEAM_TEXT_OUTPUTS
 from playground.ui.beam_tab import build_beam_tab
+from playground.ui.chat_tab import TEXT_OUTPUTS as CHAT_TEXT_OUTPUTS
 from playground.ui.chat_tab import build_chat_tab, connect_answer
 from playground.ui.common import MODEL_QUEUE, connect, set_model_concurrency
 from playground.ui.compare import TEXT_OUTPUTS as COMPARE_TEXT_OUTPUTS
@@ -24,7 +26,7 @@ from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
 from playground.ui.hood.tab import texts_handler as hood_texts
-from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, session_lang, t
+from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, localize, session_lang, t
 from playground.ui.kv_tab import CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
 from playground.ui.links import TAB_TITLES
 from playground.ui.model_picker import ModelPicker
@@ -53,9 +55,9 @@ def header_markdown(engine: Engine, lang: str = "en") -> str:
     size = t("app.header.size", lang, millions=engine.num_parameters / 1e6) if engine.num_parameters else ""
     dtype = str(engine.dtype).removeprefix("torch.") if engine.dtype is not None else None
     decode = engine.describe_decode()
-    decode_text = info_line(decode, "decode-info") if decode else ""
+    decode_text = info_line(localize(decode, lang), "decode-info") if decode else ""
     if engine.quantization:  # --quantize: the served weights are not the loaded ones
-        decode_text += info_line(engine.quantization_line, "quant-info")
+        decode_text += info_line(localize(engine.quantization_line, lang), "quant-info")
     details = t(
         "app.header.details",
         lang,
@@ -165,6 +167,9 @@ def _wire_tabs(
     # handlers here.
     texts = [
         (toolbar, picker.model_choices, ["model"]),
+        (widgets["chat"], handlers["chat"].chat_texts, CHAT_TEXT_OUTPUTS),
+        (widgets["step"], handlers["step"].step_texts, VIEW_OUTPUTS),
+        (widgets["beam"], handlers["beam"].beam_texts, BEAM_TEXT_OUTPUTS),
         (widgets["kv"], handlers["kv"].kv_texts, TEXT_OUTPUTS),
         (widgets["compare"], handlers["compare"].compare_texts, COMPARE_TEXT_OUTPUTS),
         (widgets["hood"], hood_texts(handlers["hood"]), handlers["hood"].text_outputs),

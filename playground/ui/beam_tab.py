@@ -155,6 +155,11 @@ def hypothesis_rows(tree: BeamTree) -> list[list[Any]]:
     ]
 
 
+def hypothesis_table(tree: BeamTree, lang: str = DEFAULT) -> dict[str, list]:
+    """The hypotheses table's value: its rows and its headers in lang (the server sets a Dataframe's)."""
+    return {"headers": hypothesis_headers(lang), "data": hypothesis_rows(tree)}
+
+
 def node_choices(tree: BeamTree, lang: str = DEFAULT) -> list[tuple[str, int]]:
     """(label, node id) for the node list: returned hypotheses, then kept/finished, then pruned (in
     lang)."""
@@ -265,7 +270,7 @@ class BeamHandlers:
         return {
             "plot": plot_value(tree, *drawing, ws, view, lang),
             "status": self._status(ws, tree, lang),
-            "table": gr.Dataframe(value=hypothesis_rows(tree), headers=hypothesis_headers(lang)),
+            "table": hypothesis_table(tree, lang),
             "node": gr.Dropdown(choices=node_choices(tree, lang), value=ws.beam_node),
             "prefix_text": node_prefix(tree, ws.beam_node, ws.engine.tokenizer),
             "export_file": None,
@@ -331,12 +336,12 @@ class BeamHandlers:
         language; the table's headers also before any search."""
         ws, lang = self._workspace(request), session_lang(request)
         if ws.beam is None:
-            return {"table": gr.Dataframe(headers=hypothesis_headers(lang))}
+            return {"table": {"headers": hypothesis_headers(lang), "data": []}}
         tree = ws.beam
         return {
             "plot": self._plot(ws, pruned, show_greedy, image_format, request),
             "status": self._status(ws, tree, lang),
-            "table": gr.Dataframe(value=hypothesis_rows(tree), headers=hypothesis_headers(lang)),
+            "table": hypothesis_table(tree, lang),
             "node": gr.Dropdown(choices=node_choices(tree, lang), value=ws.beam_node),
         }
 
@@ -554,6 +559,7 @@ def _results() -> dict[str, Any]:
 
 
 RUN_OUTPUTS = ["plot", "status", "table", "node", "prefix_text", "export_file"]
+TEXT_OUTPUTS = ["plot", "status", "table", "node"]  # beam_texts: what a language switch says again
 
 
 def render_beam_trace(
@@ -564,7 +570,7 @@ def render_beam_trace(
     return {
         "plot": plot_value(tree, pruned, show_greedy, "png", lang=lang),
         "status": status_markdown(tree, lang),
-        "table": hypothesis_rows(tree),
+        "table": hypothesis_table(tree, lang),
     }
 
 

@@ -46,7 +46,7 @@ from playground.workspace import Workspace, Workspaces
 LAST_UPDATE_GRACE_S = 0.3
 # What every answering handler may set.
 ANSWER_OUTPUTS = ["message", "history", "token_view", "status", "branch"]
-# Why an answer ended (ChatUpdate.stop_reason), as its statistics line says it
+TEXT_OUTPUTS = ["token_view", "status", "branch"]  # chat_texts: what a language switch says again
 # Status lines that are not an answer's statistics (a language switch leaves them as they are)
 NOT_STATISTICS = (
     "chat.waiting",
@@ -56,6 +56,7 @@ NOT_STATISTICS = (
     "chat.stopped_first",
     "chat.stopped_first_back",
 )
+# Why an answer ended (ChatUpdate.stop_reason), as its statistics line says it
 STOP_KEYS = {
     "eos": "chat.stop.eos",
     "max_new_tokens": "chat.stop.max_new_tokens",

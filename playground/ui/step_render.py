@@ -254,7 +254,7 @@ def render_snapshot(
         **candidate_buttons(snap, lang),
         "chart": figure,
         "stage": stage_update,
-        "ledger": ledger_rows(snap, lang),
+        "ledger": {"headers": ledger_headers(lang), "data": ledger_rows(snap, lang)},  # headers: the server's
         "curve": curve,
         "tree": tree_html(snap, lang),
         "branch": branch_choices(snap, lang),
