@@ -20,6 +20,7 @@ from playground.plots.step import REMOVED_COLOR, cumulative_logprob_figure, dist
 from playground.step import StepSession
 from playground.step.snapshot import StepSnapshot, take_snapshot
 from playground.ui import step_render
+from playground.ui.i18n import ENGLISH
 from playground.ui.step_render import (
     CANDIDATE_BUTTONS,
     SETTINGS_INPUTS,
@@ -109,7 +110,8 @@ def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
     handlers.step_settings(0.7, 3, 1.0, 0.0, 1.0, 1.0, ORDER, TAB)
     view = handlers.step_view(10, "top_k", TAB)
     stage = view["stage"]
-    assert stage["choices"] == [
+    labels = [(ENGLISH[label.key], value) for label, value in stage["choices"]]  # translated in the browser
+    assert labels == [
         ("raw (the model)", "raw"),
         ("temperature", "temperature"),
         ("top-k", "top_k"),

@@ -35,7 +35,7 @@ from playground.settings import Settings
 from playground.traces import new_trace, save_trace
 from playground.ui.chat_controls import CONTROLS, ChatControls, build_controls
 from playground.ui.common import as_whole, connect, connect_after_ticket, explain_exception
-from playground.ui.i18n import DEFAULT, LANGUAGES, i18n, localize, session_lang, t
+from playground.ui.i18n import DEFAULT, ENGLISH, LANGUAGES, i18n, localize, session_lang, t
 from playground.ui.links import link_rules, link_to
 from playground.ui.presets import PRESETS, build_presets, chinese_note, preset
 from playground.ui.ranges import CheckedNumber
@@ -100,7 +100,7 @@ def render_answer(
 def said_in_any_language(key: str, text: str) -> bool:
     """Whether text begins as key's text does in some language (up to its first value): a status line
     the page shows, written in the language the page had then."""
-    prefixes = {language.strings.get(key, t(key, DEFAULT)).split("{")[0] for language in LANGUAGES.values()}
+    prefixes = {language.strings.get(key, ENGLISH[key]).split("{")[0] for language in LANGUAGES.values()}
     return any(prefix and text.startswith(prefix) for prefix in prefixes)
 
 
