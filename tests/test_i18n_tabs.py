@@ -198,7 +198,7 @@ def test_the_beam_tree_follows_a_language_switch(beam_zh):
     h, _ = beam_zh
     english = h.beam_texts(1, True, "png", request("en"))  # the same tab, switched to English
     assert english["status"].startswith("**3 steps**, stopped: length limit reached · ")
-    assert english["table"]["headers"] == ["rank", "score", "cum log-prob", "tokens", "text"]
+    assert english["table"].headers == ["rank", "score", "cum log-prob", "tokens", "text"]
     assert "Beam search: 2 beams, 3 steps" in english["plot"].plot
 
 

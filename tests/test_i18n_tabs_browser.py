@@ -62,8 +62,10 @@ def open_tab(page, tab: str) -> object:
 def english_left(labels: list[str]) -> list[str]:
     """The area's static English (keys chat.*, step.*, beam.*: no values) still among the labels, where
     the Chinese differs."""
-    static = [
-        ENGLISH[k] for k in ENGLISH if k.startswith(AREAS) and "{" not in ENGLISH[k] and ZH[k] != ENGLISH[k]
+    static = [  # a term both languages write alike (top-k, Min-p) is no English left
+        ENGLISH[k]
+        for k in ENGLISH
+        if k.startswith(AREAS) and "{" not in ENGLISH[k] and ZH[k].lower() != ENGLISH[k].lower()
     ]
     words = [w for w in static if len(w) > 2]
     text = "\n".join(labels)
@@ -88,15 +90,16 @@ def test_chat_step_and_beam_read_chinese_and_no_label_is_squeezed(browser, launc
 def test_a_bad_input_is_told_in_chinese(browser, launched_app):
     with chinese_page(browser, launched_app) as page:
         step = open_tab(page, "step")
+        page.locator("#step-status").filter(has_text="提示词：").wait_for(timeout=RUN_TIMEOUT)  # started
         step.get_by_role("button", name=ZH["step.force"], exact=True).click()
         said = "要强制的文本是空的：请输入要追加的文本。"
-        page.locator("#step-status").filter(has_text=said).wait_for(timeout=RUN_TIMEOUT)
+        page.locator(".toast-body").filter(has_text=said).first.wait_for(timeout=RUN_TIMEOUT)
         beam = open_tab(page, "beam")
         prompt = beam.locator("#beam-prompt textarea")
         prompt.fill("")
         beam.get_by_role("button", name=ZH["beam.run"], exact=True).click()
         said = "提示词是空的：请输入要续写的文本。"
-        page.locator("#beam-status").filter(has_text=said).wait_for(timeout=RUN_TIMEOUT)
+        page.locator(".toast-body").filter(has_text=said).first.wait_for(timeout=RUN_TIMEOUT)
 
 
 def test_the_chinese_presets_run_and_name_the_byte_tokens(browser, launched_app):

@@ -335,13 +335,14 @@ class BeamHandlers:
         """After a language switch: the search on screen (tree, summary, table, node list) in the page's
         language; the table's headers also before any search."""
         ws, lang = self._workspace(request), session_lang(request)
+        headers = hypothesis_headers(lang)  # the table's own (an empty table shows those)
         if ws.beam is None:
-            return {"table": {"headers": hypothesis_headers(lang), "data": []}}
+            return {"table": gr.Dataframe({"headers": headers, "data": []}, headers=headers)}
         tree = ws.beam
         return {
             "plot": self._plot(ws, pruned, show_greedy, image_format, request),
             "status": self._status(ws, tree, lang),
-            "table": hypothesis_table(tree, lang),
+            "table": gr.Dataframe(hypothesis_table(tree, lang), headers=headers),
             "node": gr.Dropdown(choices=node_choices(tree, lang), value=ws.beam_node),
         }
 

@@ -33,6 +33,7 @@ from playground.ui.step_render import (
     SETTINGS_INPUTS,
     VIEW_OUTPUTS,
     _as_token_id,
+    ledger_headers,
     parse_token_ids,
     probability_markdown,
     read_settings,
@@ -104,9 +105,13 @@ class StepHandlers:
         return self._install(ws, session, lang)
 
     def step_texts(self, request: gr.Request = None) -> dict[str, Any]:
-        """After a language switch: every view of the session on screen in the page's language."""
-        ws = self._workspace(request)
-        return self._act(ws, lambda s: None, request) if ws.step is not None else {}
+        """On the page load and a language switch: every view of the session on screen in the page's
+        language, and the ledger's headers as the table's own (an empty table shows those)."""
+        ws, headers = self._workspace(request), ledger_headers(session_lang(request))
+        if ws.step is None:
+            return {"ledger": gr.Dataframe({"headers": headers, "data": []}, headers=headers)}
+        views = self._act(ws, lambda s: None, request)
+        return {**views, "ledger": gr.Dataframe(views["ledger"], headers=headers)}
 
     def step_open_prefix(
         self, prompt: str, chat: bool, token_ids: Any, request: gr.Request = None
