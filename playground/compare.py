@@ -25,6 +25,7 @@ from playground.engine.control import Control
 from playground.engine.prompts import Message
 from playground.engine.sampling import SamplingSettings
 from playground.errors import PlaygroundError
+from playground.messages import Message as Text  # engine text with its key (Message here: a chat turn)
 
 __all__ = ["CompareUpdate", "Side", "SideState", "first_difference", "run_compare", "stream_compare"]
 
@@ -50,7 +51,7 @@ class SideState:
 
     name: str
     update: ChatUpdate | None = None  # None until its first progress or token
-    error: str = ""  # why the side stopped ('' while it runs or once it finished)
+    error: str | Text = ""  # why the side stopped, a Message the UI says in its language ('': none)
     done: bool = False
 
     @property
@@ -161,6 +162,6 @@ def _apply(side: SideState, event: ChatUpdate | BaseException | None) -> None:
         return
     side.done = True
     if isinstance(event, PlaygroundError):  # Stop included: "Stopped: ..."
-        side.error = str(event)
+        side.error = event.message
     elif isinstance(event, BaseException):
         side.error = f"{side.name} failed: {type(event).__name__}: {str(event)[:300]}"

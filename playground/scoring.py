@@ -88,16 +88,27 @@ def score_text(
     the chat template ready for the assistant's answer (a model without one reads the messages' text).
     The text is tokenized on its own, as a model's answer after that prompt is."""
     if not isinstance(text, str) or not text:
-        raise PlaygroundError("The text to score is empty: give at least one character.")
+        raise PlaygroundError(
+            "The text to score is empty: give at least one character.", key="scoring.error.empty"
+        )
     context_ids = _context_ids(lm, context)
     tokens = text_tokens(lm.tokenizer, text)
     if not tokens:
-        raise PlaygroundError(f"The text {text!r} has no tokens for {lm.name}.")
+        raise PlaygroundError(
+            "The text {text!r} has no tokens for {model}.",
+            key="scoring.error.no_tokens",
+            text=text,
+            model=lm.name,
+        )
     ids = [*context_ids, *(t.id for t in tokens)]
     if len(ids) > lm.context_length:
         raise PlaygroundError(
-            f"Context and text are {len(ids):,} tokens for {lm.name}, more than its context of "
-            f"{lm.context_length:,}: shorten them."
+            "Context and text are {tokens:,} tokens for {model}, more than its context of {context:,}: "
+            "shorten them.",
+            key="scoring.error.too_long",
+            tokens=len(ids),
+            model=lm.name,
+            context=lm.context_length,
         )
     rows = lm.score(ids, len(context_ids), control)  # (len(tokens), vocab): one forward
     logprobs, ranks = forced_scores(rows, [t.id for t in tokens])
@@ -116,12 +127,15 @@ def _context_ids(lm: Engine, context: str | Sequence[Message]) -> list[int]:
         ids = encode_conversation(lm.tokenizer, list(context)) if context else []
     else:
         raise PlaygroundError(
-            "The context must be text or a list of messages ({'role': ..., 'content': ...})."
+            "The context must be text or a list of messages ({{'role': ..., 'content': ...}}).",
+            key="scoring.error.context_type",
         )
     if not ids:
         raise PlaygroundError(
-            f"{lm.name} reads an empty context as no token at all, so the text's first token has nothing "
-            "to be predicted from: give a context of at least one character."
+            "{model} reads an empty context as no token at all, so the text's first token has nothing "
+            "to be predicted from: give a context of at least one character.",
+            key="scoring.error.empty_context",
+            model=lm.name,
         )
     return ids
 
@@ -156,7 +170,12 @@ def align_scores(a: ScoredText, b: ScoredText) -> list[AlignedSpan]:
     tokenization does not cover its text end to end (then no span can be cut)."""
     if a.text != b.text:
         raise PlaygroundError(
-            f"Cannot align the scores: {a.model} scored {a.text[:40]!r} and {b.model} scored {b.text[:40]!r}."
+            "Cannot align the scores: {a} scored {a_text!r} and {b} scored {b_text!r}.",
+            key="scoring.error.other_texts",
+            a=a.model,
+            a_text=a.text[:40],
+            b=b.model,
+            b_text=b.text[:40],
         )
     text = a.text
     char_at = _char_boundaries(text)
@@ -195,14 +214,23 @@ def _token_ends(scored: ScoredText, char_at: dict[int, int]) -> list[int]:
         start, end = token.byte_span
         if start != at or end < start:
             raise PlaygroundError(
-                f"Cannot align the scores: {scored.model}'s tokens do not cover the text end to end "
-                f"(a token at bytes {start}–{end}, expected one from byte {at}); its tokenizer changes "
-                "the text (normalizes it), so its tokens have no exact place in it."
+                "Cannot align the scores: {model}'s tokens do not cover the text end to end (a token at "
+                "bytes {start}–{end}, expected one from byte {at}); its tokenizer changes the text "
+                "(normalizes it), so its tokens have no exact place in it.",
+                key="scoring.error.gap",
+                model=scored.model,
+                start=start,
+                end=end,
+                at=at,
             )
         at = end
     if at != max(char_at):
         raise PlaygroundError(
-            f"Cannot align the scores: {scored.model}'s tokens cover {at} of the text's {max(char_at)} bytes."
+            "Cannot align the scores: {model}'s tokens cover {at} of the text's {size} bytes.",
+            key="scoring.error.short",
+            model=scored.model,
+            at=at,
+            size=max(char_at),
         )
     return [t.byte_span[1] for t in scored.tokens]
 

@@ -54,7 +54,7 @@ class Settings:
     # Requests in the running batch at once (more wait in the queue for a place).
     batch_size: int = 32
     # Tokens per batch iteration while any request decodes, its tokens and prompt chunks together;
-    # 0 = 48 (engine/batcher.py DECODING_TOKENS). With none decoding, an iteration reads the
+    # 0 = 128 (engine/batcher.py DECODING_TOKENS). With none decoding, an iteration reads the
     # prefill chunk (256 on a CPU, 2048 on a GPU).
     batch_tokens: int = 0
     # Browser tabs whose chat, step session and beam tree are kept (and Gradio's own per-tab state);

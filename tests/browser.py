@@ -24,8 +24,9 @@ def chromium_path() -> str | None:
 
 
 @contextmanager
-def browser_context(width: int = 1400, height: int = 1000) -> Iterator[object]:
-    """A Playwright browser context in a fresh profile (each of its pages is a tab); closed on exit."""
+def browser_context(width: int = 1400, height: int = 1000, locale: str | None = None) -> Iterator[object]:
+    """A Playwright browser context in a fresh profile (each of its pages is a tab), in the browser's
+    language `locale` (e.g. "zh-CN"; None: Chromium's own); closed on exit."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
@@ -35,6 +36,7 @@ def browser_context(width: int = 1400, height: int = 1000) -> Iterator[object]:
             args=CHROMIUM_FLAGS,
             headless=True,
             viewport={"width": width, "height": height},
+            locale=locale,
         )
         try:
             yield context
@@ -53,9 +55,11 @@ def new_tab(context: object, url: str) -> object:
 
 
 @contextmanager
-def browser_page(url: str, width: int = 1400, height: int = 1000) -> Iterator[object]:
-    """A Playwright page on `url`, in a fresh profile; closed on exit."""
-    with browser_context(width, height) as context:
+def browser_page(
+    url: str, width: int = 1400, height: int = 1000, locale: str | None = None
+) -> Iterator[object]:
+    """A Playwright page on `url`, in a fresh profile (in the browser's language `locale`); closed on exit."""
+    with browser_context(width, height, locale) as context:
         yield new_tab(context, url)
 
 

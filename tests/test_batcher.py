@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 
+import playground.engine.batcher as batcher_module
 import playground.engine.decode_step as decode_step_module
 import playground.engine.schedule as schedule_module
 from playground.chat import ChatRequest, run_chat
@@ -51,7 +52,7 @@ def requests() -> list[ChatRequest]:
 
 def test_the_app_engine_batches_and_says_so(embedded_lm):
     assert embedded_lm.batcher is not None and embedded_lm.concurrency == 32
-    line = "Batching: continuous (up to 32 requests, 48 tokens per iteration while any decodes, 256 alone)"
+    line = "Batching: continuous (up to 32 requests, 128 tokens per iteration while any decodes, 256 alone)"
     assert line in embedded_lm.describe_decode()
 
 
@@ -281,6 +282,39 @@ def test_out_of_memory_refuses_the_newest_request_and_the_others_go_on(embedded_
     assert [r.id for r in records] == [r.id for r in alone] and records[0].id == 7042  # ' Paris'
     assert [r.prob for r in records] == [r.prob for r in alone]  # the same batch as alone: exact
     assert [len(layer.keys[0, 0]) for layer in first.entry.cache.layers] == [len(first.entry.ids)] * 30
+
+
+def test_one_requests_failing_step_ends_it_alone_and_the_other_goes_on_as_alone(embedded_lm, monkeypatch):
+    """Two requests in one batch; choosing a token for one of them fails (a bug, NaN scores): that
+    request gets the error, the other gets every token it gets alone."""
+    lm = embedded_lm
+    ids = lm.tokenizer("The capital of France is").input_ids
+
+    def stream(b: Batcher, plan: DecodePlan, name: str):
+        return b.stream_job(CacheEntry(new_cache(lm.config)), ids, plan, lm.eos_token_ids, 8192, name)
+
+    solo = Batcher(lm.batcher.model, lm.forwarder, lm.tokenizer, budget=64, max_jobs=4, threaded=False)
+    alone_job = stream(solo, DecodePlan(GREEDY, 6, seed=0), "alone")
+    while solo.step():
+        pass
+    alone = [m.id for m in _messages(alone_job) if isinstance(m, TokenRecord)]
+    real = batcher_module.decode_step
+
+    def failing_for_seed_13(tokenizer, decoding, *args):
+        if decoding.plan.seed == 13:
+            raise RuntimeError("scores were NaN")
+        return real(tokenizer, decoding, *args)
+
+    monkeypatch.setattr(batcher_module, "decode_step", failing_for_seed_13)
+    b = Batcher(lm.batcher.model, lm.forwarder, lm.tokenizer, budget=64, max_jobs=4, threaded=False)
+    good, bad = (
+        stream(b, DecodePlan(GREEDY, 6, seed=0), "good"),
+        stream(b, DecodePlan(GREEDY, 6, seed=13), "bad"),
+    )
+    while b.step():
+        pass
+    assert isinstance(_messages(bad)[-1], RuntimeError)
+    assert [m.id for m in _messages(good) if isinstance(m, TokenRecord)] == alone
 
 
 def test_an_unexpected_error_in_the_loop_reaches_the_caller_and_the_loop_goes_on(embedded_lm, monkeypatch):

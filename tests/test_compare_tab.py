@@ -298,11 +298,25 @@ def test_a_remote_side_that_goes_down_says_why_and_the_other_side_answers(app, c
             served = compare_chat(client, max_new=4, **sides(SMOL, "served"))
             assert served["text_b"] and "stopped:" in served["b_stats"]  # it answered while it ran
         shown = compare_chat(client, **sides(SMOL, "served"))
+        step = client.predict(
+            step_prefix="The capital of France is",
+            step_chat=False,
+            step_k=3,
+            **sides(SMOL, "served"),
+            api_name="/compare_step",
+        )
+        tokens = client.predict(
+            tokens_text="今天天气很好", **sides(SMOL, "served"), api_name="/compare_tokens"
+        )
     finally:
         app.registry.unload("served")
     stopped = r"\*\*Stopped:\*\* (Cannot reach|The connection to) the llama.cpp server at"
     assert re.match(stopped, shown["b_stats"])
     assert shown["text_a"] == solo(app.engines[SMOL], 8).text
+    # Step and Tokens too: the side that is down says why, the other side shows its own result
+    assert step[1]["data"][0][1] == "␣Paris" and step[4]["data"] == []
+    assert re.match(r"(Cannot reach|The connection to) the llama.cpp server at", step[5])
+    assert tokens[2] and tokens[3].startswith("**13 tokens** for 6 characters")
 
 
 def test_tokenizers_that_cannot_be_aligned_keep_their_scores(app, client, embedded_lm, tmp_path):

@@ -162,6 +162,16 @@ def test_a_remote_side_that_is_down_gets_a_clear_message(embedded_lm):
     assert run_chat(registry.engine(), ChatRequest(QUESTION, settings=GREEDY, max_new_tokens=2)).answer_ids
 
 
+def test_a_server_never_takes_a_loaded_models_name(embedded_lm):
+    """Connecting a server under the app's own model's name is refused before connecting: the model,
+    its tabs' caches and its batch stay."""
+    registry = registry_with(embedded_lm)
+    with pytest.raises(PlaygroundError, match="give the server another name") as raised:
+        registry.connect("smollm2-135m-instruct", f"http://127.0.0.1:{_closed_port()}", "llama.cpp")
+    assert raised.value.message.key == "models.error.name_taken"
+    assert registry.engine() is embedded_lm and embedded_lm.batcher is not None
+
+
 @pytest.mark.llama_server
 def test_a_remote_engine_is_one_side_of_a_comparison(embedded_lm, gemma_lm):
     from playground.engine.loading import embedded_gguf_path

@@ -264,3 +264,33 @@ def test_the_api_key_comes_from_the_command_line_or_the_environment(monkeypatch)
     assert app.parse_args([]).api_key == "from-env"
     monkeypatch.delenv("PLAYGROUND_API_KEY")
     assert app.parse_args([]).api_key is None  # no key asked by default
+
+
+def test_the_api_serves_every_model_the_registry_holds(embedded_lm, gemma_lm):
+    """The app's registry holds SmolLM2 (its own) and Gemma (as the model picker loads it): /v1/models
+    lists both, the app's first; a request for Gemma gets Gemma's own answer, and holds Gemma loaded
+    while it answers (the registry refuses to unload it mid-answer)."""
+    from playground.errors import PlaygroundError
+    from playground.models import ModelRegistry
+
+    settings = load_settings()
+    registry = ModelRegistry(settings)
+    registry.add(None, embedded_lm)
+    registry.add("gemma-3-270m", gemma_lm, pinned=False)
+    demo = build_demo(embedded_lm, settings, registry=registry)
+    url = launch_local(demo, **launch_options())
+    try:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=120)
+        gemma = "gemma-3-270m"
+        assert [m.id for m in client.models.list().data] == [MODEL, gemma]
+        prompt = "今天天气很好"
+        alone = engine_completion(gemma_lm, prompt, DecodePlan(SamplingSettings(temperature=0), 6, 0))
+        reply = client.completions.create(model=gemma, prompt=prompt, max_tokens=6, temperature=0)
+        assert reply.choices[0].text == "".join(r.text for r in alone)
+        stream = client.completions.create(model=gemma, prompt=prompt, max_tokens=200, stream=True)
+        next(iter(stream))  # answering now
+        with pytest.raises(PlaygroundError, match="using it"):
+            registry.unload(gemma)
+        stream.close()
+    finally:
+        demo.close()

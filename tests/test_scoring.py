@@ -12,6 +12,7 @@ import torch
 from playground.errors import PlaygroundError
 from playground.hood import teacher_forcing
 from playground.scoring import align_scores, score_text
+from playground.ui.i18n import localize
 
 CASES = [
     ("The capital of France is", " Paris. It is a big city."),
@@ -87,5 +88,6 @@ def test_bad_input_gets_a_clear_message(embedded_lm, gemma_lm):
     ):
         align_scores(a, score_text(gemma_lm, "Hi", " here"))
     gap = replace(a, tokens=[replace(a.tokens[0], byte_span=(1, 6))])  # as a normalizing tokenizer would
-    with pytest.raises(PlaygroundError, match="do not cover the text end to end"):
+    with pytest.raises(PlaygroundError, match="do not cover the text end to end") as raised:
         align_scores(gap, a)
+    assert localize(raised.value.message, "zh").startswith("无法对齐打分：")  # told in the page's language

@@ -9,7 +9,7 @@ shapes.py builds the response objects, routes.py serves them (FastAPI, server-se
 lookup.py says which engine serves which model name.
 """
 
-from playground.api.lookup import ModelLookup, OneModel, model_id
+from playground.api.lookup import ModelLookup, OneModel, RegistryModels, model_id
 from playground.api.routes import openai_routes
 
-__all__ = ["ModelLookup", "OneModel", "model_id", "openai_routes"]
+__all__ = ["ModelLookup", "OneModel", "RegistryModels", "model_id", "openai_routes"]

@@ -145,7 +145,8 @@ class OpenAIApi:
         while not places.acquire(timeout=DISCONNECT_POLL_S):
             control.check()
         try:
-            yield from answer
+            with self.models.keep(engine):
+                yield from answer
         finally:
             places.release()
 

@@ -22,7 +22,7 @@ import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,11 @@ class ModelRegistry:
         with self._lock:
             return list(self._held)
 
+    def held(self) -> list[tuple[str, Engine]]:
+        """The held models, (name, engine), least recently used first."""
+        with self._lock:
+            return [(name, h.engine) for name, h in self._held.items()]
+
     def available(self) -> list[ModelEntry]:
         """What a picker offers: the loaded models, the embedded ones, the Hub models in the local
         cache (and, when `hub_online`, any Hub id typed by hand)."""
@@ -166,13 +171,31 @@ class ModelRegistry:
         server that is down or answers nonsense raises EngineUnavailable with what happened."""
         from playground.engine.remote import connect
 
+        self._check_replaceable(name)
         engine = connect(url, kind, **options)
         with self._lock:
+            try:
+                self._check_replaceable(name, locked=True)
+            except PlaygroundError:
+                _close(engine)
+                raise
             old = self._held.pop(name, None)
             self._held[name] = _Held(engine, remote=True)
         if old is not None:
             _close(old.engine)
         return engine
+
+    def _check_replaceable(self, name: str, locked: bool = False) -> None:
+        """A server may take the name of an idle server only: never an in-process model's (the app's
+        own, or one a tab loaded) nor a name a request is using."""
+        with nullcontext() if locked else self._lock:
+            held = self._held.get(name)
+        if held is not None and (not held.remote or held.pinned or held.users):
+            raise PlaygroundError(
+                "{model} is a loaded model's name (or in use): give the server another name.",
+                key="models.error.name_taken",
+                model=name,
+            )
 
     def engine(
         self,
@@ -360,14 +383,18 @@ class ModelRegistry:
         engine = self.engine(name, quantize=quantize)
         with self._lock:
             held = next((h for h in self._held.values() if h.engine is engine), None)
-            if held is not None:
-                held.users += 1
+            if held is None:  # another caller's load made room by unloading it, just now
+                raise PlaygroundError(
+                    "{model} was unloaded to make room for another model just now: ask again.",
+                    key="models.error.unloaded",
+                    model=model_key(name, quantize) if name or quantize else engine.name,
+                )
+            held.users += 1
         try:
             yield engine
         finally:
             with self._lock:
-                if held is not None:
-                    held.users -= 1
+                held.users -= 1
 
 
 def _close(engine: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground.api import ModelLookup, OneModel, openai_routes
+from playground.api import ModelLookup, RegistryModels, openai_routes
 from playground.engine.base import Engine
 from playground.models import ModelRegistry
 from playground.settings import Settings, load_settings
@@ -112,8 +112,8 @@ def build_demo(
 ) -> gr.Blocks:
     """The app; draft: a second model with the same tokenizer for speculative decoding; workspaces: the
     tabs' objects (default: a store bounded by settings); models: which engine serves which model name
-    on the OpenAI-compatible API (default: engine, under its model id); registry: the models a tab may
-    pick and compare (default: one holding `engine`, the app's own, never unloaded)."""
+    on the OpenAI-compatible API (default: the registry's loaded models, engine first); registry: the
+    models a tab may pick and compare (default: one holding `engine`, the app's own, never unloaded)."""
     concurrency = engine.concurrency or settings.model_concurrency  # a running batch: its places
     set_model_concurrency(concurrency)
     if workspaces is None:
@@ -142,7 +142,7 @@ def build_demo(
     demo.queue(default_concurrency_limit=concurrency)
     seed_queue_estimates(demo, MODEL_QUEUE, settings.queue_first_estimate_s)
     _API_ROUTES[demo] = openai_routes(
-        models or OneModel(engine),
+        models or RegistryModels(workspaces.registry, engine),
         api_key=settings.api_key,
         max_tokens_limit=settings.max_new_tokens_limit,
         unbatched_places=settings.model_concurrency,

@@ -10,12 +10,12 @@ from typing import Any
 import gradio as gr
 
 from playground.engine.base import Engine
-from playground.errors import PlaygroundError
+from playground.errors import Cancelled, PlaygroundError
 from playground.step import StepSession
 from playground.step.records import Candidate
 from playground.ui.common import as_whole
 from playground.ui.compare.sides import SIDES, SideChoice, SideEngines, side_columns
-from playground.ui.i18n import i18n, t
+from playground.ui.i18n import i18n, localize, t
 from playground.ui.ranges import CheckedNumber
 from playground.ui.step_render import DEFAULT_PROMPT
 
@@ -83,8 +83,17 @@ def run(engines: SideEngines, prefix: str, chat: bool, k: int) -> Iterator[dict[
         title = {f"step_{letter}_title": f"**{choice.describe(engines.lang)}**"}
         if engine is None:
             yield {**title, f"step_{letter}_table": [], f"step_{letter}_summary": engines.errors[index]}
-        else:
-            yield {**title, **_candidates(engine, choice, prefix, chat, k, engines.lang)}
+            continue
+        try:
+            views = _candidates(engine, choice, prefix, chat, k, engines.lang)
+        except Cancelled:
+            raise
+        except PlaygroundError as exc:  # this side alone fails (a server gone): the other still shows
+            views = {
+                f"step_{letter}_table": [],
+                f"step_{letter}_summary": localize(exc.message, engines.lang),
+            }
+        yield {**title, **views}
 
 
 def _candidates(

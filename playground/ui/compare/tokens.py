@@ -9,11 +9,12 @@ from typing import Any
 
 import gradio as gr
 
+from playground.errors import PlaygroundError
 from playground.hood import tokens as tokens_lesson
 from playground.hood.tokens import TokensResult, split_chars, words_of
 from playground.ui.compare.sides import SIDES, SideEngines, side_columns, titled_view
 from playground.ui.hood.tokens import token_view
-from playground.ui.i18n import i18n, t
+from playground.ui.i18n import i18n, localize, t
 
 TEXT = "今天天气很好 · unbelievable 😀"
 OUTPUTS = ["tokens_ratio", *(f"tokens_{x}{part}" for x in SIDES for part in ("_title", "_view", "_summary"))]
@@ -49,7 +50,15 @@ def run(engines: SideEngines, text: str) -> Iterator[dict[str, Any]]:
             views[f"tokens_{letter}_view"], views[f"tokens_{letter}_summary"] = "", engines.errors[index]
             counts.append(None)
             continue
-        tokens = tokens_lesson.tokenize(engine, text)
+        try:
+            tokens = tokens_lesson.tokenize(engine, text)
+        except PlaygroundError as exc:  # this side alone fails (a server gone): the other still shows
+            views[f"tokens_{letter}_view"], views[f"tokens_{letter}_summary"] = (
+                "",
+                localize(exc.message, lang),
+            )
+            counts.append(None)
+            continue
         result = TokensResult(text, tokens, words_of(text, tokens), split_chars(engine, tokens))
         views[f"tokens_{letter}_view"] = token_view(result)
         views[f"tokens_{letter}_summary"] = summary(result, lang)

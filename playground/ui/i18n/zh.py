@@ -1682,6 +1682,20 @@ STRINGS: dict[str, str] = {
     "models.kept.own": "{model}：应用自己的模型",
     "models.kept.in_use": "{model}：有 {users} 处在用",
     "models.kept.none": "没有已加载的模型",
+    "scoring.error.empty": "要打分的文本是空的：至少给一个字符。",
+    "scoring.error.no_tokens": "文本 {text!r} 在 {model} 中没有任何词元。",
+    "scoring.error.too_long": "上下文加文本共 {tokens:,} 个词元，超过了 {model} 的上下文长度 "
+    "{context:,}：请缩短。",
+    "scoring.error.context_type": "上下文必须是文本，或消息列表（{{'role': ..., 'content': ...}}）。",
+    "scoring.error.empty_context": "{model} 把空的上下文读作零个词元，文本的第一个词元就无从预测："
+    "请给至少一个字符的上下文。",
+    "scoring.error.other_texts": "无法对齐打分：{a} 打分的是 {a_text!r}，{b} 打分的是 {b_text!r}。",
+    "scoring.error.gap": "无法对齐打分：{model} 的词元没有首尾相接地覆盖文本（一个词元位于字节 "
+    "{start}–{end}，应从字节 {at} 开始）；它的分词器改动了文本（做了规范化），所以它的词元在原文中"
+    "没有确切位置。",
+    "scoring.error.short": "无法对齐打分：{model} 的词元只覆盖了文本 {size} 个字节中的 {at} 个。",
+    "models.error.unloaded": "{model} 刚刚被卸载，为另一个模型腾出空间：请再试一次。",
+    "models.error.name_taken": "{model} 是已加载模型的名字（或正在使用）：请给服务器另起一个名字。",
     "models.error.oom": "无法加载 {model}：加载时内存不足。",
     "models.error.failed": "无法加载 {model}：{kind}：{detail}",
     "models.estimate.loading": "（加载时 {bytes}）",
