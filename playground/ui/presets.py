@@ -62,7 +62,8 @@ def preset(tab: str, name: str) -> Preset:
 def build_presets(tab: str) -> dict[str, Any]:
     """A row of the tab's examples (call inside its layout): {"preset_<name>": button}."""
     buttons: dict[str, Any] = {}
-    with gr.Row(elem_classes=["preset-row"], elem_id=f"presets-{tab}"):
+    # On stage the examples give way to the tab's main view (the presenter types, or uses a link)
+    with gr.Row(elem_classes=["preset-row", "stage-hide"], elem_id=f"presets-{tab}"):
         gr.Markdown(i18n("preset.label"), elem_classes=["preset-label"])
         for p in PRESETS[tab]:
             label = i18n(p.label) if p.label else p.text
