@@ -90,7 +90,7 @@ def test_chat_step_and_beam_read_chinese_and_no_label_is_squeezed(browser, launc
 def test_a_bad_input_is_told_in_chinese(browser, launched_app):
     with chinese_page(browser, launched_app) as page:
         step = open_tab(page, "step")
-        page.locator("#step-status").filter(has_text="提示词：").wait_for(timeout=RUN_TIMEOUT)  # started
+        page.locator("#step-status").filter(has_text="提示词：").wait_for(timeout=RUN_TIMEOUT)  # opened
         step.get_by_role("button", name=ZH["step.force"], exact=True).click()
         said = "要强制的文本是空的：请输入要追加的文本。"
         page.locator(".toast-body").filter(has_text=said).first.wait_for(timeout=RUN_TIMEOUT)
@@ -105,6 +105,7 @@ def test_a_bad_input_is_told_in_chinese(browser, launched_app):
 def test_the_chinese_presets_run_and_name_the_byte_tokens(browser, launched_app):
     with chinese_page(browser, launched_app) as page:
         step = open_tab(page, "step")
+        page.locator("#step-status").filter(has_text="提示词：").wait_for(timeout=RUN_TIMEOUT)  # opened
         step.locator("#preset-step-chain_rule").click()
         status = page.locator("#step-status")
         status.filter(has_text="已生成 13 个词元").wait_for(timeout=RUN_TIMEOUT)
