@@ -19,6 +19,14 @@
     }
   };
   window.addEventListener("playground-language", addTips);
+  // The model picker's whole choice in its tooltip (a long one ends in "…": static/models.css), read
+  // when the pointer or the focus comes to it.
+  const pickerTip = (event) => {
+    const input = event.target.closest?.("#model-picker")?.querySelector("input");
+    if (input && input.title !== input.value) input.title = input.value;
+  };
+  document.addEventListener("pointerover", pickerTip);
+  document.addEventListener("focusin", pickerTip);
   // On stage the step text and a chat answer are scrolling boxes (static/stage.css), the answer's
   // down to the window's bottom: each new text (a new element on every update) opens at its end, and
   // stays there while the page around it changes (the status line above grows, the box shrinks); a

@@ -148,6 +148,20 @@ def test_each_language_names_itself_and_its_gradio_locale():
     assert set(languages.gradio_i18n().translations_dict) == set(locales)
 
 
+def test_every_named_tab_of_every_row_gets_its_name_in_the_language_asked_for():
+    """Nested rows too (Gradio names a tab not drawn yet once, in the browser's first language)."""
+    keys = ["tab.hood", "hood.group.inside", "hood.attn.label"]
+    with gr.Blocks() as demo, gr.Tabs(), gr.Tab(languages.i18n(keys[0]), id="hood"), gr.Tabs():
+        with gr.Tab(languages.i18n(keys[1]), id="hood-group-inside"), gr.Tabs():
+            gr.Tab(languages.i18n(keys[2]))
+        gr.Tab("A name of no key", id="plain")
+    tabs = languages.named_tabs(demo)
+    assert list(tabs)[:2] == ["tab_hood", "tab_hood-group-inside"] and len(tabs) == 3
+    names = languages.tab_names(tabs, "zh")
+    assert [tab.label for tab in names.values()] == [LANGUAGES["zh"].strings[key] for key in keys]
+    assert [tab.label for tab in languages.tab_names(tabs, "en").values()] == [ENGLISH[key] for key in keys]
+
+
 # --- t(), Messages, the session's language ----------------------------------------------------------
 
 

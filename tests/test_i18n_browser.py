@@ -5,12 +5,15 @@ Chinese. This Chromium has no CJK font: the assertions read the DOM's text, not 
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pytest
 from browser import chromium_browser, chromium_path, new_tab
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from playground.ui.i18n import ENGLISH, LANGUAGES
 
@@ -22,7 +25,8 @@ pytestmark = [
 ]
 ZH = LANGUAGES["zh"].strings
 TABS = ["chat", "step", "beam", "kv", "hood", "compare"]
-TAB_NAMES = "() => [...document.querySelectorAll('#main-tabs [role=tab]')].map(tab => tab.innerText.trim())"
+MAIN_TABS = ", ".join(f"#main-tabs [role=tab][data-tab-id={tab}]" for tab in TABS)  # not the rows inside
+TAB_NAMES = f"() => [...document.querySelectorAll({MAIN_TABS!r})].map(tab => tab.innerText.trim())"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +58,7 @@ def wait_for_language(page, lang: str) -> None:
     summary = "KV 缓存：" if lang == "zh" else "KV cache:"
     page.wait_for_function(
         "t => !document.querySelector('#kv-summary') || "
-        "document.querySelector('#kv-summary').innerText.startsWith(t)",
+        "document.querySelector('#kv-summary').innerText.trim().startsWith(t)",  # trim: hidden
         arg=summary,
     )
 
@@ -159,3 +163,105 @@ def test_chinese_fits_the_toolbar_on_stage_and_in_the_dark(browser, launched_app
         switch = page.locator("#language-switch").bounding_box()
         assert len(boxes) == 3 and all(box["height"] < 48 for box in [*boxes, switch]), boxes
         assert max(box["y"] for box in boxes) - min(box["y"] for box in boxes) < 4  # one row
+
+
+# Every tab button of the page: its tab's id (Gradio's data-tab-id) and the text it shows, with
+# the buttons of a row that did not fit (Gradio's "More tabs" menu, no id: "?").
+TAB_BUTTONS = """() => [...document.querySelectorAll('[role=tab], .overflow-dropdown button')]
+  .filter(b => b.offsetParent).map(b => [b.dataset.tabId || '?', b.innerText.trim()])"""
+
+
+def tab_keys(url: str) -> dict[str, str]:
+    """Every tab of the app (the config the page starts from), by id: the key of its name."""
+    with urllib.request.urlopen(f"{url}/config", timeout=30) as response:
+        config = json.load(response)
+    keys = {}
+    for component in config["components"]:
+        if component["type"] == "tabitem":
+            label = component["props"]["label"]
+            keys[component["props"]["id"]] = json.loads(label.removeprefix("__i18n__"))["key"]
+    return keys
+
+
+def visit_every_tab_row(page, keys: dict[str, str], lang: str) -> None:
+    """Open each main tab, and each group of Under the hood, so that every row of tabs is drawn; each
+    time, every tab button shown says its name in `lang`. Every tab of the app is seen."""
+    strings = LANGUAGES[lang].strings
+    expected = {tab: strings.get(key, ENGLISH[key]) for tab, key in keys.items()}
+    seen: dict[str, str] = {}
+    groups = [tab for tab in keys if tab.startswith("hood-group-")]
+    for tab in [*TABS[: TABS.index("hood") + 1], *groups, *TABS[TABS.index("hood") + 1 :]]:
+        page.locator(f"[role=tab][data-tab-id={tab!r}]").click()
+        page.locator(f"[role=tab][data-tab-id={tab!r}][aria-selected=true]").wait_for()
+        with suppress(PlaywrightTimeout):  # server-built names come after the page: wait a little
+            page.wait_for_function(
+                f"want => ({TAB_BUTTONS})().every(([id, text]) => want[id] === text)",
+                arg=expected,
+                timeout=10_000,
+            )
+        shown = page.evaluate(TAB_BUTTONS)
+        wrong = [(tab, text) for tab, text in shown if expected.get(tab) != text]
+        assert wrong == [], (lang, tab, wrong)
+        seen.update(shown)
+    assert set(seen) == set(keys)
+
+
+def test_every_tab_name_follows_lang_zh_and_the_switch(browser, launched_app):
+    """An en-US browser with ?lang=zh: every tab button of every row (main tabs, the groups and
+    lessons of Under the hood, Compare's views), selected or not, says its name in Chinese; the
+    header's switch turns them all English, and Chinese again."""
+    keys = tab_keys(launched_app)
+    assert len(keys) > len(TABS) + 10 and all(ZH[key] != ENGLISH[key] for key in keys.values())
+    with page_in(browser, f"{launched_app}/?lang=zh", "en-US") as page:
+        wait_for_language(page, "zh")
+        visit_every_tab_row(page, keys, "zh")
+        page.locator("#language-switch").get_by_text("English").click()
+        wait_for_language(page, "en")
+        visit_every_tab_row(page, keys, "en")
+    with page_in(browser, launched_app, "en-US") as page:  # tabs never drawn, named anew live
+        wait_for_language(page, "en")
+        page.locator("#language-switch").get_by_text("中文").click()
+        wait_for_language(page, "zh")
+        visit_every_tab_row(page, keys, "zh")
+
+
+# The model picker's box: the text it shows, the room it has, and where its text ends and the list's
+# arrow starts; the toolbar's tools and the header; the window's width.
+PICKER_JS = """() => {
+  const input = document.querySelector('#model-picker input');
+  const box = el => el.getBoundingClientRect();
+  const textEnd = box(input).right - parseFloat(getComputedStyle(input).paddingRight);
+  const tools = [...document.querySelectorAll('#toolbar-buttons > *')].filter(el => el.offsetParent);
+  return {value: input.value, scroll: input.scrollWidth, client: input.clientWidth, textEnd,
+    arrow: box(document.querySelector('#model-picker .icon-wrap')).left, picker: box(input).toJSON(),
+    toolTops: tools.map(el => Math.round(box(el).top)),
+    header: box(document.querySelector('#header')).toJSON(),
+    lastTab: box(document.querySelector('#main-tabs [role=tab][data-tab-id=compare]')).right,
+    width: innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("presenter", [False, True])
+def test_the_model_picker_shows_its_whole_choice(browser, launched_app, lang, presenter):
+    """The picker's text (the model and its state, in the page's language) is whole: not cut by its
+    box nor under the list's arrow, at the desk (the header and the tools still one row at 1280 px)
+    and on stage (on the tab bar, clear of the tabs, inside the window); its tooltip says it too."""
+    with page_in(browser, f"{launched_app}/?lang={lang}&presenter={int(presenter)}", "en-US") as page:
+        wait_for_language(page, lang)
+        loaded = LANGUAGES[lang].strings["picker.kind.loaded"]
+        page.wait_for_function(
+            "t => document.querySelector('#model-picker input').value.endsWith(' · ' + t)", arg=loaded
+        )
+        shown = page.evaluate(PICKER_JS)
+        assert shown["value"] == f"smollm2-135m-instruct · {loaded}"
+        assert shown["scroll"] <= shown["client"] and shown["textEnd"] <= shown["arrow"] + 1, shown
+        if presenter:  # the free end of the tab bar
+            assert shown["lastTab"] < shown["picker"]["left"] and shown["picker"]["right"] <= shown["width"]
+            assert len(set(shown["toolTops"][1:])) == 1, shown  # the other tools: one row
+        else:  # the tools in one row, beside the header (not under it)
+            assert len(set(shown["toolTops"])) == 1 and shown["toolTops"][0] < shown["header"]["bottom"], (
+                shown
+            )
+        page.locator("#model-picker input").hover()
+        assert page.locator("#model-picker input").get_attribute("title") == shown["value"]

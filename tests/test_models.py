@@ -68,6 +68,19 @@ def test_an_unknown_model_name_gets_a_clear_message(embedded_lm):
         registry.engine("  ")
 
 
+def test_an_unreachable_hub_is_said_in_the_pages_language_not_in_huggingface_hubs(monkeypatch):
+    from playground.models.estimate import unknown_model
+    from playground.ui.i18n import localize
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    hub = OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them")
+    error = unknown_model("org/model", hub)
+    assert "could not be reached, and it is not cached here" in str(error) and "We couldn't" not in str(error)
+    assert "连不上 Hub" in localize(error.message, "zh")
+    other = unknown_model("org/model", OSError("org/model is not a valid model identifier"))
+    assert "(org/model is not a valid model identifier)" in str(other) and "check the spelling" in str(other)
+
+
 def test_the_picker_lists_loaded_embedded_and_cached_models(embedded_lm, tiny_dir, tmp_path, monkeypatch):
     hub = tmp_path / "hub"
     snapshot = hub / "models--acme--tiny-lm" / "snapshots" / "abc123"

@@ -132,11 +132,18 @@ def config_parameters(name: str, trust_remote_code: bool = False) -> int:
 def unknown_model(name: str, exc: Exception | None = None) -> PlaygroundError:
     """The error for a name that is no model this process can load."""
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    where = (
-        Message("models.unknown.offline", "the Hub is offline here (HF_HUB_OFFLINE=1)")
-        if offline
-        else Message("models.unknown.online", "check the spelling of the Hub id or the path, and the network")
-    )
+    unreachable = exc is not None and "couldn't connect" in str(exc)  # huggingface_hub's words
+    if offline:
+        where = Message("models.unknown.offline", "the Hub is offline here (HF_HUB_OFFLINE=1)")
+    elif unreachable:
+        where = Message(
+            "models.unknown.unreachable", "the Hub could not be reached, and it is not cached here"
+        )
+        exc = None  # huggingface_hub's English says no more than that
+    else:
+        where = Message(
+            "models.unknown.online", "check the spelling of the Hub id or the path, and the network"
+        )
     return PlaygroundError(
         "Unknown model {name!r}{reason}: not an embedded model ({embedded}), a local model directory or "
         "a .gguf file, and {where}.",

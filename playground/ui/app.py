@@ -26,7 +26,17 @@ from playground.ui.crowd import release_closed_tabs, seed_queue_estimates
 from playground.ui.hood import VIEWS, HoodTab, build_hood_tab
 from playground.ui.hood.lens import FROM_STEP_OUTPUTS as LENS_FROM_STEP_OUTPUTS
 from playground.ui.hood.tab import texts_handler as hood_texts
-from playground.ui.i18n import LANGUAGES, browser_script, gradio_i18n, i18n, localize, session_lang, t
+from playground.ui.i18n import (
+    LANGUAGES,
+    browser_script,
+    gradio_i18n,
+    i18n,
+    localize,
+    named_tabs,
+    session_lang,
+    t,
+    tab_names,
+)
 from playground.ui.kv_tab import CALCULATOR_OUTPUTS, TEXT_OUTPUTS, build_kv_tab
 from playground.ui.links import TAB_TITLES
 from playground.ui.model_picker import ModelPicker
@@ -124,17 +134,17 @@ def build_demo(
         toolbar = _header(engine, picker)
         built: dict[str, tuple[dict[str, Any], Any]] = {}  # tab -> (its components by name, handlers)
         with gr.Tabs(elem_id="main-tabs") as tabs:
-            with _tab(toolbar, "chat"):
+            with _tab("chat"):
                 built["chat"] = build_chat_tab(engine, settings, workspaces)
-            with _tab(toolbar, "step"):
+            with _tab("step"):
                 built["step"] = build_step_tab(engine, workspaces)
-            with _tab(toolbar, "beam"):
+            with _tab("beam"):
                 built["beam"] = build_beam_tab(engine, workspaces, states)
-            with _tab(toolbar, "kv"):
+            with _tab("kv"):
                 built["kv"] = build_kv_tab(engine, workspaces)
-            with _tab(toolbar, "hood"):
+            with _tab("hood"):
                 built["hood"] = build_hood_tab(engine, workspaces, states, VIEWS, draft=draft)
-            with _tab(toolbar, "compare"):
+            with _tab("compare"):
                 built["compare"] = build_compare_tab(workspaces, settings)
         _wire_tabs(demo, tabs, toolbar, picker, built, settings.max_new_tokens_limit)
         release_closed_tabs(demo, workspaces, states)
@@ -182,11 +192,10 @@ def _wire_tabs(
     wire_links(opened, tabs, toolbar, widgets, handlers, rules)
 
 
-def _tab(toolbar: dict[str, Any], name: str) -> gr.Tab:
-    """One of the main tabs, named in the page's language; the toolbar keeps it as tab_<name> (its
-    name is built again on the server in the session's language: _wire_language)."""
-    toolbar[f"tab_{name}"] = gr.Tab(i18n(TAB_TITLES[name]), id=name, elem_id=f"tab-{name}")
-    return toolbar[f"tab_{name}"]
+def _tab(name: str) -> gr.Tab:
+    """One of the main tabs, named in the page's language (its name is sent again in the session's
+    language, as every tab's: _wire_language)."""
+    return gr.Tab(i18n(TAB_TITLES[name]), id=name, elem_id=f"tab-{name}")
 
 
 def _header(engine: Engine, picker: ModelPicker) -> dict[str, Any]:
@@ -236,24 +245,23 @@ def _wire_language(
 ) -> tuple[Any, Callable[[Any], Any]]:
     """The page's language (playground/ui/i18n): static text follows it in the browser; text the
     server built is built again in it, on page load and on each switch of the header's radio: the
-    header (this tab's model) and the tabs' names, then each tab's `texts` (a handler giving its
+    header (this tab's model) and every tab's name (all rows), then each tab's `texts` (a handler giving its
     server-built text in the session's language), and on a switch its `reruns` (a calculation shown
     again: the page load runs those through its link openers). Returns the page-load event (shared
     links open after it) and `shown` (the same server text after another event's .then or .success: a
     model picked)."""
+    tabs = named_tabs(demo)  # every row's: Gradio's own translation misses the tabs not drawn yet
 
     def header_text(request: gr.Request = None) -> dict[str, Any]:
-        """The header and the tabs' names in the session's language (Gradio's own translation misses
-        the name of a tab not opened yet)."""
+        """The header and every tab's name in the session's language."""
         lang = session_lang(request)
-        names = {f"tab_{tab}": gr.Tab(label=t(key, lang)) for tab, key in TAB_TITLES.items()}
         engine = workspaces.get(getattr(request, "session_hash", None)).engine
-        return {"header": header_markdown(engine, lang), **names}
+        return {"header": header_markdown(engine, lang), **tab_names(tabs, lang)}
 
     def shown(after: Any) -> Any:
         """After an event (after: its .then or .success), the server's text in the session's language."""
-        outputs = ["header", *(f"tab_{tab}" for tab in TAB_TITLES)]
-        last = connect(after, header_text, toolbar, outputs, api_name=None, model=False)
+        widgets = {"header": toolbar["header"], **tabs}
+        last = connect(after, header_text, widgets, list(widgets), api_name=None, model=False)
         for widgets, handler, names in texts:
             last = connect(last.then, handler, widgets, names, api_name=None, model=False)
         return last

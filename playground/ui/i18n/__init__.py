@@ -112,6 +112,25 @@ def i18n(key: str) -> Any:
     return I18nData(key)
 
 
+def named_tabs(blocks: gr.Blocks) -> dict[str, gr.Tab]:
+    """Every tab of `blocks` named by a key (`i18n(key)`), as tab_<its id>: their names are sent in the
+    session's language (`tab_names`). Gradio names a tab not drawn yet (any other than the one shown
+    in each row) once, in the browser's language when the page starts, and never again: ?lang= and
+    the header's switch change its language later."""
+    import gradio as gr
+    from gradio.i18n import I18nData
+
+    tabs = [block for block in blocks.blocks.values() if isinstance(block, gr.Tab)]
+    return {f"tab_{tab.id or tab._id}": tab for tab in tabs if isinstance(tab.label, I18nData)}
+
+
+def tab_names(tabs: Mapping[str, gr.Tab], lang: str) -> dict[str, gr.Tab]:
+    """The names of `tabs` (from `named_tabs`) in `lang`: updates for those tabs."""
+    import gradio as gr
+
+    return {name: gr.Tab(label=t(tab.label.key, lang)) for name, tab in tabs.items()}
+
+
 def gradio_i18n() -> gr.I18n:
     """Every language's strings for launch(i18n=...), under Gradio's locale names."""
     import gradio as gr

@@ -1701,6 +1701,7 @@ STRINGS: dict[str, str] = {
     "models.estimate.loading": "（加载时 {bytes}）",
     "models.estimate.line": "{model}：{millions:,.1f} M 参数 × {size} B（{dtype}）= {weights} 权重{loading}",
     "models.unknown.offline": "这里的 Hub 处于离线状态（HF_HUB_OFFLINE=1）",
+    "models.unknown.unreachable": "连不上 Hub，本地缓存里也没有它",
     "models.unknown.online": "请检查 Hub id 或路径的拼写，以及网络",
     "models.error.unknown": "未知的模型 {name!r}{reason}：它不是内置模型（{embedded}），也不是本地模型目录"
     "或 .gguf 文件，而且{where}。",
