@@ -108,8 +108,8 @@ class StepHandlers:
         """On the page load and a language switch: every view of the session on screen in the page's
         language, and the ledger's headers as the table's own (an empty table shows those)."""
         ws, headers = self._workspace(request), ledger_headers(session_lang(request))
-        if ws.step is None:
-            return {"ledger": gr.Dataframe({"headers": headers, "data": []}, headers=headers)}
+        if ws.step is None:  # the page load opens the tab's session next, with its headers
+            return {}
         views = self._act(ws, lambda s: None, request)
         return {**views, "ledger": gr.Dataframe(views["ledger"], headers=headers)}
 
