@@ -75,17 +75,36 @@ class ChatTimings:
         return decoded / self.decode_seconds if decoded > 0 and self.decode_seconds > 0 else 0.0
 
     def summary(self) -> str:
-        rate = f"{self.decode_tokens_per_second:.1f} tok/s" if self.generated_tokens > 1 else "n/a"
-        wait = f"waited {self.wait_seconds:.1f} s for the model · " if self.wait_seconds >= 0.05 else ""
-        return (
-            f"prompt {_count(self.prompt_tokens, 'token')} · {wait}prefill (time to first token) "
-            f"{self.prefill_seconds * 1000:,.0f} ms · generated {_count(self.generated_tokens, 'token')} "
-            f"· decode {rate}"
+        """One line of the answer's timings (a Message: the UI says it in the page's language)."""
+        rate = (
+            said.Message("chat.stats.rate", "{rate:.1f} tok/s", rate=self.decode_tokens_per_second)
+            if self.generated_tokens > 1
+            else said.Message("chat.stats.no_rate", "n/a")
+        )
+        wait = (
+            said.Message(
+                "chat.stats.waited", "waited {seconds:.1f} s for the model · ", seconds=self.wait_seconds
+            )
+            if self.wait_seconds >= 0.05
+            else ""
+        )
+        return said.Message(
+            "chat.stats.timings",
+            "prompt {prompt} · {wait}prefill (time to first token) {prefill:,.0f} ms · generated "
+            "{generated} · decode {rate}",
+            prompt=token_count(self.prompt_tokens),
+            wait=wait,
+            prefill=self.prefill_seconds * 1000,
+            generated=token_count(self.generated_tokens),
+            rate=rate,
         )
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+def token_count(n: int) -> said.Message:
+    """'1 token', '12 tokens' (a Message)."""
+    if n == 1:
+        return said.Message("chat.count.one", "{n:,} token", n=n)
+    return said.Message("chat.count.many", "{n:,} tokens", n=n)
 
 
 @dataclass
@@ -124,15 +143,22 @@ class ChatUpdate:
 def check_request(engine: Engine, request: ChatRequest, max_new_tokens_limit: int) -> SamplingSettings:
     """Validate everything the user typed; raises PlaygroundError with the bad value."""
     if not request.messages or request.messages[-1]["role"] != "user":
-        raise PlaygroundError("Nothing to answer: the conversation must end with a user message.")
+        raise PlaygroundError(
+            "Nothing to answer: the conversation must end with a user message.", key="chat.error.no_user"
+        )
     if not request.messages[-1]["content"].strip():
-        raise PlaygroundError("Empty message: type something to send.")
+        raise PlaygroundError("Empty message: type something to send.", key="chat.error.empty")
     if not 1 <= request.max_new_tokens <= max_new_tokens_limit:
         raise PlaygroundError(
-            f"max new tokens must be between 1 and {max_new_tokens_limit}, got {request.max_new_tokens}"
+            "max new tokens must be between 1 and {limit}, got {value}",
+            key="chat.error.max_new_tokens",
+            limit=max_new_tokens_limit,
+            value=request.max_new_tokens,
         )
     if request.seed is not None and not 0 <= request.seed < 2**63:
-        raise PlaygroundError(f"seed must be between 0 and 2^63 - 1, got {request.seed}")
+        raise PlaygroundError(
+            "seed must be between 0 and 2^63 - 1, got {seed}", key="chat.error.seed_range", seed=request.seed
+        )
     for token_id in request.answer_prefix or []:
         check_token_id(token_id, engine.vocab_size)
     return validate_settings(request.settings)
@@ -150,12 +176,25 @@ def build_prompt(engine: Engine, request: ChatRequest) -> tuple[list[int], list[
             break
         messages = messages[2:] if len(messages) > 2 else messages[-1:]  # drop the oldest exchange
         if not notes:
-            notes.append("Earlier turns were dropped so that the conversation fits in the context.")
+            notes.append(
+                said.Message(
+                    "chat.note.dropped",
+                    "Earlier turns were dropped so that the conversation fits in the context.",
+                )
+            )
     if len(ids) > budget:
-        with_prefix = f" plus an answer prefix of {prefix} tokens" if prefix else ""
+        with_prefix = (
+            said.Message("chat.error.with_prefix", " plus an answer prefix of {prefix} tokens", prefix=prefix)
+            if prefix
+            else ""
+        )
         raise PlaygroundError(
-            f"Prompt too long: {len(ids)} tokens{with_prefix}, but the model's context is "
-            f"{engine.context_length} tokens (prompt + answer). Shorten the message."
+            "Prompt too long: {tokens} tokens{with_prefix}, but the model's context is {context} tokens "
+            "(prompt + answer). Shorten the message.",
+            key="chat.error.too_long",
+            tokens=len(ids),
+            with_prefix=with_prefix,
+            context=engine.context_length,
         )
     if not engine.has_chat_template:
         notes.append(NO_TEMPLATE_NOTE)
@@ -184,7 +223,12 @@ def stream_chat(
     max_new = min(request.max_new_tokens, room)
     if max_new < request.max_new_tokens:
         notes.append(
-            f"Max new tokens cut to {max_new} to stay within the {engine.context_length}-token context."
+            said.Message(
+                "chat.note.max_new_cut",
+                "Max new tokens cut to {max_new} to stay within the {context}-token context.",
+                max_new=max_new,
+                context=engine.context_length,
+            )
         )
     seed = request.seed if request.seed is not None else int(torch.randint(0, 2**31 - 1, (1,)))
     control = control or Control()
@@ -355,12 +399,14 @@ class ChatSession:
             self._check_free()
             turn = self.turn
         if turn is None or turn.tree is None:
-            raise PlaygroundError("No answer to fork yet: send a message first.")
+            raise PlaygroundError("No answer to fork yet: send a message first.", key="chat.error.no_fork")
         records = turn.tree.records(turn.tip)
         if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(records):
             raise PlaygroundError(
-                f"Fork position {position!r} is outside the answer (0..{len(records) - 1}): "
-                "pick one of its tokens."
+                "Fork position {position!r} is outside the answer (0..{last}): pick one of its tokens.",
+                key="chat.error.fork_position",
+                position=position,
+                last=len(records) - 1,
             )
         token_id = check_token_id(token_id, self.engine.vocab_size)
         kept = records[:position]
@@ -371,12 +417,16 @@ class ChatSession:
         """Show another branch of the last answer (no model work: its records are in the tree)."""
         turn = self.turn
         if turn is None or turn.tree is None:
-            raise PlaygroundError("No answer yet: send a message first.")
+            raise PlaygroundError("No answer yet: send a message first.", key="chat.error.no_answer")
         leaf = turn.tree.node(node_id).id
         while turn.tree.nodes[leaf].children:
             leaf = turn.tree.nodes[leaf].children[-1]
         if leaf not in turn.updates:
-            raise PlaygroundError(f"Node {node_id} does not end an answer.")
+            raise PlaygroundError(
+                "Node {node} does not end an answer.",
+                key="chat.error.not_a_leaf",
+                node=node_id,
+            )
         turn.tip = leaf
         return turn.updates[leaf]
 
@@ -406,7 +456,8 @@ class ChatSession:
         if turn is not None and turn.shown is not None and list(messages) != turn.request.messages:
             raise PlaygroundError(
                 "That answer is no longer this tab's last one (undone, or the chat was changed): "
-                "send the message again to answer it."
+                "send the message again to answer it.",
+                key="chat.error.not_last",
             )
 
     def stop(self) -> None:
@@ -496,7 +547,8 @@ class ChatSession:
     def _check_free(self) -> None:
         if self._active is not None and not self._active.cancelled:
             raise PlaygroundError(
-                "An answer is still being written in this tab: wait for it, or press Stop first."
+                "An answer is still being written in this tab: wait for it, or press Stop first.",
+                key="chat.error.busy",
             )
 
     def _keep(self, turn: ChatTurn, update: ChatUpdate, control: Control, request: ChatRequest) -> None:

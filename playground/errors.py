@@ -27,8 +27,8 @@ class PlaygroundError(ValueError):
 class Cancelled(PlaygroundError):
     """The request was stopped (Stop pressed, tab closed, or `Control.cancel()` called)."""
 
-    def __init__(self, message: str = "Stopped: the request was cancelled.") -> None:
-        super().__init__(message)
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or Message("stop.cancelled", "Stopped: the request was cancelled."))
 
 
 class EngineUnavailable(PlaygroundError):

@@ -57,7 +57,12 @@ class SessionStore(Generic[T]):
         with self._lock:
             item = self._items.get(item_id or "")
             if item is None:
-                raise PlaygroundError(f"No {self.what} yet (or it expired): {self.hint}.")
+                raise PlaygroundError(
+                    "No {what} yet (or it expired): {hint}.",
+                    key="sessions.error.expired",
+                    what=self.what,
+                    hint=self.hint,
+                )
             self._items.move_to_end(item_id)
             return item
 

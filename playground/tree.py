@@ -58,7 +58,12 @@ class GenerationTree(Generic[N]):
     def node(self, node_id: Any) -> N:
         """The node, or a clear error for an id that is not in the tree."""
         if isinstance(node_id, bool) or not isinstance(node_id, int) or not 0 <= node_id < len(self.nodes):
-            raise PlaygroundError(f"No node {node_id!r} in this tree (0..{len(self.nodes) - 1}).")
+            raise PlaygroundError(
+                "No node {node!r} in this tree (0..{last}).",
+                key="tree.error.no_node",
+                node=node_id,
+                last=len(self.nodes) - 1,
+            )
         return self.nodes[node_id]
 
     def child(self, parent: int, token_id: int) -> int | None:
@@ -160,6 +165,10 @@ class GenerationTree(Generic[N]):
             item = dict(item)
             node_id, parent, token = item.pop("id"), item.pop("parent"), item.pop("token")
             if node_id != len(tree.nodes) or not isinstance(parent, int) or not 0 <= parent < node_id:
-                raise PlaygroundError(f"Tree node {node_id!r} is out of order or has a bad parent.")
+                raise PlaygroundError(
+                    "Tree node {node!r} is out of order or has a bad parent.",
+                    key="tree.error.order",
+                    node=node_id,
+                )
             tree.add(parent, TokenRecord.from_dict(token), reuse=False, **item)
         return tree

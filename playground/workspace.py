@@ -129,7 +129,11 @@ class Workspaces:
 
     def __init__(self, engine: Engine, max_tabs: int = 512, registry: ModelRegistry | None = None) -> None:
         if max_tabs < 1:
-            raise PlaygroundError(f"The workspace bound must be at least 1 tab, got {max_tabs}")
+            raise PlaygroundError(
+                "The workspace bound must be at least 1 tab, got {value}",
+                key="workspace.error.bound",
+                value=max_tabs,
+            )
         self.engine = engine
         self.max_tabs = max_tabs
         self.registry = registry if registry is not None else ModelRegistry()

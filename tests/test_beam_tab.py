@@ -56,7 +56,7 @@ def test_run_returns_every_view(run):
     assert figure["config"]["toImageButtonOptions"]["format"] == "svg" and figure["config"]["scrollZoom"]
     assert {trace["name"] for trace in figure["data"]} >= {"pruned", "returned hypotheses", "greedy path"}
     assert f"**{tree.steps_run} steps**" in views["status"] and tree.stop_reason in views["status"]
-    rows = views["table"]
+    rows = views["table"]["data"]
     assert [row[0] for row in rows] == [1, 2, 3] and [row[1] for row in rows] == [
         round(s, 4) for s in tree.scores
     ]
@@ -158,7 +158,7 @@ def test_a_chosen_node_opens_in_step_by_step_with_its_numbers(tiny_lm):
     session = workspaces.get(TAB.session_hash).step
     assert session.ids == tree.prefix_ids(node_id) and view["chat"] is True
     assert [e.token for e in session.ledger] == tree.records(node_id)  # moved, not recomputed
-    assert [row[2] for row in view["ledger"]] == ["beam"] * len(session.ledger)
+    assert [row[2] for row in view["ledger"]["data"]] == ["beam"] * len(session.ledger)
 
 
 def chain_tree(tree: BeamTree, token_ids: list[int]) -> BeamTree:
@@ -225,7 +225,7 @@ def test_stop_ends_a_running_search_at_its_next_step_and_draws_its_tree_so_far(t
     assert views["status"].startswith(
         f"**Stopped by you at step {tree.steps_run} of 64**: the tree as it stood"
     )
-    assert "**Best beam so far**" in views["status"] and len(views["table"]) == 4
+    assert "**Best beam so far**" in views["status"] and len(views["table"]["data"]) == 4
     scores = [h.score for h in tree.hypotheses]
     assert scores == sorted(scores, reverse=True) and len(tree.sequences) == 4
     for h in tree.hypotheses:  # the beams as they stood: each a kept node of the last step

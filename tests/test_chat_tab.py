@@ -140,9 +140,9 @@ def test_handlers_as_plain_functions_put_statistics_under_each_answer(embedded_l
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ((None, 50, 1.0, 0.0, 1.0, 30, "1", False), "temperature must be a number, got None"),
-        ((1, 50, 1.0, 0.0, 1.0, 3.7, "1", False), "max new tokens must be a whole number, got 3.7"),
-        ((1, "many", 1.0, 0.0, 1.0, 30, "1", False), "top-k must be a number, got 'many'"),
+        ((None, 50, 1.0, 0.0, 1.0, 30, "1", False), "Temperature must be a number, got None"),
+        ((1, 50, 1.0, 0.0, 1.0, 3.7, "1", False), "Max new tokens must be a whole number, got 3.7"),
+        ((1, "many", 1.0, 0.0, 1.0, 30, "1", False), "Top-k must be a number, got 'many'"),
     ],
 )
 def test_odd_api_values_are_named(embedded_lm, settings, expected):

@@ -32,6 +32,7 @@ CODE = sorted([*ROOT.joinpath("playground").rglob("*.py"), ROOT / "app.py"])
 MACHINERY = {ROOT / "playground" / "messages.py", ROOT / "playground" / "errors.py"}
 MISTRAL = json.dumps(PRESETS["Mistral-7B-v0.1"].config)
 ENGLISH_ONLY_FIELDS = {"article"}
+NOT_KEYS = {"chat.completion", "chat.completion.chunk"}  # the OpenAI API's object names, not our keys
 FILE_NAME = re.compile(
     r"\.(css|js|py|png|json|md)$"
 )  # "app.css" is a file, not a key  # "a"/"an": English grammar another language may leave out
@@ -84,7 +85,7 @@ def ui_keys() -> dict[str, set[str]]:
     key_like = re.compile(rf"(?:{'|'.join(namespaces)})\.[a-z0-9_]+(?:\.[a-z0-9_]+)*")
 
     def is_key(text: str) -> bool:
-        return bool(key_like.fullmatch(text)) and not FILE_NAME.search(text)
+        return bool(key_like.fullmatch(text)) and not FILE_NAME.search(text) and text not in NOT_KEYS
 
     used: dict[str, set[str]] = {"t": set(), "i18n": set(), "named": set()}
     for path in CODE:

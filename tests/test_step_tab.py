@@ -20,6 +20,7 @@ from playground.plots.step import REMOVED_COLOR, cumulative_logprob_figure, dist
 from playground.step import StepSession
 from playground.step.snapshot import StepSnapshot, take_snapshot
 from playground.ui import step_render
+from playground.ui.i18n import ENGLISH
 from playground.ui.step_render import (
     CANDIDATE_BUTTONS,
     SETTINGS_INPUTS,
@@ -42,7 +43,7 @@ TAB = SimpleNamespace(session_hash="one-browser-tab")  # what gr.Request gives a
 
 
 def ledger_tokens(view: dict) -> list[str]:
-    return [row[1] for row in view["ledger"]]
+    return [row[1] for row in view["ledger"]["data"]]
 
 
 API_OUTPUTS = [name for name in VIEW_OUTPUTS if name not in CANDIDATE_BUTTONS]  # buttons are UI only
@@ -109,7 +110,8 @@ def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
     handlers.step_settings(0.7, 3, 1.0, 0.0, 1.0, 1.0, ORDER, TAB)
     view = handlers.step_view(10, "top_k", TAB)
     stage = view["stage"]
-    assert stage["choices"] == [
+    labels = [(ENGLISH[label.key], value) for label, value in stage["choices"]]  # translated in the browser
+    assert labels == [
         ("raw (the model)", "raw"),
         ("temperature", "temperature"),
         ("top-k", "top_k"),
@@ -130,7 +132,7 @@ def test_stage_view_branches_and_open_prefix(handlers, embedded_lm) -> None:
     ids = embedded_lm.tokenizer(" Paris.", add_special_tokens=False).input_ids
     opened = handlers.step_open_prefix(PROMPT, False, json.dumps(ids), TAB)
     assert opened["prompt"] == PROMPT and ledger_tokens(opened) == ["␣Paris", "."]
-    assert [row[2] for row in opened["ledger"]] == ["force", "force"]
+    assert [row[2] for row in opened["ledger"]["data"]] == ["force", "force"]
 
 
 def test_export_writes_the_settings_in_use_and_import_restores_them(handlers) -> None:
@@ -330,7 +332,7 @@ def rendered_counts(view: dict) -> tuple[int, int, int, int]:
     status = view["status"]
     in_status = 0 if status.startswith("Prompt:") else int(status.split(" generated token")[0])
     chart = view["curve"].data[0].x
-    return view["text"].count("tabindex='0'"), in_status, len(view["ledger"]), len(chart)
+    return view["text"].count("tabindex='0'"), in_status, len(view["ledger"]["data"]), len(chart)
 
 
 def test_concurrent_clicks_render_one_state_each(tiny_lm, monkeypatch) -> None:

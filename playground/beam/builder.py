@@ -14,8 +14,14 @@ from typing import Any
 from playground.beam.tree import FINISHED, KEPT, PRUNED, BeamNode, BeamSettings, Hypothesis
 from playground.engine.records import TokenRecord
 from playground.engine.tokens import decode_ids, token_piece
+from playground.messages import Message
 from playground.tree import ROOT as ROOT_ID
 from playground.tree import GenerationTree
+
+# Why a candidate is not a running beam (BeamNode.note)
+OUTRANKED = Message("beam.note.outranked", "outranked")
+ENDED_NOT_BEST = Message("beam.note.ended_not_best", "ended, not among the best")
+FINISHED_OUTRANKED = Message("beam.note.finished_outranked", "finished, later outranked")
 
 
 @dataclass
@@ -87,7 +93,7 @@ class TreeBuilder:
             cum_logprob=cum,
             score=score,
             fate=PRUNED,
-            note="outranked",
+            note=OUTRANKED,
         )
 
     def add_step(self, step: int, rec: StepRecord) -> None:
@@ -131,7 +137,7 @@ class TreeBuilder:
         self.running = running
         for k, node_id in enumerate(ids):
             if node_id is not None and rec.hits[k] and self.nodes[node_id].fate == PRUNED:
-                self.nodes[node_id].note = "ended, not among the best"
+                self.nodes[node_id].note = ENDED_NOT_BEST
 
     def _mark_finished(self, rec: StepRecord, ids: list[int | None]) -> None:
         merged_ids = self.finished + ids
@@ -143,7 +149,7 @@ class TreeBuilder:
             if node_id is not None and self.nodes[node_id].fate == PRUNED:
                 self.nodes[node_id].fate, self.nodes[node_id].note = FINISHED, ""
         for node_id in set(self.finished) - set(new_finished) - {None}:
-            self.nodes[node_id].note = "finished, later outranked"
+            self.nodes[node_id].note = FINISHED_OUTRANKED
         self.finished = new_finished
 
     def hypotheses(self, scores: list[float]) -> list[Hypothesis]:

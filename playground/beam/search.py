@@ -40,6 +40,9 @@ from playground.errors import Cancelled, PlaygroundError
 from playground.messages import Message
 from playground.tree import ROOT as ROOT_ID
 
+# Why a search stopped (the others are made where they happen)
+LENGTH_LIMIT = Message("beam.stop.length", "length limit reached")
+
 MAX_BEAMS = 16
 MAX_NEW_TOKENS = 64
 LENGTH_PENALTY_RANGE = (-5.0, 5.0)
@@ -134,8 +137,8 @@ def check_settings(
     candidates_per_beam: int = DEFAULT_CANDIDATES_PER_BEAM,
 ) -> BeamSettings:
     """Validate the search settings; raise PlaygroundError naming the bad value."""
-    _check_int("Beams", num_beams, 1, MAX_BEAMS)
-    _check_int("Steps (max new tokens)", max_new_tokens, 1, MAX_NEW_TOKENS)
+    _check_int(Message("beam.name.beams", "Beams"), num_beams, 1, MAX_BEAMS)
+    _check_int(Message("beam.name.steps", "Steps (max new tokens)"), max_new_tokens, 1, MAX_NEW_TOKENS)
     low, high = LENGTH_PENALTY_RANGE
     if (
         isinstance(length_penalty, bool)
@@ -143,13 +146,21 @@ def check_settings(
         or not low <= length_penalty <= high
     ):
         raise PlaygroundError(
-            f"Length penalty must be a number from {low} to {high}, got {length_penalty!r}."
+            "Length penalty must be a number from {low} to {high}, got {value!r}.",
+            key="beam.error.length_penalty",
+            low=low,
+            high=high,
+            value=length_penalty,
         )
     if not (isinstance(early_stopping, bool) or early_stopping == "never"):
-        raise PlaygroundError(f"Early stopping must be False, True or 'never', got {early_stopping!r}.")
+        raise PlaygroundError(
+            "Early stopping must be False, True or 'never', got {value!r}.",
+            key="beam.error.early_stopping",
+            value=early_stopping,
+        )
     returned = num_beams if num_return_sequences is None else num_return_sequences
-    _check_int("Returned sequences", returned, 1, num_beams)
-    _check_int("Candidates per beam", candidates_per_beam, 1, 20)
+    _check_int(Message("beam.name.returned", "Returned sequences"), returned, 1, num_beams)
+    _check_int(Message("beam.name.candidates", "Candidates per beam"), candidates_per_beam, 1, 20)
     return BeamSettings(
         int(num_beams),
         int(max_new_tokens),
@@ -161,18 +172,25 @@ def check_settings(
     )
 
 
-def _check_int(what: str, value: object, low: int, high: int) -> None:
+def _check_int(what: Message, value: object, low: int, high: int) -> None:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_whole_float = isinstance(value, float) and value.is_integer()
     if not (is_int or is_whole_float) or not low <= value <= high:  # type: ignore[operator]
-        raise PlaygroundError(f"{what} must be a whole number from {low} to {high}, got {value!r}.")
+        raise PlaygroundError(
+            "{what} must be a whole number from {low} to {high}, got {value!r}.",
+            key="beam.error.whole",
+            what=what,
+            low=low,
+            high=high,
+            value=value,
+        )
 
 
 def encode_prompt(engine: Engine, prompt: str, chat: bool) -> tuple[str, list[int]]:
     """The text the model reads (chat template applied when chat) and its token ids, encoded
     exactly as the Step-by-step tab encodes a prompt (so an opened prefix is the same ids)."""
     if not isinstance(prompt, str) or not prompt.strip():
-        raise PlaygroundError("The prompt is empty: type some text to continue.")
+        raise PlaygroundError("The prompt is empty: type some text to continue.", key="prompt.error.empty")
     ids = encode_prompt_ids(engine.tokenizer, prompt, bool(chat))
     return decode_ids(engine.tokenizer, ids), ids
 
@@ -196,17 +214,26 @@ def check_fits(engine: Engine, prompt_len: int, settings: BeamSettings) -> None:
     total = prompt_len + settings.max_new_tokens
     if total > engine.context_length:
         raise PlaygroundError(
-            f"The prompt ({prompt_len} tokens) plus {settings.max_new_tokens} steps is {total} tokens, "
-            f"over the model's context of {engine.context_length}: shorten the prompt or take fewer steps."
+            "The prompt ({prompt} tokens) plus {steps} steps is {total} tokens, over the model's context of "
+            "{context}: shorten the prompt or take fewer steps.",
+            key="beam.error.context",
+            prompt=prompt_len,
+            steps=settings.max_new_tokens,
+            total=total,
+            context=engine.context_length,
         )
     if engine.probes is None or engine.dims is None:
         return  # a remote engine plans its own memory
     needed, free = search_bytes(engine, prompt_len, settings), free_bytes(engine)
     if free is not None and needed > MEMORY_HEADROOM * free:
         raise PlaygroundError(
-            f"This search needs about {needed / 2**20:,.0f} MiB but only {free / 2**20:,.0f} MiB are free on "
-            f"{engine.device_summary()}: use fewer beams ({settings.num_beams}), fewer steps or a shorter "
-            "prompt."
+            "This search needs about {needed:,.0f} MiB but only {free:,.0f} MiB are free on {device}: use "
+            "fewer beams ({beams}), fewer steps or a shorter prompt.",
+            key="beam.error.memory",
+            needed=needed / 2**20,
+            free=free / 2**20,
+            device=engine.device_summary(),
+            beams=settings.num_beams,
         )
 
 
@@ -246,7 +273,7 @@ class _Search:
             num_return_sequences=settings.num_return_sequences,
         )
         self.records: list[StepRecord] = []
-        self.stop_reason = "length limit reached"
+        self.stop_reason = LENGTH_LIMIT
 
     def _init_state(self, device: torch.device) -> None:
         """Running and finished beams as in generate: (1, N, max_length) ids, (1, N) scores."""
@@ -362,9 +389,12 @@ class _Search:
         )
         all_finished = bool(torch.all(self.is_sent_finished)) and s.early_stopping is True
         for stopped, reason in (
-            (bool(torch.all(hits)), "length limit reached"),
-            (all_finished, f"early stopping: {n} hypotheses finished"),
-            (not bool(torch.any(self.heuristic_unsatisfied)), "no running beam can beat the finished ones"),
+            (bool(torch.all(hits)), LENGTH_LIMIT),
+            (all_finished, Message("beam.stop.early", "early stopping: {n} hypotheses finished", n=n)),
+            (
+                not bool(torch.any(self.heuristic_unsatisfied)),
+                Message("beam.stop.none_can_win", "no running beam can beat the finished ones"),
+            ),
         ):
             if stopped:
                 self.stop_reason = reason

@@ -11,10 +11,19 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from playground.engine.records import TokenRecord
+from playground.messages import Message
 from playground.tree import GenerationTree, TreeNode
 
 # Fates of a node.
 ROOT, KEPT, PRUNED, FINISHED = "root", "kept", "pruned", "finished"
+# A node's fate as people read it
+FATES = {
+    ROOT: Message("beam.fate.root", "root"),
+    KEPT: Message("beam.fate.kept", "kept"),
+    PRUNED: Message("beam.fate.pruned", "pruned"),
+    FINISHED: Message("beam.fate.finished", "finished"),
+    "greedy": Message("beam.fate.greedy", "greedy"),
+}
 
 
 @dataclass
@@ -169,7 +178,16 @@ def _greedy_from(data: dict[str, Any]) -> GreedyToken:
 def describe_node(node: BeamNode, label: str | None = None) -> str:
     """One line for lists: id, step, token (label: as it reads on its path), score, fate (and rank)."""
     if node.fate == ROOT:
-        return "#0 · the prompt"
-    rank = f" · rank {node.rank}" if node.rank else ""
+        return Message("beam.node.root", "#0 · the prompt")
+    rank = Message("beam.node.rank", " · rank {rank}", rank=node.rank) if node.rank else ""
     token = node.label if label is None else label
-    return f"#{node.id} · step {node.step} · {token} · score {node.score:.3f} · {node.fate}{rank}"
+    return Message(
+        "beam.node.line",
+        "#{id} · step {step} · {token} · score {score:.3f} · {fate}{rank}",
+        id=node.id,
+        step=node.step,
+        token=token,
+        score=node.score,
+        fate=FATES.get(node.fate, node.fate),
+        rank=rank,
+    )

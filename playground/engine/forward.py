@@ -31,6 +31,7 @@ from playground.engine.model_call import turn_open
 from playground.engine.plans import Progress
 from playground.engine.tokens import common_prefix
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 T = TypeVar("T")
 # (rows (last, vocab) float32 on the device, seconds of model work)
@@ -39,7 +40,10 @@ Advance = Generator[Progress, None, tuple[torch.Tensor, float]]
 PieceFn = Callable[[Any, Sequence[int], int], torch.Tensor]
 # (entry, ids to read, rows wanted, control) -> Advance: another way to read ids (the running batch)
 ReadFn = Callable[[CacheEntry, list[int], int, "Control | None"], Advance]
-OOM_ADVICE = "Try a shorter prompt or text, fewer tokens, fewer beams or a smaller batch"
+OOM_ADVICE = Message(
+    "memory.advice",
+    "Try a shorter prompt or text, fewer tokens, fewer beams or a smaller batch",
+)
 
 
 @dataclass
@@ -169,7 +173,10 @@ class Forwarder:
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
             raise PlaygroundError(
-                f"Out of memory on {self.device.type}: this request's cache was freed. {OOM_ADVICE}."
+                "Out of memory on {device}: this request's cache was freed. {advice}.",
+                key="memory.out",
+                device=self.device.type,
+                advice=OOM_ADVICE,
             ) from None
 
     def free_memory_bytes(self) -> int | None:

@@ -57,11 +57,23 @@ def resolve_device(device: str = "auto") -> torch.device:
     try:
         resolved = torch.device(device)
     except RuntimeError as exc:
-        raise PlaygroundError(f"Unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps.") from exc
+        raise PlaygroundError(
+            "Unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps.",
+            key="models.error.device",
+            device=device,
+        ) from exc
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise PlaygroundError(f"Device {device!r} asked for, but no CUDA GPU is available here.")
+        raise PlaygroundError(
+            "Device {device!r} asked for, but no CUDA GPU is available here.",
+            key="models.error.no_cuda",
+            device=device,
+        )
     if resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise PlaygroundError(f"Device {device!r} asked for, but MPS is not available here.")
+        raise PlaygroundError(
+            "Device {device!r} asked for, but MPS is not available here.",
+            key="models.error.no_mps",
+            device=device,
+        )
     return resolved
 
 
@@ -70,7 +82,12 @@ def resolve_weights_dtype(dtype: str | None, device: torch.device) -> torch.dtyp
     if dtype in (None, "", "auto"):
         return torch.float32 if device.type == "cpu" else torch.bfloat16
     if dtype not in WEIGHT_DTYPES:
-        raise PlaygroundError(f"Unknown dtype {dtype!r}: use one of {', '.join(WEIGHT_DTYPES)}.")
+        raise PlaygroundError(
+            "Unknown dtype {dtype!r}: use one of {allowed}.",
+            key="models.error.dtype",
+            dtype=dtype,
+            allowed=", ".join(WEIGHT_DTYPES),
+        )
     return WEIGHT_DTYPES[dtype]
 
 
@@ -84,7 +101,12 @@ def embedded_gguf_path(model: str | None = None, cache_root: Path | None = None)
 def _embedded_spec(model: str | None) -> EmbeddedModel:
     spec = embedded_model(model)
     if spec is None:
-        raise PlaygroundError(f"{model!r} is not an embedded model: use one of {', '.join(EMBEDDED_MODELS)}.")
+        raise PlaygroundError(
+            "{model!r} is not an embedded model: use one of {models}.",
+            key="models.error.not_embedded",
+            model=model,
+            models=", ".join(EMBEDDED_MODELS),
+        )
     return spec
 
 
@@ -176,7 +198,9 @@ def _load_pretrained(
 ) -> tuple[Any, PreTrainedTokenizerBase, str]:
     source = "local" if Path(name).is_dir() else "hub"
     if source == "hub" and Path(name).exists():
-        raise PlaygroundError(f"{name!r} is a file, not a model directory or a .gguf file.")
+        raise PlaygroundError(
+            "{name!r} is a file, not a model directory or a .gguf file.", key="models.error.a_file", name=name
+        )
     # Spread a model too big for one GPU over all GPUs and CPU memory.
     device_map = "auto" if device == "auto" and torch_device.type == "cuda" else None
     try:
@@ -194,22 +218,33 @@ def _explain_load_failure(name: str, exc: Exception) -> str:
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     hint = (
-        "The Hub is offline here (HF_HUB_OFFLINE=1), so only local directories, .gguf files "
-        "and the embedded default model can load."
+        Message(
+            "models.error.offline",
+            "The Hub is offline here (HF_HUB_OFFLINE=1), so only local directories, .gguf files "
+            "and the embedded default model can load.",
+        )
         if offline
-        else "Check the spelling of the Hub id or the path, and the network."
+        else Message("models.error.check", "Check the spelling of the Hub id or the path, and the network.")
     )
-    return f"Cannot load model {name!r}: {first_line[:300]} {hint}"
+    return Message(
+        "models.error.load",
+        "Cannot load model {name!r}: {why} {hint}",
+        name=name,
+        why=first_line[:300],
+        hint=hint,
+    )
 
 
 def _load_gguf(path: Path, dtype: torch.dtype) -> tuple[Any, PreTrainedTokenizerBase]:
     if not path.is_file():
-        raise PlaygroundError(f"GGUF file not found: {path}")
+        raise PlaygroundError("GGUF file not found: {path}", key="models.error.no_gguf", path=str(path))
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
     except (OSError, ValueError, KeyError) as exc:
-        raise PlaygroundError(f"Cannot load GGUF file {path}: {exc}") from exc
+        raise PlaygroundError(
+            "Cannot load GGUF file {path}: {why}", key="models.error.gguf", path=str(path), why=str(exc)
+        ) from exc
     return model, tokenizer
 
 

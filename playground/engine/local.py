@@ -36,6 +36,7 @@ from playground.engine.static import (
     ProgressFn,
     StaticConfig,
     StaticDecoder,
+    dotted,
     static_wanted,
     zero_gpu,
 )
@@ -44,6 +45,7 @@ from playground.engine.twins import Twins
 from playground.engine.warmup import prepare_decode, warm_up
 from playground.errors import PlaygroundError
 from playground.kv.geometry import ModelDims, model_dims
+from playground.messages import Message
 from playground.settings import load_settings
 
 # Tokens per prefill chunk: about half a second of work on a 2-core CPU, so Stop acts fast.
@@ -97,7 +99,8 @@ class LocalEngine:
             model, self.twins.ragged, self.forwarder, tokenizer, config, solo=self._static
         )
         if self.batcher is None and self._static is not None:  # the static path runs inside the batch
-            self._static, self._eager_status.note = None, f"static path off: {self.batching_line}"
+            off = Message("decode.note.batching_off", "static path off: {why}", why=self.batching_line)
+            self._static, self._eager_status.note = None, off
 
     # --- what the model is --------------------------------------------------------------
 
@@ -191,7 +194,7 @@ class LocalEngine:
         status = self.decode_status
         if status.held_bytes is not None and self.device.type == "cuda" and not zero_gpu():
             status.held_bytes = int(torch.cuda.memory_reserved(self.device))
-        return f"{status.line()} · {self.batching_line}"
+        return dotted(status.line(), self.batching_line)
 
     @property
     def schedule(self) -> Batcher | None:

@@ -53,15 +53,22 @@ def encode_prompt(tokenizer: Any, prompt: str, chat: bool) -> list[int]:
     """A one-message prompt: chat=True wraps it in the chat template as a user turn (with the
     model's default system prompt), else plain text. The Step and Beam tabs use this."""
     if not isinstance(prompt, str):
-        raise PlaygroundError(f"The prompt must be text, got {prompt!r}")
+        raise PlaygroundError(
+            "The prompt must be text, got {prompt!r}",
+            key="prompt.error.not_text",
+            prompt=prompt,
+        )
     if chat:
         if not has_chat_template(tokenizer):
-            raise PlaygroundError("This model has no chat template: untick 'chat' to use the raw prompt.")
+            raise PlaygroundError(
+                "This model has no chat template: untick 'chat' to use the raw prompt.",
+                key="prompt.error.no_template",
+            )
         ids = encode_conversation(tokenizer, [{"role": "user", "content": prompt}])
     else:
         ids = encode_text(tokenizer, prompt)
     if not ids:
-        raise PlaygroundError("The prompt is empty: type some text to continue.")
+        raise PlaygroundError("The prompt is empty: type some text to continue.", key="prompt.error.empty")
     return ids
 
 

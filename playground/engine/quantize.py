@@ -34,6 +34,7 @@ from playground.engine.control import Control, check
 from playground.engine.quant_bytes import model_bytes, release_memory
 from playground.engine.twins import shared_weights_copy
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 MIB = 2**20
 TRANSIENT_LAYERS = 3  # float32 copies of the largest layer alive while it is quantized
@@ -57,11 +58,20 @@ class WeightFormat:
     def missing(self, device: torch.device) -> str | None:
         """Why this format cannot run here (None: it can)."""
         if device.type not in self.devices:
-            where = ", ".join(self.devices)
-            return f"{self.label} ({self.library}) does not run on {device.type} here: only on {where}."
+            return Message(
+                "quant.error.device",
+                "{label} ({library}) does not run on {device} here: only on {where}.",
+                label=self.label,
+                library=self.library,
+                device=device.type,
+                where=", ".join(self.devices),
+            )
         if importlib.util.find_spec(self.module) is None:
-            return (
-                f"{self.label} needs the {self.library} package, which is not installed (requirements.txt)."
+            return Message(
+                "quant.error.not_installed",
+                "{label} needs the {library} package, which is not installed (requirements.txt).",
+                label=self.label,
+                library=self.library,
             )
         return None
 
@@ -126,7 +136,12 @@ def weight_format(name: Any) -> WeightFormat:
     """The format called name, or a PlaygroundError listing the known ones."""
     key = str(name or "").strip().lower()
     if key not in WEIGHT_FORMATS:
-        raise PlaygroundError(f"Unknown weights format {name!r}: use one of {', '.join(WEIGHT_FORMATS)}.")
+        raise PlaygroundError(
+            "Unknown weights format {name!r}: use one of {formats}.",
+            key="quant.error.unknown",
+            name=name,
+            formats=", ".join(WEIGHT_FORMATS),
+        )
     return WEIGHT_FORMATS[key]
 
 
@@ -206,7 +221,12 @@ def quantize_layers(
         except (ImportError, RuntimeError, ValueError, AssertionError, NotImplementedError) as exc:
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise PlaygroundError(
-                f"{fmt.library} could not make {fmt.label} on {spec.device.type}: {reason}"
+                "{library} could not make {label} on {device}: {reason}",
+                key="quant.error.failed",
+                library=fmt.library,
+                label=fmt.label,
+                device=spec.device.type,
+                reason=reason,
             ) from None
         setattr(model.get_submodule(parent), attribute, quantized)
         names.append(name)
@@ -222,10 +242,17 @@ def quantized_copy(
     if not estimate.fits:
         free = (estimate.free_bytes or 0) / MIB
         raise PlaygroundError(
-            f"A {fmt.label} copy needs about {estimate.needed / MIB:,.0f} MiB ({estimate.weights / 1e6:,.1f} "
-            f"M weights at {fmt.bits_per_weight:.2f} bits + {estimate.transient_bytes / MIB:,.0f} MiB while "
-            f"quantizing), but only {free:,.0f} MiB are free on {spec.device.type}: free memory or use a "
-            "smaller model."
+            "A {label} copy needs about {needed:,.0f} MiB ({millions:,.1f} M weights at {bits:.2f} bits + "
+            "{transient:,.0f} MiB while quantizing), but only {free:,.0f} MiB are free on {device}: free "
+            "memory or use a smaller model.",
+            key="quant.error.memory",
+            label=fmt.label,
+            needed=estimate.needed / MIB,
+            millions=estimate.weights / 1e6,
+            bits=fmt.bits_per_weight,
+            transient=estimate.transient_bytes / MIB,
+            free=free,
+            device=spec.device.type,
         )
     started = time.perf_counter()
     twin = shared_weights_copy(model)
@@ -249,10 +276,16 @@ def quantize_served(engine: Any, name: str, report: Callable[[str], None] | None
     after = model_bytes(engine.model)[0]
     engine.weights_changed()  # the twins (the running batch's among them) take the new layers
     engine.quantization = fmt.name
-    engine.quantization_line = (
-        f"Weights: {fmt.label} ({fmt.library}, --quantize {fmt.name}) in the decoder's Linear layers · "
-        f"{after / 1e6:,.0f} MB of tensors, {before / 1e6:,.0f} MB as loaded · quantized in "
-        f"{time.perf_counter() - started:.1f} s"
+    engine.quantization_line = Message(
+        "quant.header",
+        "Weights: {label} ({library}, --quantize {name}) in the decoder's Linear layers · {after:,.0f} MB of "
+        "tensors, {before:,.0f} MB as loaded · quantized in {seconds:.1f} s",
+        label=fmt.label,
+        library=fmt.library,
+        name=fmt.name,
+        after=after / 1e6,
+        before=before / 1e6,
+        seconds=time.perf_counter() - started,
     )
     if report is not None:
         report(engine.quantization_line)

@@ -50,6 +50,7 @@ from transformers.masking_utils import sdpa_mask
 
 from playground.engine.cache import GrowableLayer
 from playground.engine.model_call import ModelInputs
+from playground.messages import Message
 
 logger = logging.getLogger(__name__)
 IMPLEMENTATION = "playground_ragged"
@@ -255,20 +256,32 @@ def full_attention_reason(model: Any, layer_kinds: tuple[str, ...] = ("full_atte
     static path (full attention only) both need."""
     config = model.config
     if getattr(config, "is_encoder_decoder", False):
-        return "encoder-decoder models are not supported"
+        return Message("attention.encoder_decoder", "encoder-decoder models are not supported")
     attention = getattr(config, "_attn_implementation", None)
     if attention not in ("sdpa", "eager", IMPLEMENTATION):
-        return f"attention implementation {attention!r} (needs sdpa or eager)"
+        return Message(
+            "attention.implementation",
+            "attention implementation {name!r} (needs sdpa or eager)",
+            name=attention,
+        )
     devices = set(getattr(model, "hf_device_map", {}).values())
     if len(devices) > 1:
-        return f"the model is spread over {len(devices)} devices"
+        return Message("attention.spread", "the model is spread over {n} devices", n=len(devices))
     layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
     other = sorted(set(layer_types) - set(layer_kinds))
     if other:
-        return f"layers of type {', '.join(other)} (supported: {', '.join(layer_kinds)})"
+        return Message(
+            "attention.layers",
+            "layers of type {other} (supported: {kinds})",
+            other=", ".join(other),
+            kinds=", ".join(layer_kinds),
+        )
     wanted = {"input_ids", "position_ids", "attention_mask", "past_key_values"}
     if not wanted <= set(inspect.signature(model.forward).parameters):
-        return "the model's forward does not take position ids, a 4D mask and a cache"
+        return Message(
+            "attention.forward",
+            "the model's forward does not take position ids, a 4D mask and a cache",
+        )
     return None
 
 
@@ -281,11 +294,22 @@ def unsupported(model: Any) -> str | None:
     config = getattr(model, "config", None)
     for name in ("attn_logit_softcapping", "use_sinks"):  # ragged_attention implements neither
         if getattr(getattr(config, "get_text_config", lambda: config)(), name, None):
-            return f"its attention uses {name}, which the batched attention does not implement"
+            return Message(
+                "attention.unimplemented",
+                "its attention uses {name}, which the batched attention does not implement",
+                name=name,
+            )
     layers = [
         m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx")
     ]
-    return None if layers else "its attention layers do not say their layer index"
+    return (
+        None
+        if layers
+        else Message(
+            "attention.no_index",
+            "its attention layers do not say their layer index",
+        )
+    )
 
 
 @dataclass(frozen=True)

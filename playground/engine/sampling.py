@@ -19,11 +19,21 @@ from typing import Any
 import torch
 
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 FILTERED = -float("inf")  # the value transformers gives removed tokens
 DEFAULT_ORDER: tuple[str, ...] = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p", "typical_p")
 
 Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# How a setting is named in a message (the Chat and Step tabs' sliders say the same)
+SETTING_NAMES = {
+    "temperature": Message("sampling.name.temperature", "temperature"),
+    "top_k": Message("sampling.name.top_k", "top-k"),
+    "top_p": Message("sampling.name.top_p", "top-p"),
+    "min_p": Message("sampling.name.min_p", "min-p"),
+    "typical_p": Message("sampling.name.typical_p", "typical-p"),
+    "repetition_penalty": Message("sampling.name.repetition_penalty", "repetition-penalty"),
+}
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,12 @@ def validate_settings(settings: SamplingSettings | Mapping[str, Any] | None) -> 
         known = {f.name for f in fields(SamplingSettings)}
         unknown = set(settings) - known
         if unknown:
-            raise PlaygroundError(f"Unknown sampling settings: {sorted(unknown)}; known: {sorted(known)}")
+            raise PlaygroundError(
+                "Unknown sampling settings: {unknown}; known: {known}",
+                key="sampling.unknown",
+                unknown=str(sorted(unknown)),
+                known=str(sorted(known)),
+            )
         values = {k: v for k, v in settings.items() if v is not None}
         if isinstance(values.get("order"), (list, tuple)):
             values["order"] = tuple(values["order"])
@@ -90,26 +105,57 @@ def _check_types(s: SamplingSettings) -> None:
     for name in _NUMBER_FIELDS:
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise PlaygroundError(f"{name.replace('_', '-')} must be a finite number, got {value!r}")
+            raise PlaygroundError(
+                "{name} must be a finite number, got {value!r}",
+                key="sampling.not_finite",
+                name=SETTING_NAMES[name],
+                value=value,
+            )
     if not isinstance(s.order, (tuple, list)) or not all(isinstance(name, str) for name in s.order):
-        raise PlaygroundError(f"stage order must be a list of stage names, got {s.order!r}")
+        raise PlaygroundError(
+            "stage order must be a list of stage names, got {order!r}",
+            key="sampling.order_type",
+            order=s.order,
+        )
 
 
 def _check_ranges(s: SamplingSettings) -> None:
     _check_types(s)
     checks = [
-        (s.temperature >= 0, f"temperature must be >= 0 (0 = greedy), got {s.temperature}"),
+        (
+            s.temperature >= 0,
+            Message(
+                "sampling.temperature",
+                "temperature must be >= 0 (0 = greedy), got {value}",
+                value=s.temperature,
+            ),
+        ),
         (
             isinstance(s.top_k, int) and s.top_k >= 0,
-            f"top-k must be an integer >= 0 (0 = off), got {s.top_k}",
+            Message("sampling.top_k", "top-k must be an integer >= 0 (0 = off), got {value}", value=s.top_k),
         ),
-        (0 < s.top_p <= 1, f"top-p must be in (0, 1], got {s.top_p}"),
-        (0 <= s.min_p <= 1, f"min-p must be in [0, 1], got {s.min_p}"),
-        (0 < s.typical_p <= 1, f"typical-p must be in (0, 1], got {s.typical_p}"),
-        (s.repetition_penalty > 0, f"repetition penalty must be > 0, got {s.repetition_penalty}"),
+        (0 < s.top_p <= 1, Message("sampling.top_p", "top-p must be in (0, 1], got {value}", value=s.top_p)),
+        (0 <= s.min_p <= 1, Message("sampling.min_p", "min-p must be in [0, 1], got {value}", value=s.min_p)),
+        (
+            0 < s.typical_p <= 1,
+            Message("sampling.typical_p", "typical-p must be in (0, 1], got {value}", value=s.typical_p),
+        ),
+        (
+            s.repetition_penalty > 0,
+            Message(
+                "sampling.repetition_penalty",
+                "repetition penalty must be > 0, got {value}",
+                value=s.repetition_penalty,
+            ),
+        ),
         (
             sorted(s.order) == sorted(set(s.order)) and set(s.order) <= set(DEFAULT_ORDER),
-            f"stage order must use each of {list(DEFAULT_ORDER)} at most once, got {list(s.order)}",
+            Message(
+                "sampling.order",
+                "stage order must use each of {stages} at most once, got {order}",
+                stages=str(list(DEFAULT_ORDER)),
+                order=str(list(s.order)),
+            ),
         ),
     ]
     for ok, message in checks:

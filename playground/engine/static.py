@@ -35,9 +35,12 @@ from playground.engine.model_call import ModelInputs, run_model, sequence_logits
 from playground.engine.ragged import full_attention_reason
 from playground.engine.slots import KVShape, Slot, bucket_lengths
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 DECODE_MODES = ("auto", "static", "eager")
-ZERO_GPU_NOTE = "warms up on the first request (ZeroGPU: the GPU exists only inside a request)"
+ZERO_GPU_NOTE = Message(
+    "decode.note.zero_gpu", "warms up on the first request (ZeroGPU: the GPU exists only inside a request)"
+)
 MIB = 1024 * 1024
 # Largest difference the load-time check accepts between the static and the eager path: in
 # probability, and in logits relative to their largest magnitude (kernels differ slightly).
@@ -57,7 +60,12 @@ class StaticConfig:
     def __post_init__(self) -> None:
         for name in ("capacity", "min_bucket"):
             if int(getattr(self, name)) < 1:
-                raise PlaygroundError(f"Static decode: {name} must be >= 1, got {getattr(self, name)}")
+                raise PlaygroundError(
+                    "Static decode: {name} must be >= 1, got {value}",
+                    key="decode.error.size",
+                    name=name,
+                    value=getattr(self, name),
+                )
 
 
 @dataclass
@@ -74,24 +82,63 @@ class DecodeStatus:
     note: str = ""  # why eager, or when the warm-up happens
 
     def line(self) -> str:
-        """One short line: 'Decode: static KV cache + CUDA graphs (6 graphs, 256–8192 tokens) · …'."""
-        if self.path == "static":
-            kind = "static KV cache + CUDA graphs" if self.graphs else "static KV cache, eager steps"
-            span = f"{self.lengths[0]}–{self.lengths[-1]} tokens" if self.lengths else ""
-            detail = ", ".join(p for p in (f"{self.graphs} graphs" if self.graphs else "", span) if p)
-            parts = [f"Decode: {kind}" + (f" ({detail})" if detail else "") + " for a lone request"]
-        else:
-            parts = ["Decode: eager (dynamic KV cache)"]
+        """One short line: 'Decode: static KV cache + CUDA graphs (6 graphs, 256–8192 tokens) · …' (a
+        Message: the header says it in the page's language)."""
+        parts = [self._path_part()]
         if self.warmup_seconds is not None:
-            parts.append(f"warm-up {self.warmup_seconds:.1f} s")
+            parts.append(Message("decode.warmup", "warm-up {seconds:.1f} s", seconds=self.warmup_seconds))
         if self.held_bytes is not None:
             static = ""
             if self.static_bytes:
-                static = f", static cache and graphs {self.static_bytes / MIB:,.0f} MiB"
-            parts.append(f"GPU memory held {self.held_bytes / MIB:,.0f} MiB{static}")
+                static = Message(
+                    "decode.static_bytes",
+                    ", static cache and graphs {mib:,.0f} MiB",
+                    mib=self.static_bytes / MIB,
+                )
+            parts.append(
+                Message(
+                    "decode.held",
+                    "GPU memory held {mib:,.0f} MiB{static}",
+                    mib=self.held_bytes / MIB,
+                    static=static,
+                )
+            )
         if self.note:
             parts.append(self.note)
-        return " · ".join(parts)
+        return dotted(*parts)
+
+    def _path_part(self) -> Message:
+        if self.path != "static":
+            return Message("decode.eager", "Decode: eager (dynamic KV cache)")
+        kind = (
+            Message("decode.kind.graphs", "static KV cache + CUDA graphs")
+            if self.graphs
+            else Message("decode.kind.eager_steps", "static KV cache, eager steps")
+        )
+        low, high = (self.lengths[0], self.lengths[-1]) if self.lengths else (0, 0)
+        if self.graphs and self.lengths:
+            detail = Message(
+                "decode.detail.both",
+                " ({graphs} graphs, {low}–{high} tokens)",
+                graphs=self.graphs,
+                low=low,
+                high=high,
+            )
+        elif self.lengths:
+            detail = Message("decode.detail.span", " ({low}–{high} tokens)", low=low, high=high)
+        elif self.graphs:
+            detail = Message("decode.detail.graphs", " ({graphs} graphs)", graphs=self.graphs)
+        else:
+            detail = ""
+        return Message("decode.static", "Decode: {kind}{detail} for a lone request", kind=kind, detail=detail)
+
+
+def dotted(*parts: str) -> str:
+    """Header parts joined by " · ", as one Message (each part said in the page's language)."""
+    joined = parts[0] if parts else ""
+    for part in parts[1:]:
+        joined = Message("decode.dot", "{before} · {after}", before=joined, after=part)
+    return joined
 
 
 def zero_gpu() -> bool:
@@ -103,13 +150,20 @@ def zero_gpu() -> bool:
 def static_wanted(decode: str, device: torch.device, model: Any) -> tuple[bool, str]:
     """(use the static path, a note when not): auto = static on CUDA, eager elsewhere."""
     if decode not in DECODE_MODES:
-        raise PlaygroundError(f"Unknown decode path {decode!r}: use one of {', '.join(DECODE_MODES)}.")
+        raise PlaygroundError(
+            "Unknown decode path {decode!r}: use one of {modes}.",
+            key="decode.error.unknown",
+            decode=decode,
+            modes=", ".join(DECODE_MODES),
+        )
     if decode == "eager":
-        return False, "static path off (--no-compile)" if device.type == "cuda" else ""
+        off = Message("decode.note.no_compile", "static path off (--no-compile)")
+        return False, off if device.type == "cuda" else ""
     if decode == "auto" and device.type != "cuda":
         return False, ""
     reason = full_attention_reason(model)
-    return (False, f"static path unavailable: {reason}") if reason else (True, "")
+    unavailable = Message("decode.note.unavailable", "static path unavailable: {reason}", reason=reason)
+    return (False, unavailable) if reason else (True, "")
 
 
 def _reserved(device: torch.device) -> int:
@@ -137,7 +191,8 @@ class StaticDecoder:
         self._filled = 0  # tokens of the holder in the slot
         self._synced = 0  # of which its own cache holds too
         self.steps = 0  # one-token steps run here (tests and the header count them)
-        note = ZERO_GPU_NOTE if self.device.type == "cuda" and zero_gpu() else "not warmed up yet"
+        cold = Message("decode.note.cold", "not warmed up yet")
+        note = ZERO_GPU_NOTE if self.device.type == "cuda" and zero_gpu() else cold
         self.status = DecodeStatus("static", self.device.type, lengths=self.buckets, note=note)
 
     # --- readiness ----------------------------------------------------------------------------
@@ -158,16 +213,16 @@ class StaticDecoder:
             if self.state != "cold":
                 return self.state == "ready"
             started, before = time.perf_counter(), _reserved(self.device)
-            stage = "allocating the static cache"
+            stage = Message("decode.stage.allocating", "allocating the static cache")
             try:
                 shape = KVShape.of(self.model, self.device)
                 self.slot = Slot(
                     shape, 1, self.capacity, self.vocab, buckets=self.buckets, additive_mask=self._additive
                 )
                 if self.graphs_wanted:
-                    stage = "capturing CUDA graphs"
+                    stage = Message("decode.stage.capturing", "capturing CUDA graphs")
                     self._capture_all(report)
-                stage = "checking the static path against eager"
+                stage = Message("decode.stage.checking", "checking the static path against eager")
                 self.state = "ready"  # the check runs the path as requests will
                 self._check()
             except Exception as exc:  # any failure here means: decode eagerly, never crash
@@ -180,7 +235,13 @@ class StaticDecoder:
         """Turn the path off (decode eagerly) and free its memory; the status says why."""
         self.slot, self.state, self._holder = None, "failed", None
         message = " ".join(str(exc).split())[:200]
-        note = f"static path off: {stage} failed ({type(exc).__name__}{': ' + message if message else ''})"
+        error = f"{type(exc).__name__}{': ' + message if message else ''}"
+        note = Message(
+            "decode.note.failed",
+            "static path off: {stage} failed ({error})",
+            stage=stage,
+            error=error,
+        )
         self.status = DecodeStatus("eager", self.device.type, note=note)
         if self.device.type == "cuda":
             try:
@@ -211,7 +272,9 @@ class StaticDecoder:
             warmup_seconds=seconds,
             held_bytes=_reserved(self.device) if cuda else None,
             static_bytes=_reserved(self.device) - before if cuda else self.slot.nbytes(),
-            note="warmed up on the first request (ZeroGPU)" if cuda and zero_gpu() else "",
+            note=Message("decode.note.warmed", "warmed up on the first request (ZeroGPU)")
+            if cuda and zero_gpu()
+            else "",
         )
 
     def _check(self) -> None:

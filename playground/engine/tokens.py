@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from transformers import PreTrainedTokenizerBase
 
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
@@ -138,10 +139,18 @@ def check_token_id(token_id: Any, vocab_size: int) -> int:
     """token_id itself when it is an int inside the vocabulary; else a clear error."""
     if isinstance(token_id, bool) or not isinstance(token_id, int):
         raise PlaygroundError(
-            f"Token id {token_id!r} is not a whole number: a token id is one of 0..{vocab_size - 1}."
+            "Token id {token!r} is not a whole number: a token id is one of 0..{last}.",
+            key="tokens.error.not_whole",
+            token=token_id,
+            last=vocab_size - 1,
         )
     if not 0 <= token_id < vocab_size:
-        raise PlaygroundError(f"Token id {token_id!r} is outside the vocabulary (0..{vocab_size - 1}).")
+        raise PlaygroundError(
+            "Token id {token!r} is outside the vocabulary (0..{last}).",
+            key="tokens.error.outside",
+            token=token_id,
+            last=vocab_size - 1,
+        )
     return token_id
 
 
@@ -149,13 +158,23 @@ def check_ids(ids: Sequence[int], last: int, context: int, vocab_size: int, chec
     """Clear messages for an empty or too long sequence, a bad token id (after the first `checked`
     ids, known good) or a `last` outside the sequence (every engine checks its input so)."""
     if not ids:
-        raise PlaygroundError("No tokens to run: the sequence is empty.")
+        raise PlaygroundError("No tokens to run: the sequence is empty.", key="tokens.error.empty")
     if len(ids) > context:
-        raise PlaygroundError(f"{len(ids)} tokens is more than the model's context of {context} tokens.")
+        raise PlaygroundError(
+            "{tokens} tokens is more than the model's context of {context} tokens.",
+            key="tokens.error.past_context",
+            tokens=len(ids),
+            context=context,
+        )
     for token_id in ids[checked:]:
         check_token_id(token_id, vocab_size)
     if not 1 <= last <= len(ids):
-        raise PlaygroundError(f"Scores asked for the last {last} of {len(ids)} tokens.")
+        raise PlaygroundError(
+            "Scores asked for the last {last} of {tokens} tokens.",
+            key="tokens.error.last",
+            last=last,
+            tokens=len(ids),
+        )
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -208,28 +227,71 @@ class ByteSlice:
     def hex(self) -> str:
         return "".join(f"<0x{b:02X}>" for b in self.data)
 
-    def _where(self, sep: str) -> str:
-        if len(self.data) == 1:
-            return f"byte {self.first}{sep}{self.size}"
-        return f"bytes {self.first}–{self.last}{sep}{self.size}"
-
     def describe(self) -> str:
-        """For a card: 'byte 1 of 3 of 美', 'first byte of a 3-byte character'."""
+        """For a card: 'byte 1 of 3 of 美', 'first byte of a 3-byte character' (a Message: the UI
+        says it in the page's language)."""
+        first, last, size = self.first, self.last, self.size
         if not self.valid:
-            return f"{self.hex}: not valid UTF-8 here"
+            return Message("tokens.invalid", "{hex}: not valid UTF-8 here", hex=self.hex)
+        one = len(self.data) == 1
         if self.char is not None:
-            return f"{self._where(' of ')} of {char_view(self.char)}"
-        if self.first == 1 and len(self.data) == 1:
-            return f"first byte of a {self.size}-byte character"
-        return f"{self._where(' of a ')}-byte character"
+            char = char_view(self.char)
+            if one:
+                return Message(
+                    "tokens.byte_of",
+                    "byte {first} of {size} of {char}",
+                    first=first,
+                    size=size,
+                    char=char,
+                )
+            return Message(
+                "tokens.bytes_of",
+                "bytes {first}–{last} of {size} of {char}",
+                first=first,
+                last=last,
+                size=size,
+                char=char,
+            )
+        if first == 1 and one:
+            return Message("tokens.first_byte", "first byte of a {size}-byte character", size=size)
+        if one:
+            return Message(
+                "tokens.byte_of_a",
+                "byte {first} of a {size}-byte character",
+                first=first,
+                size=size,
+            )
+        return Message(
+            "tokens.bytes_of_a",
+            "bytes {first}–{last} of a {size}-byte character",
+            first=first,
+            last=last,
+            size=size,
+        )
 
     @property
     def label(self) -> str:
-        """For a chart or tree: '美 (byte 1/3)', '<0xE7> (byte 1/3)' while the character is unknown."""
+        """For a chart or tree: '美 (byte 1/3)', '<0xE7> (byte 1/3)' while the character is unknown
+        (a Message, like describe)."""
         if not self.valid:
-            return f"{self.hex} (not UTF-8)"
+            return Message("tokens.label.invalid", "{hex} (not UTF-8)", hex=self.hex)
         name = self.hex if self.char is None else char_view(self.char)
-        return f"{name} ({self._where('/')})"
+        if len(self.data) == 1:
+            return Message(
+                "tokens.label.byte",
+                "{name} (byte {first}/{size})",
+                name=name,
+                first=self.first,
+                size=self.size,
+            )
+        return Message(
+            "tokens.label.bytes",
+            "{name} (bytes {first}–{last}/{size})",
+            name=name,
+            first=self.first,
+            last=self.last,
+            size=self.size,
+        )
 
 
 def char_view(char: str) -> str:
@@ -277,7 +339,11 @@ class TokenText:
         """One line for a chart, a ledger or a tree: '␣the', '美 (byte 1/3)'."""
         if not self.split:
             return self.alone
-        return " + ".join(p.label if isinstance(p, ByteSlice) else visible_text(p) for p in self.parts)
+        labels = [p.label if isinstance(p, ByteSlice) else visible_text(p) for p in self.parts]
+        joined = labels[0]
+        for label in labels[1:]:  # as one Message, so each label is said in the page's language
+            joined = Message("tokens.plus", "{before} + {after}", before=joined, after=label)
+        return joined
 
     @property
     def candidate(self) -> str:
@@ -286,11 +352,16 @@ class TokenText:
         if not self.split:
             return self.alone
         bytes_ = "".join(p.hex if isinstance(p, ByteSlice) else visible_text(p) for p in self.parts)
-        return f"{bytes_} · {self.describe()}"
+        return Message("tokens.candidate", "{bytes} · {what}", bytes=bytes_, what=self.describe())
 
     def describe(self) -> str:
         """What the byte piece is, for a card ('byte 1 of 3 of 美'); '' for whole characters."""
-        return "; ".join(s.describe() for s in self.slices)
+        slices = [s.describe() for s in self.slices]
+        if len(slices) < 2:
+            return slices[0] if slices else ""
+        return Message(
+            "tokens.slices", "{slices}", slices=slices
+        )  # joined by "; ", each said in its language
 
     @property
     def glyphs(self) -> str:
@@ -323,6 +394,13 @@ def token_texts(tokenizer: Any, ids: Sequence[int], context: Sequence[int] = ())
 
 
 CONTEXT_TOKENS = 4  # a character has at most 4 bytes: 3 tokens before one may hold its start
+
+
+def byte_pieces(tokenizer: Any, text: str) -> tuple[int, int]:
+    """How text tokenizes (as a continuation): (tokens, of which pieces of a character, e.g. one of
+    the 3 byte tokens of 美). A tokenizer with no tokens for a script writes it as bytes."""
+    ids = list(tokenizer(text, add_special_tokens=False).input_ids)
+    return len(ids), sum(read.split for read in token_texts(tokenizer, ids))
 
 
 def read_pieces(pieces: Sequence[PieceLike]) -> list[TokenText]:

@@ -17,6 +17,7 @@ from playground.engine.base import Engine
 from playground.engine.plans import DecodePlan
 from playground.engine.sampling import SamplingSettings
 from playground.engine.static import DecodeStatus, ProgressFn, StaticDecoder, zero_gpu
+from playground.messages import Message
 
 
 class Warmable(Engine, Protocol):
@@ -58,9 +59,13 @@ def prepare_decode(
             engine.warm_up(report)
         except Exception as exc:  # a warm-up failure must not stop the app
             if decoder is not None and decoder.state == "ready":
-                decoder.disable("warming up", exc)
+                decoder.disable(Message("decode.stage.warming", "warming up"), exc)
             else:
-                engine.decode_status.note = f"warm-up failed ({type(exc).__name__}: {exc})"[:200]
+                engine.decode_status.note = Message(
+                    "decode.note.warmup_failed",
+                    "warm-up failed ({error})",
+                    error=f"{type(exc).__name__}: {exc}"[:180],
+                )
     status = engine.decode_status
     status.warmup_seconds = time.perf_counter() - started
     status.held_bytes = int(torch.cuda.memory_reserved(engine.device)) if cuda else status.held_bytes

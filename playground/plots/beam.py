@@ -29,6 +29,7 @@ from playground.plots.beam_layout import (
     lay_out,
 )
 from playground.plots.labels import FONT_FAMILY
+from playground.ui.i18n import DEFAULT, localize, t
 
 __all__ = [
     "PlotFrame",
@@ -50,11 +51,6 @@ CHOSEN_COLOR = "#2a7de1"
 GRID_COLOR = "rgba(128, 128, 128, 0.18)"
 TRANSPARENT = "rgba(0, 0, 0, 0)"  # the page's background shows through, light or dark
 DARK_TEXT = "#e5e7eb"  # titles, labels and ticks on a dark page (plotly's default #444 on a light one)
-HOVER = (
-    "<b>%{customdata[0]}</b> (node #%{customdata[5]})<br>step %{x}<br>"
-    "log-prob %{customdata[1]:.4f}<br>cum log-prob %{customdata[2]:.4f}<br>"
-    "normalised score %{customdata[3]:.4f}<br>%{customdata[4]}<extra></extra>"
-)
 # In the page each trace's group has class "trace<uid>" (e.g. ".tracefolds"), empty or not.
 TRACE_UIDS = {
     "pruned edges": "pruned-edges",
@@ -94,6 +90,7 @@ def beam_tree_figure(
     chosen: int | None = None,
     window: Sequence[float] | None = None,
     frame: PlotFrame | None = None,
+    lang: str = DEFAULT,
 ) -> go.Figure:
     """The beam search tree as a figure.
 
@@ -103,13 +100,10 @@ def beam_tree_figure(
     labelled with rank and final score; the greedy path is a dashed overlay (its tokens off the
     tree are open diamonds); `chosen` gets a ring, and its path and subtree are labelled first.
     window: the zoomed (x0, x1, y0, y1) to draw (None: the whole tree); frame: the figure's size
-    in the browser. Only labels that fit are drawn; every node keeps its hover.
+    in the browser. Only labels that fit are drawn; every node keeps its hover. Its words in lang.
     """
-    return go.Figure(
-        beam_tree_data(
-            tree, pruned_per_parent, show_greedy, unfolded=unfolded, chosen=chosen, window=window, frame=frame
-        )
-    )
+    view = {"unfolded": unfolded, "chosen": chosen, "window": window, "frame": frame, "lang": lang}
+    return go.Figure(beam_tree_data(tree, pruned_per_parent, show_greedy, **view))
 
 
 def beam_tree_data(
@@ -121,16 +115,18 @@ def beam_tree_data(
     chosen: int | None = None,
     window: Sequence[float] | None = None,
     frame: PlotFrame | None = None,
+    lang: str = DEFAULT,
 ) -> dict[str, Any]:
     """beam_tree_figure as a plain {"data": [...], "layout": {...}} dict."""
-    d = lay_out(tree, pruned_per_parent, show_greedy, unfolded, chosen, window, frame)
+    d = lay_out(tree, pruned_per_parent, show_greedy, unfolded, chosen, window, frame, lang)
     traces = [*_edges(d), _pruned(d), _folds(d), _live(d), _root(d), _hypotheses(tree, d)]
     if show_greedy and tree.greedy:
         traces += _greedy(tree, d)
     if d.chosen is not None:
         traces.append(_chosen(d, d.points[d.chosen]))
-    for trace in traces:
-        trace.update(type="scatter", uid=TRACE_UIDS[trace["name"]])
+    for trace in traces:  # its uid by its English name, then its name (the legend's) in lang
+        uid = TRACE_UIDS[trace["name"]]
+        trace.update(type="scatter", uid=uid, name=t(f"plot.beam.trace.{uid.replace('-', '_')}", lang))
     return {"data": traces, "layout": _layout(tree, d)}
 
 
@@ -143,10 +139,11 @@ def node_focus(
     unfolded: Iterable[int] = (),
     window: Sequence[float] | None = None,
     frame: PlotFrame | None = None,
+    lang: str = DEFAULT,
 ) -> tuple[float, float, float, float] | None:
     """The window to zoom to when `node` is clicked so that its subtree's labels fit (None:
     stay, the view labels it already); see beam_layout.focus_window."""
-    drawing = lay_out(tree, pruned_per_parent, show_greedy, unfolded, node, window, frame)
+    drawing = lay_out(tree, pruned_per_parent, show_greedy, unfolded, node, window, frame, lang)
     return focus_window(drawing, node)
 
 
@@ -203,8 +200,18 @@ def _nodes(d: Drawing, points: list[Point], name: str, marker: dict[str, Any], f
         "textposition": [position for _, position in texts],
         "textfont": {"size": d.font_px, **font},
         "marker": marker,
-        "customdata": [[p.label, _n(p.logprob), _n(p.cum), _n(p.score), p.detail, p.id] for p in points],
-        "hovertemplate": HOVER,
+        "customdata": [
+            [
+                localize(p.label, d.lang),
+                _n(p.logprob),
+                _n(p.cum),
+                _n(p.score),
+                localize(p.detail, d.lang),
+                p.id,
+            ]
+            for p in points
+        ],
+        "hovertemplate": t("plot.beam.hover", d.lang),
     }
 
 
@@ -222,7 +229,7 @@ def _live(d: Drawing) -> dict[str, Any]:
         "size": d.node_px,
         "line": {"width": 1, "color": "rgba(0, 0, 0, 0.6)"},
         "symbol": ["square" if p.fate == FINISHED else "circle" for p in live],
-        "colorbar": {"title": {"text": "score"}, "thickness": 10, "len": 0.8, "xpad": 6},
+        "colorbar": {"title": {"text": t("plot.beam.score", d.lang)}, "thickness": 10, "len": 0.8, "xpad": 6},
     }
     return _nodes(d, live, "kept (circle) / finished (square)", marker, {})
 
@@ -232,17 +239,19 @@ def _root(d: Drawing) -> dict[str, Any]:
     return _nodes(d, [d.points[0]], "prompt", marker, {})
 
 
-def _fold_hover(fold: Fold, parent: Point) -> str:
-    """The folded candidates with their true numbers."""
+def _fold_hover(fold: Fold, parent: Point, lang: str) -> str:
+    """The folded candidates with their true numbers, in lang."""
+    after = localize(parent.label, lang)
     if fold.unfolded:
-        return f"the pruned candidates after {parent.label} (node #{parent.id}): click to fold them"
-    lines = [f"<b>{fold.label}</b> after {parent.label} (node #{parent.id}), step {fold.x:g}"]
+        return t("plot.beam.fold.hover_open", lang, after=after, id=parent.id)
+    label = localize(fold.label, lang)
+    lines = [t("plot.beam.fold.hover", lang, label=label, after=after, id=parent.id, step=fold.x)]
     labels = fold.hidden_labels or [n.label for n in fold.hidden]
     lines += [
-        f"{label}: log-prob {n.logprob:.4f}, cum log-prob {n.cum_logprob:.4f}"
-        for n, label in zip(fold.hidden, labels, strict=True)
+        t("plot.beam.fold.line", lang, token=localize(text, lang), logprob=n.logprob, cum=n.cum_logprob)
+        for n, text in zip(fold.hidden, labels, strict=True)
     ]
-    return "<br>".join([*lines, "click to unfold"])
+    return "<br>".join([*lines, t("plot.beam.fold.unfold", lang)])
 
 
 def _folds(d: Drawing) -> dict[str, Any]:
@@ -266,7 +275,7 @@ def _folds(d: Drawing) -> dict[str, Any]:
         "marker": marker,
         # [label, count, -, -, hover, parent id, "fold"]: static/beam.js sends "fold-<parent>" on a click
         "customdata": [
-            [f.label, len(f.hidden), 0, 0, _fold_hover(f, d.points[f.parent]), f.parent, "fold"]
+            [f.label, len(f.hidden), 0, 0, _fold_hover(f, d.points[f.parent], d.lang), f.parent, "fold"]
             for f in folds
         ],
         "hovertemplate": "%{customdata[4]}<extra></extra>",
@@ -290,8 +299,7 @@ def _hypotheses(tree: BeamTree, d: Drawing) -> dict[str, Any]:
         "customdata": [  # a character cut off at the end reads '…', not U+FFFD
             [cut_off_shown(h.text), h.score, h.cum_logprob, len(h.token_ids), h.rank, h.node_id] for h in hyps
         ],
-        "hovertemplate": "<b>hypothesis #%{customdata[4]}</b> score %{customdata[1]:.4f}<br>%{customdata[0]}"
-        "<br>cum log-prob %{customdata[2]:.4f}<br>%{customdata[3]} tokens<extra></extra>",
+        "hovertemplate": t("plot.beam.hypothesis", d.lang),
     }
 
 
@@ -339,11 +347,16 @@ def early_stopping_word(value: bool | str) -> str:
     return str(value)
 
 
-def _title(tree: BeamTree) -> str:
+def _title(tree: BeamTree, lang: str = DEFAULT) -> str:
     s = tree.settings
-    return (
-        f"Beam search: {s.num_beams} beams, {tree.steps_run} steps, length penalty {s.length_penalty:g}, "
-        f"early stopping {early_stopping_word(s.early_stopping)} ({tree.stop_reason})"
+    return t(
+        "plot.beam.title",
+        lang,
+        beams=s.num_beams,
+        steps=tree.steps_run,
+        penalty=s.length_penalty,
+        early=t(f"beam.early_stopping.{early_stopping_word(s.early_stopping)}", lang),
+        reason=localize(tree.stop_reason, lang),
     )
 
 
@@ -366,7 +379,7 @@ def _layout(tree: BeamTree, d: Drawing) -> dict[str, Any]:
     }
     return {
         "title": {
-            "text": _title(tree),
+            "text": _title(tree, d.lang),
             "x": 0.01,
             "xanchor": "left",
             "font": {"size": round(15 * min(scale, 1.2))},
@@ -392,7 +405,7 @@ def _layout(tree: BeamTree, d: Drawing) -> dict[str, Any]:
             },
         },
         "xaxis": {
-            "title": {"text": "step", "standoff": 2},
+            "title": {"text": t("plot.beam.step", d.lang), "standoff": 2},
             "range": [area.x0, area.x1],
             "tickvals": list(range(0, last_step + 1, tick)),  # none past the tree
             "gridcolor": GRID_COLOR,

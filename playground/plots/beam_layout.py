@@ -22,8 +22,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from playground.beam import PRUNED, ROOT, BeamNode, BeamTree
+from playground.beam.tree import FATES
 from playground.engine.tokens import read_pieces
+from playground.messages import Message
 from playground.plots.labels import Area, Label, place_labels
+from playground.ui.i18n import DEFAULT, localize
+
+# How a node reads in its hover and on the tree (said in the figure's language: Drawing.lang)
+PROMPT_LABEL = Message("plot.beam.prompt", "prompt")
+OFF_TREE = Message("plot.beam.off_tree", "greedy path, off the tree")
 
 FONT_PX = 12  # node labels (pruned and fold labels one px smaller)
 STAGE_SCALE = 1.4  # presenter mode: text this much larger (static/theme.js scales other figures so)
@@ -98,7 +105,9 @@ class Fold:
 
     @property
     def label(self) -> str:
-        return "fold" if self.unfolded else f"+{len(self.hidden)} pruned"
+        if self.unfolded:
+            return Message("plot.beam.fold", "fold")
+        return Message("plot.beam.folded", "+{n} pruned", n=len(self.hidden))
 
     @property
     def short_label(self) -> str:
@@ -120,6 +129,7 @@ class Drawing:
     frame: PlotFrame = field(default_factory=PlotFrame)
     chosen: int | None = None
     labels: dict[object, tuple[str, str]] = field(default_factory=dict)  # key -> (position, text)
+    lang: str = DEFAULT  # the language of its words
 
     @property
     def dark(self) -> bool:
@@ -155,8 +165,9 @@ def lay_out(
     chosen: int | None = None,
     window: Sequence[float] | None = None,
     frame: PlotFrame | None = None,
+    lang: str = DEFAULT,
 ) -> Drawing:
-    """Positions, sizes and labels for the tree (see the module docstring)."""
+    """Positions, sizes and labels for the tree (see the module docstring), its words in lang."""
     frame = frame or PlotFrame()
     points = live_points(tree, show_greedy)
     add_pruned(tree, points, max(0, pruned_per_parent), set(unfolded))
@@ -170,6 +181,7 @@ def lay_out(
     pruned_px = min(8.0, max(4.0, 0.6 * row_px))
     drawing = Drawing(points, folds, fit, area, height, node_px, pruned_px, row_px >= FOLD_MIN_ROW_PX, frame)
     drawing.chosen = chosen if chosen in points else None
+    drawing.lang = lang
     drawing.labels = place(tree, drawing)
     return drawing
 
@@ -178,10 +190,16 @@ def lay_out(
 
 
 def _node_point(tree: BeamTree, node: BeamNode) -> Point:
-    detail = (
-        node.fate + (f", rank {node.rank}" if node.rank else "") + (f" ({node.note})" if node.note else "")
+    detail = Message(
+        "plot.beam.detail",
+        "{fate}{rank}{note}",
+        fate=FATES.get(node.fate, node.fate),
+        rank=Message("plot.beam.rank", ", rank {rank}", rank=node.rank) if node.rank else "",
+        note=Message("plot.beam.note", " ({note})", note=node.note) if node.note else "",
     )
-    label = "prompt" if node.fate == ROOT else tree.tree.label(node.id)  # a byte piece names its character
+    label = (
+        PROMPT_LABEL if node.fate == ROOT else tree.tree.label(node.id)
+    )  # a byte piece names its character
     parent = -1 if node.parent is None else node.parent
     return Point(
         node.id, parent, node.step, label, node.logprob, node.cum_logprob, node.score, node.fate, detail
@@ -211,7 +229,7 @@ def live_points(tree: BeamTree, show_greedy: bool) -> dict[int, Point]:
             token.cum_logprob,
             score,
             "greedy",
-            "greedy path, off the tree",
+            OFF_TREE,
         )
         parent = -token.step
     return points
@@ -343,7 +361,8 @@ def wanted_labels(tree: BeamTree, drawing: Drawing) -> list[Label]:
     for p in points.values():
         font = drawing.font_px - 1 if p.fate == PRUNED else drawing.font_px
         where = ROOT_POSITIONS if p.id == 0 else NODE_POSITIONS
-        label = Label(("node", p.id), p.id, p.label, p.x, p.y, drawing.marker_px(p), font, where)
+        text = localize(p.label, drawing.lang)
+        label = Label(("node", p.id), p.id, text, p.x, p.y, drawing.marker_px(p), font, where)
         wanted.append((order[p.id], label))
     for h in tree.hypotheses:
         if h.node_id in points:
@@ -352,7 +371,7 @@ def wanted_labels(tree: BeamTree, drawing: Drawing) -> list[Label]:
             wanted.append(((0.5, h.rank), label))
     for fold in drawing.shown_folds():
         for rank, text in (
-            (7.0, fold.label),
+            (7.0, localize(fold.label, drawing.lang)),
             (7.5, fold.short_label),
         ):  # the short text where the long won't fit
             key = ("fold", fold.parent)

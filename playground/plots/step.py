@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from playground.ui.i18n import DEFAULT, t
+
 RAW_COLOR = "#8fa8c8"
 KEPT_COLOR = "#2a7de1"
 REMOVED_COLOR = "#c8c8c8"
@@ -17,21 +19,27 @@ def distribution_figure(
     stage_probs: Sequence[float],
     removed: Sequence[bool],
     stage_name: str,
+    raw: bool = False,
+    lang: str = DEFAULT,
 ) -> go.Figure:
     """Grouped horizontal bars, most likely token on top: raw probability vs the probability
-    after `stage_name`; tokens removed by then are grey."""
+    after `stage_name` (raw: no stage applied yet); tokens removed by then are grey. In lang."""
     colors = [REMOVED_COLOR if gone else KEPT_COLOR for gone in removed]
     fig = go.Figure()
     fig.add_bar(
-        name="raw (model)", y=list(labels), x=list(raw_probs), orientation="h", marker_color=RAW_COLOR
+        name=t("plot.step.raw", lang),
+        y=list(labels),
+        x=list(raw_probs),
+        orientation="h",
+        marker_color=RAW_COLOR,
     )
     fig.add_bar(
-        name="no stage applied yet" if stage_name.startswith("raw") else f"after {stage_name}",
+        name=t("plot.step.no_stage", lang) if raw else t("plot.step.after", lang, stage=stage_name),
         y=list(labels),
         x=list(stage_probs),
         orientation="h",
         marker_color=colors,
-        customdata=["removed" if gone else "kept" for gone in removed],
+        customdata=[t("plot.step.removed" if gone else "plot.step.kept", lang) for gone in removed],
         hovertemplate="%{y}: %{x:.2%} (%{customdata})<extra></extra>",
     )
     fig.update_layout(
@@ -40,7 +48,7 @@ def distribution_figure(
         height=max(260, 34 * len(labels) + 80),
         margin={"l": 70, "r": 10, "t": 50, "b": 30},
         yaxis={"autorange": "reversed", "type": "category", "automargin": True},
-        xaxis={"tickformat": ".0%", "title": "probability"},
+        xaxis={"tickformat": ".0%", "title": t("plot.step.probability", lang)},
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
         meta={"stage_rows": STAGE_ROWS},  # on stage (static/theme.js) only the top rows, each labelled
     )
@@ -53,8 +61,11 @@ STAGE_ROWS = 5  # the candidates presenter mode shows as buttons
 MAX_TOKEN_LABELS = 12  # more steps than this: label every k-th bar (hover still names each token)
 
 
-def cumulative_logprob_figure(logprobs: Sequence[float], labels: Sequence[str]) -> go.Figure:
-    """Per-step log-prob bars and the running sum (the log-probability of the whole continuation).
+def cumulative_logprob_figure(
+    logprobs: Sequence[float], labels: Sequence[str], lang: str = DEFAULT
+) -> go.Figure:
+    """Per-step log-prob bars and the running sum (the log-probability of the whole continuation), in
+    lang.
 
     No in-figure title: the component's label names the chart."""
     steps = list(range(1, len(logprobs) + 1))
@@ -64,7 +75,7 @@ def cumulative_logprob_figure(logprobs: Sequence[float], labels: Sequence[str]) 
         running.append(total)
     fig = go.Figure()
     fig.add_bar(
-        name="log-prob of the step",
+        name=t("plot.step.logprob", lang),
         x=steps,
         y=list(logprobs),
         text=thinned_labels(labels),
@@ -72,13 +83,13 @@ def cumulative_logprob_figure(logprobs: Sequence[float], labels: Sequence[str]) 
         textangle=-90,  # vertical: neighbouring labels never overlap
         cliponaxis=False,
         customdata=list(labels),
-        hovertemplate="step %{x}: %{customdata}<br>log-prob %{y:.3f}<extra></extra>",
+        hovertemplate=t("plot.step.hover", lang),
         marker_color=RAW_COLOR,
     )
     fig.add_scatter(
-        name="cumulative log-prob", x=steps, y=running, mode="lines+markers", line_color=KEPT_COLOR
+        name=t("plot.step.cumulative", lang), x=steps, y=running, mode="lines+markers", line_color=KEPT_COLOR
     )
-    _style_cumulative(fig, len(steps))
+    _style_cumulative(fig, len(steps), lang)
     return fig
 
 
@@ -88,12 +99,16 @@ def thinned_labels(labels: Sequence[str], most: int = MAX_TOKEN_LABELS) -> list[
     return [label if i % every == 0 else "" for i, label in enumerate(labels)]
 
 
-def _style_cumulative(fig: go.Figure, n_steps: int) -> None:
+def _style_cumulative(fig: go.Figure, n_steps: int, lang: str) -> None:
     fig.update_layout(
         template="none",
         height=340,
         margin={"l": 70, "r": 15, "t": 30, "b": 95},  # the legend sits under the step axis
-        xaxis={"title": {"text": "step"}, "dtick": 1 if n_steps <= 20 else None, "automargin": True},
-        yaxis={"title": {"text": "nats", "standoff": 8}, "automargin": True},
+        xaxis={
+            "title": {"text": t("plot.step.step", lang)},
+            "dtick": 1 if n_steps <= 20 else None,
+            "automargin": True,
+        },
+        yaxis={"title": {"text": t("plot.step.nats", lang), "standoff": 8}, "automargin": True},
         legend={"orientation": "h", "x": 0, "y": -0.28, "yanchor": "top"},
     )

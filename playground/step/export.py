@@ -8,13 +8,13 @@ replays with this one's numbers; a different tokenizer is caught by the prompt's
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from playground.engine.base import Engine
 from playground.engine.records import SOURCES
 from playground.engine.sampling import validate_settings
 from playground.errors import PlaygroundError
+from playground.messages import Message
 from playground.step.session import StepSession
 from playground.traces import TRACE_FORMAT, read_trace
 from playground.tree import ROOT
@@ -69,7 +69,10 @@ def session_from_dict(engine: Engine, data: Any) -> StepSession:
         system_prompt=checked.get("system_prompt"),
     )
     if session.prompt_ids != checked["prompt_ids"]:
-        raise PlaygroundError("This session was made with another tokenizer: its prompt tokens differ.")
+        raise PlaygroundError(
+            "This session was made with another tokenizer: its prompt tokens differ.",
+            key="step.error.tokenizer",
+        )
     try:
         with session.locked():
             id_map = _replay(session, checked["nodes"])
@@ -85,7 +88,7 @@ def session_from_json(engine: Engine, text: str) -> StepSession:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise PlaygroundError(f"Not a JSON file: {exc}") from exc
+        raise PlaygroundError("Not a JSON file: {why}", key="step.error.not_json", why=str(exc)) from exc
     if isinstance(data, dict) and data.get("format") == TRACE_FORMAT:
         data = _trace_session(text)
     return session_from_dict(engine, data)
@@ -96,11 +99,15 @@ def _trace_session(text: str) -> Any:
     trace = read_trace(text, "This file")
     if trace.kind != "step":
         raise PlaygroundError(
-            f"This file is a recorded {trace.kind} trace: Step by step imports sessions and step traces "
-            "(serve any trace with --replay)."
+            "This file is a recorded {kind} trace: Step by step imports sessions and step traces "
+            "(serve any trace with --replay).",
+            key="step.error.other_trace",
+            kind=trace.kind,
         )
     if "session" not in trace.data:
-        raise PlaygroundError("This step trace holds no session to replay: it has only its views.")
+        raise PlaygroundError(
+            "This step trace holds no session to replay: it has only its views.", key="step.error.no_session"
+        )
     return trace.data["session"]
 
 
@@ -126,29 +133,41 @@ def _replay(session: StepSession, nodes: list[dict[str, Any]]) -> dict[int, int]
 def _check_export(data: Any) -> dict[str, Any]:
     """Validate an exported session; the error says what is wrong."""
 
-    def fail(why: str) -> PlaygroundError:
-        return PlaygroundError(f"Not a valid step-by-step session file: {why}")
-
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-        raise fail(f"'format' must be {EXPORT_FORMAT!r}")
+        raise _invalid(Message("step.file.format", "'format' must be {format!r}", format=EXPORT_FORMAT))
     if data.get("version") != EXPORT_VERSION:
-        raise fail(f"unsupported version {data.get('version')!r} (expected {EXPORT_VERSION})")
+        raise _invalid(
+            Message(
+                "step.file.version",
+                "unsupported version {version!r} (expected {expected})",
+                version=data.get("version"),
+                expected=EXPORT_VERSION,
+            )
+        )
     if not isinstance(data.get("prompt"), str) or not isinstance(data.get("chat"), bool):
-        raise fail("'prompt' must be text and 'chat' true or false")
+        raise _invalid(Message("step.file.prompt", "'prompt' must be text and 'chat' true or false"))
     if not isinstance(data.get("prompt_ids"), list):
-        raise fail("'prompt_ids' must be a list of token ids")
+        raise _invalid(Message("step.file.prompt_ids", "'prompt_ids' must be a list of token ids"))
     conversation = data.get("conversation")
     if conversation is not None and not _is_conversation(conversation):
-        raise fail("'conversation' must be a list of {role, content} messages")
+        raise _invalid(
+            Message("step.file.conversation", "'conversation' must be a list of {{role, content}} messages")
+        )
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
-        raise fail("'nodes' must be a list")
+        raise _invalid(Message("step.file.nodes", "'nodes' must be a list"))
     known = {ROOT}
     for node in nodes:
-        _check_node(node, known, fail)
+        _check_node(node, known)
         known.add(node["id"])
     if data.get("current") not in known:
-        raise fail(f"'current' node {data.get('current')!r} is not in the tree")
+        raise _invalid(
+            Message(
+                "step.file.current",
+                "'current' node {node!r} is not in the tree",
+                node=data.get("current"),
+            )
+        )
     return {**data, "settings": validate_settings(data.get("settings"))}
 
 
@@ -159,18 +178,56 @@ def _is_conversation(value: Any) -> bool:
     )
 
 
-def _check_node(node: Any, known: set[int], fail: Callable[[str], PlaygroundError]) -> None:
+def _invalid(why: Message) -> PlaygroundError:
+    """The refusal of a file that is not a valid exported session, saying what is wrong."""
+    return PlaygroundError(
+        "Not a valid step-by-step session file: {why}",
+        key="step.error.invalid_file",
+        why=why,
+    )
+
+
+def _check_node(node: Any, known: set[int]) -> None:
     if not isinstance(node, dict):
-        raise fail(f"a node must be an object, got {node!r}")
+        raise _invalid(Message("step.file.node", "a node must be an object, got {node!r}", node=node))
     for name in ("id", "parent", "token_id"):
         if not isinstance(node.get(name), int) or isinstance(node.get(name), bool):
-            raise fail(f"node field {name!r} must be an integer in {node!r}")
+            raise _invalid(
+                Message(
+                    "step.file.node_field",
+                    "node field {name!r} must be an integer in {node!r}",
+                    name=name,
+                    node=node,
+                )
+            )
     if node["id"] in known:
-        raise fail(f"node id {node['id']} appears twice")
+        raise _invalid(Message("step.file.twice", "node id {id} appears twice", id=node["id"]))
     if node["parent"] not in known:
-        raise fail(f"node {node['id']} has parent {node['parent']}, which comes later or does not exist")
+        raise _invalid(
+            Message(
+                "step.file.parent",
+                "node {id} has parent {parent}, which comes later or does not exist",
+                id=node["id"],
+                parent=node["parent"],
+            )
+        )
     if node.get("source") not in SOURCES:
-        raise fail(f"node {node['id']} has source {node.get('source')!r}; expected one of {SOURCES}")
+        raise _invalid(
+            Message(
+                "step.file.source",
+                "node {id} has source {source!r}; expected one of {sources}",
+                id=node["id"],
+                source=node.get("source"),
+                sources=str(SOURCES),
+            )
+        )
     sampled = node.get("sampled_prob")
     if sampled is not None and not (isinstance(sampled, (int, float)) and 0 <= sampled <= 1):
-        raise fail(f"node {node['id']} has sampled_prob {sampled!r}; expected null or a probability")
+        raise _invalid(
+            Message(
+                "step.file.sampled",
+                "node {id} has sampled_prob {sampled!r}; expected null or a probability",
+                id=node["id"],
+                sampled=sampled,
+            )
+        )

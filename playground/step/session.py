@@ -73,8 +73,10 @@ class StepSession:
             self.prompt_ids = encode_prompt(engine.tokenizer, prompt, self.chat)
         if len(self.prompt_ids) > engine.context_length:
             raise PlaygroundError(
-                f"The prompt has {len(self.prompt_ids)} tokens, more than the model's context "
-                f"limit of {engine.context_length} tokens."
+                "The prompt has {tokens} tokens, more than the model's context limit of {context} tokens.",
+                key="step.error.prompt_too_long",
+                tokens=len(self.prompt_ids),
+                context=engine.context_length,
             )
         self.settings = validate_settings(settings)
         self.tree = GenerationTree(self.prompt_ids)
@@ -183,7 +185,11 @@ class StepSession:
     def candidates(self, k: int = 10, settings: SettingsLike = None) -> list[Candidate]:
         """The k most likely next tokens (raw distribution), with after-sampling probabilities."""
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise PlaygroundError(f"The number of candidates must be an integer >= 1, got {k!r}")
+            raise PlaygroundError(
+                "The number of candidates must be an integer >= 1, got {k!r}",
+                key="step.error.candidates",
+                k=k,
+            )
         stages = self.stages(settings)
         logprobs = raw_logprobs(stages[0].logits, self.engine.capabilities.full_vocab)  # (vocab,)
         known = int(torch.isfinite(logprobs).sum())
@@ -255,10 +261,16 @@ class StepSession:
         """Append any text (tokenized on its own, possibly several tokens, one forward)."""
         with self._lock:
             if not isinstance(text, str) or not text:
-                raise PlaygroundError("The text to force is empty: type the text to append.")
+                raise PlaygroundError(
+                    "The text to force is empty: type the text to append.", key="step.error.force_empty"
+                )
             token_ids = encode_continuation(self.engine.tokenizer, text)
             if not token_ids:
-                raise PlaygroundError(f"The text {text!r} gives no tokens.")
+                raise PlaygroundError(
+                    "The text {text!r} gives no tokens.",
+                    key="step.error.no_tokens",
+                    text=text,
+                )
             return self.append_tokens(token_ids)
 
     def append_tokens(self, token_ids: Sequence[int]) -> list[LedgerEntry]:
@@ -292,7 +304,9 @@ class StepSession:
         `torch.manual_seed(seed)` + `generate(do_sample=True)`); stops after end of sequence."""
         settings = self._settings(settings)
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise PlaygroundError(f"The number of steps must be an integer >= 1, got {n!r}")
+            raise PlaygroundError(
+                "The number of steps must be an integer >= 1, got {n!r}", key="step.error.steps", n=n
+            )
         with self._lock:
             self._check_room(n)
             generator = seeded_generator(seed, self._scores().device)  # where the scores live
@@ -316,12 +330,24 @@ class StepSession:
         """Go back n tokens (they stay in the tree as a branch); the cache is cropped on the next step."""
         with self._lock:
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise PlaygroundError(f"Undo needs a number of steps >= 1, got {n!r}")
+                raise PlaygroundError(
+                    "Undo needs a number of steps >= 1, got {n!r}",
+                    key="step.error.undo_steps",
+                    n=n,
+                )
             generated = len(self.path) - 1
+            if generated == 1 < n:
+                raise PlaygroundError(
+                    "Nothing to undo: 1 generated token, and undo asked for {n}.",
+                    key="step.error.undo_one",
+                    n=n,
+                )
             if generated < n:
                 raise PlaygroundError(
-                    f"Nothing to undo: {generated} generated token{'s' * (generated != 1)}, "
-                    f"and undo asked for {n}."
+                    "Nothing to undo: {generated} generated tokens, and undo asked for {n}.",
+                    key="step.error.nothing_to_undo",
+                    generated=generated,
+                    n=n,
                 )
             self.path, self._path_ids, self._path_totals = (
                 self.path[:-n],
@@ -358,17 +384,26 @@ class StepSession:
         used, limit = len(self.ids), self.engine.context_length
         if used + extra > limit:
             raise PlaygroundError(
-                f"Context limit reached: the model reads at most {limit} tokens; this session has "
-                f"{used} and {extra} more would make {used + extra}. Undo some tokens or start anew."
+                "Context limit reached: the model reads at most {limit} tokens; this session has {used} and "
+                "{extra} more would make {total}. Undo some tokens or start anew.",
+                key="step.error.context",
+                limit=limit,
+                used=used,
+                extra=extra,
+                total=used + extra,
             )
 
     def _tokens_for(self, token_or_text: int | str) -> list[int]:
         if isinstance(token_or_text, str):
             if not token_or_text:
-                raise PlaygroundError("Type a token or some text to look up its probability.")
+                raise PlaygroundError(
+                    "Type a token or some text to look up its probability.", key="step.error.query_empty"
+                )
             ids = encode_continuation(self.engine.tokenizer, token_or_text)
             if not ids:
-                raise PlaygroundError(f"The text {token_or_text!r} gives no tokens.")
+                raise PlaygroundError(
+                    "The text {text!r} gives no tokens.", key="step.error.no_tokens", text=token_or_text
+                )
             return ids
         return [check_token_id(token_or_text, self.engine.vocab_size)]
 

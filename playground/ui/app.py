@@ -15,7 +15,9 @@ from playground.api import ModelLookup, RegistryModels, openai_routes
 from playground.engine.base import Engine
 from playground.models import ModelRegistry
 from playground.settings import Settings, load_settings
+from playground.ui.beam_tab import TEXT_OUTPUTS as BEAM_TEXT_OUTPUTS
 from playground.ui.beam_tab import build_beam_tab
+from playground.ui.chat_tab import TEXT_OUTPUTS as CHAT_TEXT_OUTPUTS
 from playground.ui.chat_tab import build_chat_tab, connect_answer
 from playground.ui.common import MODEL_QUEUE, connect, set_model_concurrency
 from playground.ui.compare import TEXT_OUTPUTS as COMPARE_TEXT_OUTPUTS
@@ -29,6 +31,7 @@ from playground.ui.i18n import (
     browser_script,
     gradio_i18n,
     i18n,
+    localize,
     named_tabs,
     session_lang,
     t,
@@ -62,9 +65,9 @@ def header_markdown(engine: Engine, lang: str = "en") -> str:
     size = t("app.header.size", lang, millions=engine.num_parameters / 1e6) if engine.num_parameters else ""
     dtype = str(engine.dtype).removeprefix("torch.") if engine.dtype is not None else None
     decode = engine.describe_decode()
-    decode_text = info_line(decode, "decode-info") if decode else ""
+    decode_text = info_line(localize(decode, lang), "decode-info") if decode else ""
     if engine.quantization:  # --quantize: the served weights are not the loaded ones
-        decode_text += info_line(engine.quantization_line, "quant-info")
+        decode_text += info_line(localize(engine.quantization_line, lang), "quant-info")
     details = t(
         "app.header.details",
         lang,
@@ -174,6 +177,9 @@ def _wire_tabs(
     # handlers here.
     texts = [
         (toolbar, picker.model_choices, ["model"]),
+        (widgets["chat"], handlers["chat"].chat_texts, CHAT_TEXT_OUTPUTS),
+        (widgets["step"], handlers["step"].step_texts, VIEW_OUTPUTS),
+        (widgets["beam"], handlers["beam"].beam_texts, BEAM_TEXT_OUTPUTS),
         (widgets["kv"], handlers["kv"].kv_texts, TEXT_OUTPUTS),
         (widgets["compare"], handlers["compare"].compare_texts, COMPARE_TEXT_OUTPUTS),
         (widgets["hood"], hood_texts(handlers["hood"]), handlers["hood"].text_outputs),

@@ -27,18 +27,28 @@ from playground.beam import (
 from playground.engine.base import Engine
 from playground.engine.tokens import cut_off_shown, decode_ids
 from playground.errors import Cancelled, PlaygroundError
+from playground.messages import Message
 from playground.plots.beam import PlotFrame, beam_tree_data, early_stopping_word, figure_config, node_focus
 from playground.traces import new_trace, save_trace
 from playground.ui.common import UncheckedSlider, as_number, connect, connect_after_ticket
 from playground.ui.control_ranges import BEAM_LENGTH_PENALTY
-from playground.ui.i18n import DEFAULT, localize, session_lang, t
+from playground.ui.i18n import DEFAULT, i18n, localize, session_lang, t
 from playground.ui.links import Link, link_opener
+from playground.ui.presets import PRESETS, build_presets, chinese_note, preset
 from playground.ui.ranges import CheckedSlider
 from playground.ui.state import BeamView, TabStates
 from playground.workspace import Workspace, Workspaces
 
 EARLY_STOPPING = {"off": False, "on": True, "never": "never"}
-HYPOTHESIS_COLUMNS = ["rank", "score", "cum log-prob", "tokens", "text"]
+HYPOTHESIS_KEYS = ["beam.col.rank", "beam.col.score", "beam.col.cum", "beam.col.tokens", "beam.col.text"]
+
+
+def hypothesis_headers(lang: str = DEFAULT) -> list[str]:
+    """The hypotheses table's column names in lang (a Dataframe's headers are set by the server)."""
+    return [t(key, lang) for key in HYPOTHESIS_KEYS]
+
+
+HYPOTHESIS_COLUMNS = hypothesis_headers()  # in English
 MAX_NODE_CHOICES = 3000  # the node list stays usable in the browser
 
 
@@ -50,7 +60,12 @@ def parse_early_stopping(value: Any) -> bool | str:
     if isinstance(value, bool) or value == "never":
         return value
     if value not in EARLY_STOPPING:
-        raise PlaygroundError(f"Early stopping must be one of {', '.join(EARLY_STOPPING)}, got {value!r}.")
+        raise PlaygroundError(
+            "Early stopping must be one of {words}, got {value!r}.",
+            key="beam.error.early_word",
+            words=", ".join(EARLY_STOPPING),
+            value=value,
+        )
     return EARLY_STOPPING[value]
 
 
@@ -61,12 +76,14 @@ def plot_value(
     image_format: str,
     ws: Workspace | None = None,
     shown: BeamView | None = None,
+    lang: str = DEFAULT,
 ) -> PlotData:
     """The figure as Gradio's plot payload, with a modebar that zooms and downloads PNG or SVG;
-    drawn for the tab's view (unfolded nodes, chosen node, zoomed window, plot size) when given."""
-    view: dict[str, Any] = {}
+    drawn for the tab's view (unfolded nodes, chosen node, zoomed window, plot size) when given,
+    its words in lang."""
+    view: dict[str, Any] = {"lang": lang}
     if ws is not None and shown is not None:
-        view = {
+        view |= {
             "unfolded": shown.unfolded,
             "chosen": ws.beam_node,
             "window": shown.window,
@@ -88,10 +105,10 @@ def parse_view(view: str) -> tuple[PlotFrame, tuple[float, float, float, float] 
     except ValueError:
         values = []
     if len(values) != 12 or not all(math.isfinite(v) for v in values):
-        raise PlaygroundError(f"Not a view of the tree: {view!r}.")
+        raise PlaygroundError("Not a view of the tree: {view!r}.", key="beam.error.view", view=view)
     x0, x1, y0, y1, area_w, area_h, fig_w, fig_h, fit, dark, presenter, room = values
     if not (x1 > x0 and y1 > y0 and 0 < area_w <= fig_w and 0 < area_h <= fig_h and room >= 0):
-        raise PlaygroundError(f"Not a view of the tree: {view!r}.")
+        raise PlaygroundError("Not a view of the tree: {view!r}.", key="beam.error.view", view=view)
     frame = PlotFrame(fig_w, fig_w - area_w, fig_h - area_h, bool(dark), bool(presenter), room)
     return frame, None if fit else (x0, x1, y0, y1)
 
@@ -104,23 +121,22 @@ def status_markdown(tree: BeamTree, lang: str = DEFAULT) -> str:
         why = localize(tree.stop_reason, lang)
         steps = f"**{why[:1].upper()}{why[1:]}**: {t('beam.stopped.as_it_stood', lang)}"
     else:
-        steps = f"**{tree.steps_run} steps**, stopped: {tree.stop_reason}"
-    lines = [
-        f"{steps} · {len(tree.nodes) - 1} nodes "
-        f"({counts[KEPT]} kept, {counts['finished']} finished, {counts[PRUNED]} pruned) · "
-        f"prompt {len(tree.prompt_ids)} tokens · {tree.seconds:.2f} s"
-    ]
+        steps = t("beam.status.steps", lang, steps=tree.steps_run, reason=localize(tree.stop_reason, lang))
+    counted = {"kept": counts[KEPT], "finished": counts["finished"], "pruned": counts[PRUNED]}
+    nodes = t("beam.status.nodes", lang, nodes=len(tree.nodes) - 1, **counted)
+    prompt = t("beam.status.prompt", lang, tokens=len(tree.prompt_ids), seconds=tree.seconds)
     best = tree.hypotheses[0]
     name = t("beam.stopped.best_so_far" if tree.stopped else "beam.stopped.best", lang)
+    lines = [f"{steps} · {nodes} · {prompt}"]
     lines.append(
-        f"**{name}** (score {best.score:.3f}, cum log-prob {best.cum_logprob:.3f}): "
-        f"{markdown_text(cut_off_shown(best.text))}"
+        t("beam.status.best", lang, name=name, score=best.score, cum=best.cum_logprob)
+        + markdown_text(cut_off_shown(best.text))
     )
     if tree.greedy:
         greedy = tree.greedy[-1]
         lines.append(
-            f"**Greedy** (cum log-prob {greedy.cum_logprob:.3f}, {len(tree.greedy)} tokens): "
-            f"{markdown_text(cut_off_shown(tree.greedy_text or ''))}"
+            t("beam.status.greedy", lang, cum=greedy.cum_logprob, tokens=len(tree.greedy))
+            + markdown_text(cut_off_shown(tree.greedy_text or ""))
         )
     return "\n\n".join(lines)
 
@@ -140,13 +156,19 @@ def hypothesis_rows(tree: BeamTree) -> list[list[Any]]:
     ]
 
 
-def node_choices(tree: BeamTree) -> list[tuple[str, int]]:
-    """(label, node id) for the node list: returned hypotheses, then kept/finished, then pruned."""
+def hypothesis_table(tree: BeamTree, lang: str = DEFAULT) -> dict[str, list]:
+    """The hypotheses table's value: its rows and its headers in lang (the server sets a Dataframe's)."""
+    return {"headers": hypothesis_headers(lang), "data": hypothesis_rows(tree)}
+
+
+def node_choices(tree: BeamTree, lang: str = DEFAULT) -> list[tuple[str, int]]:
+    """(label, node id) for the node list: returned hypotheses, then kept/finished, then pruned (in
+    lang)."""
     ranked = sorted((n for n in tree.nodes if n.rank), key=lambda n: n.rank or 0)
     live = [n for n in tree.nodes if n.fate not in (PRUNED, ROOT) and not n.rank]
     pruned = [n for n in tree.nodes if n.fate == PRUNED]
     ordered = [tree.nodes[0], *ranked, *live, *pruned][:MAX_NODE_CHOICES]
-    return [(describe_node(n, tree.tree.label(n.id)), n.id) for n in ordered]
+    return [(localize(describe_node(n, tree.tree.label(n.id)), lang), n.id) for n in ordered]
 
 
 def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> str:
@@ -155,16 +177,25 @@ def node_prefix(tree: BeamTree, node_id: Any, tokenizer: Any) -> str:
     try:
         node_id = int(node_id)
     except (TypeError, ValueError):
-        raise PlaygroundError(f"Choose a node from the list, got {node_id!r}.") from None
+        raise PlaygroundError(
+            "Choose a node from the list, got {node!r}.", key="beam.error.node_choice", node=node_id
+        ) from None
     if not 0 <= node_id < len(tree.nodes):
-        raise PlaygroundError(f"Node #{node_id} is not in this tree (0 to {len(tree.nodes) - 1}).")
+        raise PlaygroundError(
+            "Node #{node} is not in this tree (0 to {last}).",
+            key="beam.error.no_node",
+            node=node_id,
+            last=len(tree.nodes) - 1,
+        )
     return cut_off_shown(decode_ids(tokenizer, tree.prefix_ids(node_id)))
 
 
 def export_json(tree: BeamTree | None) -> str:
     """Write the tree (BeamTree.to_dict) to a temporary .json file; returns its path."""
     if tree is None:
-        raise PlaygroundError("Run a search first: there is no tree to export yet.")
+        raise PlaygroundError(
+            "Run a search first: there is no tree to export yet.", key="beam.error.no_export"
+        )
     path = Path(tempfile.mkdtemp(prefix="beam-tree-")) / "beam-search-tree.json"
     path.write_text(json.dumps(tree.to_dict(), ensure_ascii=False), encoding="utf-8")
     return str(path)
@@ -202,10 +233,11 @@ class BeamHandlers:
     ) -> dict[str, Any]:
         """Search, then every view; the best hypothesis is chosen (ready for Step by step). ticket:
         the button's (beam_ticket), so a Stop while the search waits in the queue drops it."""
-        progress(0, desc="Beam search")
+        desc = t("tab.beam", session_lang(request))
+        progress(0, desc=desc)
 
         def report(done: int, total: int) -> None:
-            progress((done, total), desc="Beam search", unit="steps")
+            progress((done, total), desc=desc, unit=t("beam.progress.unit", session_lang(request)))
 
         ws = self._workspace(request)
         with ws.run("beam", ticket) as control:  # Stop cancels it at the next step
@@ -217,7 +249,7 @@ class BeamHandlers:
                     prompt,
                     beams,
                     steps,
-                    as_number(length_penalty, "length penalty"),
+                    as_number(length_penalty, Message("beam.name.length_penalty", "length penalty")),
                     parse_early_stopping(early_stopping),
                     chat=bool(chat),
                     include_greedy=True,
@@ -233,14 +265,14 @@ class BeamHandlers:
     ) -> dict:
         """A new search on screen (drawing: pruned per node, greedy overlay, image format): the tab's
         tree, its best hypothesis chosen, every view."""
-        ws, view = self._workspace(request), self._view(request)
+        ws, view, lang = self._workspace(request), self._view(request), session_lang(request)
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
         view.unfolded, view.window = set(), None
         return {
-            "plot": plot_value(tree, *drawing, ws, view),
-            "status": status_markdown(tree, session_lang(request)),
-            "table": hypothesis_rows(tree),
-            "node": gr.Dropdown(choices=node_choices(tree), value=ws.beam_node),
+            "plot": plot_value(tree, *drawing, ws, view, lang),
+            "status": self._status(ws, tree, lang),
+            "table": hypothesis_table(tree, lang),
+            "node": gr.Dropdown(choices=node_choices(tree, lang), value=ws.beam_node),
             "prefix_text": node_prefix(tree, ws.beam_node, ws.engine.tokenizer),
             "export_file": None,
         }
@@ -296,11 +328,48 @@ class BeamHandlers:
         self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
     ) -> dict[str, Any]:
         ws = self._workspace(request)
-        return (
-            {}
-            if ws.beam is None
-            else {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request))}
-        )
+        return {} if ws.beam is None else {"plot": self._plot(ws, pruned, show_greedy, image_format, request)}
+
+    def beam_texts(
+        self, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
+    ) -> dict[str, Any]:
+        """After a language switch: the search on screen (tree, summary, table, node list) in the page's
+        language; the table's headers also before any search."""
+        ws, lang = self._workspace(request), session_lang(request)
+        headers = hypothesis_headers(lang)  # the table's own (an empty table shows those)
+        if ws.beam is None:
+            return {"table": gr.Dataframe({"headers": headers, "data": []}, headers=headers)}
+        tree = ws.beam
+        return {
+            "plot": self._plot(ws, pruned, show_greedy, image_format, request),
+            "status": self._status(ws, tree, lang),
+            "table": gr.Dataframe(hypothesis_table(tree, lang), headers=headers),
+            "node": gr.Dropdown(choices=node_choices(tree, lang), value=ws.beam_node),
+        }
+
+    def beam_preset(self, name: str, request: gr.Request = None) -> dict[str, Any]:
+        """An example prompt (ui/presets.py) in the box, as a raw prompt; on a model that writes its
+        Chinese as byte tokens the status line says so."""
+        text = preset("beam", name).text
+        note = chinese_note(self._workspace(request).engine, text)
+        return {
+            "prompt": text,
+            "chat": False,
+            **({"status": localize(note, session_lang(request))} if note else {}),
+        }
+
+    def _plot(
+        self, ws: Workspace, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request | None
+    ) -> PlotData:
+        """The tab's tree drawn for its view, in the page's language."""
+        view, lang = self._view(request), session_lang(request)
+        return plot_value(ws.beam, pruned, show_greedy, image_format, ws, view, lang)
+
+    @staticmethod
+    def _status(ws: Workspace, tree: BeamTree, lang: str) -> str:
+        """The search's summary, and what the model makes of its prompt's Chinese (byte tokens)."""
+        note = chinese_note(ws.engine, tree.prompt) if tree.prompt else None
+        return status_markdown(tree, lang) + (f"\n\n> {localize(note, lang)}" if note else "")
 
     def beam_click_node(
         self, clicked: str, pruned: Any, show_greedy: bool, image_format: str, request: gr.Request = None
@@ -314,19 +383,20 @@ class BeamHandlers:
             return {}
         if target.startswith("fold-") and target[5:].isdigit():
             self._view(request).unfolded ^= {int(target[5:])}
-            return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request))}
+            return {"plot": self._plot(ws, pruned, show_greedy, image_format, request)}
         if not target.isdigit():
             return {}
         prefix = self.beam_select_node(int(target), request)
         shown = self._view(request)
         view = {"unfolded": shown.unfolded, "window": shown.window, "frame": shown.frame}
+        view["lang"] = session_lang(request)
         shown.window = (
             node_focus(ws.beam, int(target), int(pruned), bool(show_greedy), **view) or shown.window
         )
         return {
             "node": int(target),
             "prefix_text": prefix,
-            "plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request)),
+            "plot": self._plot(ws, pruned, show_greedy, image_format, request),
         }
 
     def beam_view(
@@ -339,13 +409,15 @@ class BeamHandlers:
             return {}
         shown = self._view(request)
         shown.frame, shown.window = parse_view(view)
-        return {"plot": plot_value(ws.beam, pruned, show_greedy, image_format, ws, self._view(request))}
+        return {"plot": self._plot(ws, pruned, show_greedy, image_format, request)}
 
     def beam_select_node(self, node: Any, request: gr.Request = None) -> str:
         """Choose a node: its prefix (prompt + tokens up to it), and what Step by step will open."""
         ws = self._workspace(request)
         if ws.beam is None:
-            raise PlaygroundError("Run a search first: there are no nodes to choose yet.")
+            raise PlaygroundError(
+                "Run a search first: there are no nodes to choose yet.", key="beam.error.no_nodes"
+            )
         if node is None or node == "":
             return ""
         text = node_prefix(ws.beam, node, ws.engine.tokenizer)
@@ -357,7 +429,9 @@ class BeamHandlers:
         ws = self._workspace(request)
         tree = ws.beam
         if tree is None:
-            raise PlaygroundError("Run a search first: there is no tree to save yet.")
+            raise PlaygroundError(
+                "Run a search first: there is no tree to save yet.", key="beam.error.no_save"
+            )
         s = tree.settings
         title = f"Beam search: {tree.prompt[:50]} · {s.num_beams} beams × {tree.steps_run} steps"
         trace = new_trace("beam", title, ws.engine, tree.to_dict())
@@ -380,46 +454,47 @@ def _prompt_row() -> dict[str, Any]:
     c: dict[str, Any] = {}
     with gr.Row():
         c["prompt"] = gr.Textbox(
-            label="Prompt",
+            label=i18n("beam.prompt"),
             value="The best thing about beam search is",
             lines=2,
             scale=4,
             elem_id="beam-prompt",
         )
         with gr.Column(scale=1, min_width=180):
-            c["chat"] = gr.Checkbox(
-                label="Chat template", value=False, info="Wrap the prompt as a user turn."
-            )
+            c["chat"] = gr.Checkbox(label=i18n("beam.chat"), value=False, info=i18n("beam.chat.info"))
             with gr.Row():
-                c["run"] = gr.Button("Run beam search", variant="primary", min_width=100, scale=2)
-                c["stop"] = gr.Button("Stop", variant="stop", min_width=60, scale=1, elem_id="beam-stop")
+                c["run"] = gr.Button(
+                    i18n("beam.run"), variant="primary", min_width=100, scale=2, elem_id="beam-run"
+                )
+                c["stop"] = gr.Button(
+                    i18n("chat.stop"), variant="stop", min_width=60, scale=1, elem_id="beam-stop"
+                )
+    c.update(build_presets("beam"))
     return c
 
 
 def _search_settings() -> dict[str, Any]:
-    info = {
-        "beams": "How many partial texts survive each step: the best by total log-prob.",
-        "steps": "At most this many new tokens per hypothesis.",
-        "length_penalty": "Finished texts rank by log-prob / length^penalty: >0 favours longer.",
-        "early_stopping": "on: stop once N texts ended; off: once none can win (guess); never: strict bound.",
-    }
     c: dict[str, Any] = {}
     with gr.Row():
-        c["beams"] = UncheckedSlider(1, MAX_BEAMS, value=4, step=1, label="Beams", info=info["beams"])
-        c["steps"] = UncheckedSlider(1, MAX_NEW_TOKENS, value=12, step=1, label="Steps", info=info["steps"])
+        c["beams"] = UncheckedSlider(
+            1, MAX_BEAMS, value=4, step=1, label=i18n("beam.beams"), info=i18n("beam.beams.info")
+        )
+        c["steps"] = UncheckedSlider(
+            1, MAX_NEW_TOKENS, value=12, step=1, label=i18n("beam.steps"), info=i18n("beam.steps.info")
+        )
         c["length_penalty"] = CheckedSlider(
             *BEAM_LENGTH_PENALTY,
             value=1.0,
             step=0.1,
-            label="Length penalty",
-            info=info["length_penalty"],
+            label=i18n("beam.length_penalty"),
+            info=i18n("beam.length_penalty.info"),
             elem_classes=["stage-hide"],
         )
         c["early_stopping"] = gr.Radio(
-            list(EARLY_STOPPING),
+            [(i18n(f"beam.early_stopping.{word}"), word) for word in EARLY_STOPPING],
             value="off",
-            label="Early stopping",
-            info=info["early_stopping"],
+            label=i18n("beam.early_stopping"),
+            info=i18n("beam.early_stopping.info"),
             elem_classes=["stage-hide"],
         )
     return c
@@ -433,71 +508,70 @@ def _view_options() -> dict[str, Any]:
             3,
             value=0,
             step=1,
-            label="Pruned candidates drawn per node",
-            info="Grey: scored but lost the race for a beam; the rest fold into a grey +N (click to unfold).",
+            label=i18n("beam.pruned"),
+            info=i18n("beam.pruned.info"),
         )
         c["show_greedy"] = gr.Checkbox(
-            label="Overlay the greedy path",
+            label=i18n("beam.show_greedy"),
             value=True,
-            info="Dashed: always the single most likely token; beams can beat it.",
+            info=i18n("beam.show_greedy.info"),
         )
         c["image_format"] = gr.Radio(
             ["png", "svg"],
             value="png",
-            label="Image download format",
-            info="The camera button of the plot saves the tree in this format.",
+            label=i18n("beam.image_format"),
+            info=i18n("beam.image_format.info"),
         )
     return c
 
 
 def _results() -> dict[str, Any]:
     c: dict[str, Any] = {"status": gr.Markdown(elem_id="beam-status"), "ticket": gr.State(None)}
-    gr.Markdown(
-        "Click a node to choose it, a grey **+N** to unfold its pruned candidates. Click the tree, "
-        "then the wheel zooms (Esc releases it); drag pans; a double click fits the tree again.",
-        elem_classes=["beam-plot-help", "stage-hide"],
-    )
-    c["plot"] = gr.Plot(label="Search tree", show_label=False, elem_id="beam-plot")
+    gr.Markdown(i18n("beam.plot_help"), elem_classes=["beam-plot-help", "stage-hide"])
+    c["plot"] = gr.Plot(label=i18n("beam.plot"), show_label=False, elem_id="beam-plot")
     # static/beam.js writes the clicked node's id here (a plotly click is not a Gradio event),
     # and the plot's view (ranges, size) after a zoom, pan or resize.
     c["clicked"] = gr.Textbox(visible="hidden", elem_id="beam-clicked-node", label="clicked node")
     c["view"] = gr.Textbox(visible="hidden", elem_id="beam-view", label="plot view")
     c["table"] = gr.Dataframe(
         headers=HYPOTHESIS_COLUMNS,
-        label="Returned hypotheses (best first)",
+        label=i18n("beam.table"),
         interactive=False,
         elem_classes=["stage-hide"],
+        elem_id="beam-table",
     )
     with gr.Row():
         c["node"] = gr.Dropdown(
-            label="Node",
+            label=i18n("beam.node"),
             choices=[],
             value=None,
             filterable=True,
             scale=2,
-            info="Pick a node (or type its #id from the plot's hover) to see its prefix.",
+            info=i18n("beam.node.info"),
+            elem_id="beam-node",
         )
-        c["prefix_text"] = gr.Textbox(
-            label="Prefix (prompt + tokens up to the node)", interactive=False, scale=3
-        )
-        c["open"] = gr.Button("Open in Step by step", scale=1)
+        c["prefix_text"] = gr.Textbox(label=i18n("beam.prefix"), interactive=False, scale=3)
+        c["open"] = gr.Button(i18n("beam.open"), scale=1, elem_id="beam-open")
     with gr.Row(elem_classes=["stage-hide"]):
-        c["export"] = gr.Button("Export tree (JSON)", size="sm")
-        c["save_trace"] = gr.Button("Save trace (JSON)", size="sm")
-        c["export_file"] = gr.File(label="tree JSON", interactive=False)
+        c["export"] = gr.Button(i18n("beam.export"), size="sm")
+        c["save_trace"] = gr.Button(i18n("chat.save_trace"), size="sm")
+        c["export_file"] = gr.File(label=i18n("beam.export_file"), interactive=False)
     return c
 
 
 RUN_OUTPUTS = ["plot", "status", "table", "node", "prefix_text", "export_file"]
+TEXT_OUTPUTS = ["plot", "status", "table", "node"]  # beam_texts: what a language switch says again
 
 
-def render_beam_trace(data: dict[str, Any], pruned: Any = 2, show_greedy: bool = True) -> dict[str, Any]:
-    """A recorded search's views (the tree holds every number)."""
+def render_beam_trace(
+    data: dict[str, Any], pruned: Any = 2, show_greedy: bool = True, lang: str = DEFAULT
+) -> dict[str, Any]:
+    """A recorded search's views (the tree holds every number), in lang."""
     tree = BeamTree.from_dict(data)
     return {
-        "plot": plot_value(tree, pruned, show_greedy, "png"),
-        "status": status_markdown(tree),
-        "table": hypothesis_rows(tree),
+        "plot": plot_value(tree, pruned, show_greedy, "png", lang=lang),
+        "status": status_markdown(tree, lang),
+        "table": hypothesis_table(tree, lang),
     }
 
 
@@ -521,6 +595,18 @@ def _wire(h: BeamHandlers, w: dict[str, Any]) -> None:
     connect(w["view"].change, h.beam_view, w, ["plot"], api_name=None, model=False, **view)
     connect(w["export"].click, h.beam_export, w, ["export_file"], api_name="beam_export", model=False)
     connect(w["save_trace"].click, h.beam_trace, w, ["export_file"], api_name="beam_trace", model=False)
+    for example in PRESETS["beam"]:
+        chosen_preset = _preset_handler(h, example.name)
+        outputs = ["prompt", "chat", "status"]
+        connect(w[f"preset_{example.name}"].click, chosen_preset, w, outputs, api_name=None, model=False)
+
+
+def _preset_handler(h: BeamHandlers, name: str) -> Any:
+    def beam_preset(request: gr.Request = None) -> dict[str, Any]:
+        return h.beam_preset(name, request)
+
+    beam_preset.__name__ = f"beam_preset_{name}"
+    return beam_preset
 
 
 def build_beam_tab(
@@ -528,11 +614,7 @@ def build_beam_tab(
 ) -> tuple[dict[str, Any], BeamHandlers]:
     """The Beam search tab (call inside a gr.Tab); returns its components by name ("open" is the
     "Open in Step by step" button, which app.py connects) and its handlers."""
-    gr.Markdown(
-        "Beam search keeps the **N best partial texts** at every step. This is the search that "
-        "really ran (same results as `model.generate`), with the candidates it pruned.",
-        elem_classes=["stage-hide"],
-    )
+    gr.Markdown(i18n("beam.intro"), elem_classes=["stage-hide"])
     w = {**_prompt_row(), **_search_settings(), **_view_options(), **_results()}
     handlers = BeamHandlers(engine, workspaces, states)
     _wire(handlers, w)

@@ -10,11 +10,13 @@ from typing import Any
 import gradio as gr
 
 from playground.chat import ChatRequest
+from playground.engine import prompts
 from playground.engine.base import Engine
-from playground.engine.prompts import Message
 from playground.engine.sampling import SamplingSettings, validate_settings
+from playground.messages import Message
 from playground.settings import Settings
 from playground.ui.common import UncheckedSlider, as_number, as_whole, parse_seed
+from playground.ui.i18n import i18n, t
 
 # A newcomer's first answer should be right: at this temperature and seed the embedded model
 # answers the README's questions as it does greedily (README, "Chat tab": how it was measured).
@@ -40,26 +42,35 @@ class ChatControls:
         """The sampling settings, each within its slider's range, and a note for each value
         that was brought into it; a value the engine cannot use is refused with its name."""
         values = {
-            "temperature": as_number(self.temperature, "temperature"),
-            "top_k": as_whole(self.top_k, "top-k"),
-            "top_p": as_number(self.top_p, "top-p"),
-            "min_p": as_number(self.min_p, "min-p"),
-            "repetition_penalty": as_number(self.repetition_penalty, "repetition penalty"),
+            "temperature": as_number(self.temperature, slider_name("temperature")),
+            "top_k": as_whole(self.top_k, slider_name("top_k")),
+            "top_p": as_number(self.top_p, slider_name("top_p")),
+            "min_p": as_number(self.min_p, slider_name("min_p")),
+            "repetition_penalty": as_number(self.repetition_penalty, slider_name("repetition_penalty")),
         }
         validate_settings(SamplingSettings(**values))  # the engine's own message for a bad value
         notes = []
-        for name, (label, low, high, _, _) in SLIDERS.items():
+        for name, (_, low, high, _, _) in SLIDERS.items():
             used = min(max(values[name], low), high)
             if used != values[name]:
-                typed = f"{label} {values[name]:g}"
-                notes.append(f"{typed} is outside its range {low:g}–{high:g}: used {used:g}.")
+                notes.append(
+                    Message(
+                        "chat.note.clamped",
+                        "{label} {value:g} is outside its range {low:g}–{high:g}: used {used:g}.",
+                        label=slider_name(name),
+                        value=values[name],
+                        low=low,
+                        high=high,
+                        used=used,
+                    )
+                )
                 values[name] = used
         return SamplingSettings(**values), notes
 
-    def request(self, messages: list[Message], system_prompt: str | None = None) -> ChatRequest:
+    def request(self, messages: list[prompts.Message], system_prompt: str | None = None) -> ChatRequest:
         """The engine request (system_prompt: instead of this column's); every bad value is named."""
         settings, notes = self.settings()
-        max_new = as_whole(self.max_new_tokens, "max new tokens")
+        max_new = as_whole(self.max_new_tokens, Message.of_key("chat.max_new_tokens", "Max new tokens"))
         system = self.system_prompt if system_prompt is None else system_prompt
         seed = parse_seed(self.seed)
         return ChatRequest(messages, system or "", settings, max_new, seed, notes=tuple(notes))
@@ -67,64 +78,44 @@ class ChatControls:
 
 # The link and trace fields: every control but the display toggle.
 CONTROLS = [f.name for f in fields(ChatControls) if f.name != "show_template"]
-# name: (label, minimum, maximum, step, tooltip). The engine accepts wider values (through the
-# API or a link); ChatControls.settings brings them into these ranges and says so.
+# name: (label key, minimum, maximum, step, tooltip key). The engine accepts wider values (through
+# the API or a link); ChatControls.settings brings them into these ranges and says so.
 SLIDERS: dict[str, tuple[str, float, float, float, str]] = {
-    "temperature": (
-        "Temperature",
-        0,
-        2,
-        0.05,
-        "Divides the logits: <1 sharper, >1 flatter; 0 = greedy (always the top token)",
-    ),
-    "top_k": ("Top-k", 0, 200, 1, "Keep only the k most likely tokens; 0 = off"),
-    "top_p": (
-        "Top-p",
-        0.01,
-        1,
-        0.01,
-        "Keep the most likely tokens until their probabilities sum to p; 1 = off",
-    ),
-    "min_p": (
-        "Min-p",
-        0,
-        1,
-        0.01,
-        "Drop tokens less likely than min-p × the top token's probability; 0 = off",
-    ),
-    "repetition_penalty": (
-        "Repetition penalty",
-        0.5,
-        2,
-        0.05,
-        "Divides the score of tokens already in the text; >1 discourages repeats",
-    ),
+    "temperature": ("chat.temperature", 0, 2, 0.05, "chat.temperature.info"),
+    "top_k": ("chat.top_k", 0, 200, 1, "chat.top_k.info"),
+    "top_p": ("chat.top_p", 0.01, 1, 0.01, "chat.top_p.info"),
+    "min_p": ("chat.min_p", 0, 1, 0.01, "chat.min_p.info"),
+    "repetition_penalty": ("chat.repetition_penalty", 0.5, 2, 0.05, "chat.repetition_penalty.info"),
 }
+
+
+def slider_name(name: str) -> Message:
+    """A sampling slider's label as a message names it (said in the page's language)."""
+    key = SLIDERS[name][0]
+    return Message.of_key(key, t(key, "en"))
 
 
 def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
     """System prompt, sampling settings, max tokens, seed, template toggle."""
-    template_note = "" if engine.has_chat_template else " (this model has no chat template: unused)"
     default = ChatControls()
     w: dict[str, Any] = {}
     w["system_prompt"] = gr.Textbox(
         default.system_prompt,
-        label="System prompt",
+        label=i18n("chat.system_prompt"),
         lines=2,
-        placeholder="(the model's own default)",
+        placeholder=i18n("chat.system_prompt.placeholder"),
         elem_classes=["stage-hide"],
-        info="Instructions the model sees before the conversation; empty = the model's default"
-        + template_note,
+        info=i18n("chat.system_prompt.info" if engine.has_chat_template else "chat.system_prompt.unused"),
     )
-    with gr.Accordion("Sampling", open=True):
+    with gr.Accordion(i18n("chat.sampling"), open=True):
         for name, (label, low, high, step, info) in SLIDERS.items():
             w[name] = UncheckedSlider(
                 low,
                 high,
                 value=getattr(default, name),
                 step=step,
-                label=label,
-                info=info,
+                label=i18n(label),
+                info=i18n(info),
                 elem_classes=[] if name == "temperature" else ["stage-hide"],
             )
         limit = settings.max_new_tokens_limit
@@ -133,22 +124,22 @@ def build_controls(engine: Engine, settings: Settings) -> dict[str, Any]:
             limit,
             value=min(default.max_new_tokens, limit),
             step=1,
-            label="Max new tokens",
-            info="Longest answer, in tokens",
+            label=i18n("chat.max_new_tokens"),
+            info=i18n("chat.max_new_tokens.info"),
             elem_classes=["stage-hide"],
         )
         w["seed"] = gr.Textbox(
             default.seed,
-            label="Seed",
-            placeholder="random",
-            info="Same seed + same settings = same answer; empty = a new random seed each time",
+            label=i18n("chat.seed"),
+            placeholder=i18n("chat.seed.placeholder"),
+            info=i18n("chat.seed.info"),
             elem_classes=["stage-hide"],
             elem_id="chat-seed",
         )
     w["show_template"] = gr.Checkbox(
         default.show_template,
-        label="Show templated token stream",
-        info="The exact tokens the model sees, special tokens included",
+        label=i18n("chat.show_template"),
+        info=i18n("chat.show_template.info"),
         elem_classes=["stage-hide"],
     )
     return w

@@ -182,7 +182,11 @@ def parse_seed(seed: str | float | None) -> int | None:
     try:
         return as_whole(seed, "seed")
     except PlaygroundError:
-        raise PlaygroundError(f"seed must be a whole number (or empty for random), got {seed!r}") from None
+        raise PlaygroundError(
+            "seed must be a whole number (or empty for random), got {seed!r}",
+            key="seed.error.whole",
+            seed=seed,
+        ) from None
 
 
 class UncheckedSlider(gr.Slider):

@@ -4,46 +4,15 @@ fill them share one table (the tabs import links.py, so it can't import them).""
 
 from __future__ import annotations
 
-# The Step tab's sampling sliders: name, label, minimum, maximum, default, step, one-line lesson
+# The Step tab's sampling sliders: name, minimum, maximum, default, step (label and one-line lesson:
+# the i18n keys step.<name> and step.<name>.info)
 STEP_SLIDERS = [
-    (
-        "temperature",
-        "temperature",
-        0,
-        2,
-        1.0,
-        0.05,
-        "Divides the logits: <1 sharpens, >1 flattens, 0 = top token",
-    ),
-    ("top_k", "top-k", 0, 200, 0, 1, "Keep only the k most likely tokens (0 = off)"),
-    (
-        "top_p",
-        "top-p",
-        0.01,
-        1,
-        1.0,
-        0.01,
-        "Keep the fewest top tokens whose probabilities reach p (1 = off)",
-    ),
-    ("min_p", "min-p", 0, 1, 0.0, 0.01, "Drop tokens less likely than min-p × the top token (0 = off)"),
-    (
-        "typical_p",
-        "typical-p",
-        0.01,
-        1,
-        1.0,
-        0.01,
-        "Keep tokens whose surprise is near the average (1 = off)",
-    ),
-    (
-        "repetition_penalty",
-        "repetition penalty",
-        0.5,
-        2,
-        1.0,
-        0.05,
-        ">1 makes tokens already in the text less likely (1 = off)",
-    ),
+    ("temperature", 0, 2, 1.0, 0.05),
+    ("top_k", 0, 200, 0, 1),
+    ("top_p", 0.01, 1, 1.0, 0.01),
+    ("min_p", 0, 1, 0.0, 0.01),
+    ("typical_p", 0.01, 1, 1.0, 0.01),
+    ("repetition_penalty", 0.5, 2, 1.0, 0.05),
 ]
 
 BEAM_LENGTH_PENALTY = (-2.0, 3.0)  # the Beam tab's slider (the engine takes more: LENGTH_PENALTY_RANGE)

@@ -214,7 +214,7 @@ def _model_name(text: str) -> str:
     return text.strip()
 
 
-STEP_RANGES = {name: (low, high, step) for name, _, low, high, _, step, _ in STEP_SLIDERS}
+STEP_RANGES = {name: (low, high, step) for name, low, high, _, step in STEP_SLIDERS}
 
 
 def compare_params(max_new_tokens_limit: int = MAX_NEW_TOKENS_LIMIT) -> list[Param]:

@@ -22,9 +22,19 @@ from playground.engine.tokens import (
     read_pieces,
     visible_text,
 )
+from playground.ui.i18n import DEFAULT, localize, t
 
 # A token card's buttons are plain HTML: the token view turns their clicks into Gradio events
 # with the position (and token) as event data: "select" forks, "click" opens Step by step.
+# How each way of choosing a token reads on its card (engine/records.py SOURCES)
+SOURCE_KEYS = {
+    "greedy": "token.source.greedy",
+    "sample": "token.source.sample",
+    "pick": "token.source.pick",
+    "force": "token.source.force",
+    "given": "token.source.given",
+    "beam": "token.source.beam",
+}
 TOKEN_CARD_CLICKS = """
 element.addEventListener('click', (event) => {
   const fork = event.target.closest('.tok-alt');
@@ -44,9 +54,14 @@ def probability_style(prob: float) -> str:
     return f"--p:{max(0.0, min(1.0, prob)):.3f}"
 
 
-def percent(prob: float | None) -> str:
-    """A probability for a card: '12.34%', or 'unknown' when the engine did not say."""
-    return "unknown" if prob is None or math.isnan(prob) else f"{prob:.2%}"
+def percent(prob: float | None, lang: str = DEFAULT) -> str:
+    """A probability for a card: '12.34%', or 'unknown' (in lang) when the engine did not say."""
+    return t("token.card.unknown", lang) if prob is None or math.isnan(prob) else f"{prob:.2%}"
+
+
+def source_name(source: str, lang: str = DEFAULT) -> str:
+    """How a token was chosen (a SOURCES code), in lang."""
+    return t(SOURCE_KEYS[source], lang) if source in SOURCE_KEYS else source
 
 
 def _card(rows: Iterable[tuple[str, str]], extra: str = "") -> str:
@@ -71,42 +86,44 @@ def token_span(
     return f"<span class='{classes}' tabindex='0'{style}>{body}{_card(card_rows, card_extra)}</span>"
 
 
-def record_rows(token: TokenRecord, read: TokenText | None = None) -> list[tuple[str, str]]:
+def record_rows(
+    token: TokenRecord, read: TokenText | None = None, lang: str = DEFAULT
+) -> list[tuple[str, str]]:
     """The card rows every token record gets: id, probability, log-prob, rank, how it was chosen;
     read: the token as it reads in its text (a byte piece says which byte of which character)."""
+    unknown = t("token.card.unknown", lang)
     rows = [
-        ("token", f"{token.visible} (id {token.id})"),
-        *(byte_rows(read) if read is not None else []),
-        ("probability", percent(token.prob)),
-        ("log-prob", "unknown" if math.isnan(token.logprob) else f"{token.logprob:.3f}"),
+        (t("token.card.token", lang), t("token.card.id_of", lang, visible=token.visible, id=token.id)),
+        *(byte_rows(read, lang) if read is not None else []),
+        (t("token.card.probability", lang), percent(token.prob, lang)),
+        (t("token.card.logprob", lang), unknown if math.isnan(token.logprob) else f"{token.logprob:.3f}"),
     ]
     if token.rank is not None:
-        rows.append(("rank", str(token.rank)))
+        rows.append((t("token.card.rank", lang), str(token.rank)))
     if token.sampled_prob is not None:
-        rows.append(("after sampling", percent(token.sampled_prob)))
-    rows.append(("chosen by", token.source))
+        rows.append((t("token.card.after_sampling", lang), percent(token.sampled_prob, lang)))
+    rows.append((t("token.card.chosen_by", lang), source_name(token.source, lang)))
     return rows
 
 
-def alternative_text(context: Sequence[PieceLike], alt: Alternative) -> str:
+def alternative_text(context: Sequence[PieceLike], alt: Alternative, lang: str = DEFAULT) -> str:
     """An alternative as it reads after context: a byte piece says which byte of what it is."""
     if not alt.visible.startswith("<0x"):
         return alt.visible
-    return read_next(context, TokenPiece(alt.id, alt.visible, alt.visible, False)).candidate
+    return localize(read_next(context, TokenPiece(alt.id, alt.visible, alt.visible, False)).candidate, lang)
 
 
-def _fork_buttons(position: int, token: TokenRecord, context: Sequence[PieceLike]) -> str:
+def _fork_buttons(position: int, token: TokenRecord, context: Sequence[PieceLike], lang: str) -> str:
     """The card's alternatives as buttons that fork the answer, then 'Step by step from here'."""
+    fork = html.escape(t("token.fork.title", lang), quote=True)
     buttons = "".join(
-        f"<button class='tok-alt' data-pos='{position}' data-token='{alt.id}' title='Fork the answer here "
-        f"with this token'>#{rank} {html.escape(alternative_text(context, alt))} "
-        f"<b>{alt.prob:.1%}</b></button>"
+        f"<button class='tok-alt' data-pos='{position}' data-token='{alt.id}' title='{fork}'>#{rank} "
+        f"{html.escape(alternative_text(context, alt, lang))} <b>{alt.prob:.1%}</b></button>"
         for rank, alt in enumerate(token.top, 1)
     )
-    step = (
-        f"<button class='tok-open' data-pos='{position}' title='Open the answer up to this token in the Step "
-        "by step tab'>Step by step from here</button>"
-    )
+    title = html.escape(t("token.open.title", lang), quote=True)
+    words = html.escape(t("token.open", lang))
+    step = f"<button class='tok-open' data-pos='{position}' title='{title}'>{words}</button>"
     return f"<span class='tok-alts'>{buttons}</span>{step}"
 
 
@@ -115,10 +132,11 @@ def answer_tokens_html(
     show_special: bool = False,
     forkable: bool = True,
     marked: int | None = None,
+    lang: str = DEFAULT,
 ) -> str:
-    """The answer as coloured tokens; the card shows probability, log-prob and the top alternatives,
-    which fork the answer when clicked (forkable). A character's byte tokens stand under it.
-    marked: the index of a token to mark (Compare: where two answers part)."""
+    """The answer as coloured tokens, in lang; the card shows probability, log-prob and the top
+    alternatives, which fork the answer when clicked (forkable). A character's byte tokens stand under
+    it. marked: the index of a token to mark (Compare: where two answers part)."""
     texts = read_pieces(tokens)
 
     def span(position: int) -> str:
@@ -126,46 +144,49 @@ def answer_tokens_html(
         if token.special and not show_special:
             return ""
         context = tokens[max(0, position - 4) : position]
-        extra = _fork_buttons(position, token, context) if forkable else ""
-        rows = record_rows(token, read) + ([] if forkable else _top_rows(token, context))
+        extra = _fork_buttons(position, token, context, lang) if forkable else ""
+        rows = record_rows(token, read, lang) + ([] if forkable else _top_rows(token, context, lang))
         text = token.visible if token.special else cell_text(read) if read.split else token.text
         marks = (("tok-given", token.given), ("tok-parting", position == marked))
         classes = " ".join(name for name, on in marks if on)
         return token_span(text, token.prob, rows, token.special, extra_classes=classes, card_extra=extra)
 
-    body = grouped_html(texts, span, lambda group: group_text([texts[i] for i in group]))
+    body = grouped_html(texts, span, lambda group: group_text([texts[i] for i in group]), lang)
     return f"<div class='token-stream answer-tokens'>{body}</div>"
 
 
-def _top_rows(token: TokenRecord, context: Sequence[PieceLike]) -> list[tuple[str, str]]:
+def _top_rows(token: TokenRecord, context: Sequence[PieceLike], lang: str) -> list[tuple[str, str]]:
     return [
-        (f"#{rank}", f"{alternative_text(context, alt)}  {alt.prob:.2%}")
+        (f"#{rank}", f"{alternative_text(context, alt, lang)}  {alt.prob:.2%}")
         for rank, alt in enumerate(token.top, 1)
     ]
 
 
-def templated_stream_html(pieces: Sequence[TokenPiece], answer_start: int) -> str:
+def templated_stream_html(pieces: Sequence[TokenPiece], answer_start: int, lang: str = DEFAULT) -> str:
     """Every token the model saw and wrote, special tokens included, whitespace visible."""
     texts = read_pieces(pieces)
 
     def span(index: int) -> str:
         piece, read = pieces[index], texts[index]
-        role = "prompt" if index < answer_start else "answer"
-        rows = [("token", piece.visible), *byte_rows(read), ("id", str(piece.id)), ("position", str(index))]
-        rows.append(("part", role))
+        role, part = (
+            ("prompt", "token.part.prompt") if index < answer_start else ("answer", "token.part.answer")
+        )
+        rows = [(t("token.card.token", lang), piece.visible), *byte_rows(read, lang)]
+        rows += [(t("token.card.id", lang), str(piece.id)), (t("token.card.position", lang), str(index))]
+        rows.append((t("token.card.part", lang), t(part, lang)))
         text = cell_text(read) if read.split else piece.visible + ("\n" if "\n" in piece.text else "")
         return token_span(text, None, rows, piece.special, extra_classes=f"tok-{role}")
 
-    body = grouped_html(texts, span, lambda group: visible_text(group_text([texts[i] for i in group])))
+    body = grouped_html(texts, span, lambda group: visible_text(group_text([texts[i] for i in group])), lang)
     return f"<div class='token-stream templated'>{body}</div>"
 
 
 # --- characters split over byte tokens ----------------------------------------------------------
 
 
-def byte_rows(read: TokenText) -> list[tuple[str, str]]:
-    """The card row of a byte piece ('byte 1 of 3 of 美'); none for whole characters."""
-    return [("character", read.describe())] if read.split else []
+def byte_rows(read: TokenText, lang: str = DEFAULT) -> list[tuple[str, str]]:
+    """The card row of a byte piece ('byte 1 of 3 of 美', in lang); none for whole characters."""
+    return [(t("token.card.character", lang), localize(read.describe(), lang))] if read.split else []
 
 
 def cell_text(read: TokenText) -> str:
@@ -176,10 +197,10 @@ def cell_text(read: TokenText) -> str:
 
 
 def grouped_html(
-    texts: Sequence[TokenText], span: Callable[[int], str], glyph: Callable[[range], str]
+    texts: Sequence[TokenText], span: Callable[[int], str], glyph: Callable[[range], str], lang: str = DEFAULT
 ) -> str:
     """Token spans in order; the byte tokens of a character stand in a group under its glyph
-    (static/bytes.css), each keeping its own colour and card."""
+    (static/bytes.css), each keeping its own colour and card; the glyph's tooltip in lang."""
     out = []
     for group in byte_groups(texts):
         spans = "".join(span(i) for i in group)
@@ -187,7 +208,7 @@ def grouped_html(
             out.append(spans)
             continue
         text, n = glyph(group), len(group)
-        title = f"{text} = {n} byte token{'s' * (n != 1)}: hover or click one for its numbers"
+        title = t("token.group.one" if n == 1 else "token.group.many", lang, text=text, n=n)
         out.append(
             f"<span class='tok-group'><span class='tok-glyph' title='{html.escape(title)}'>"
             f"{html.escape(text)}</span><span class='tok-bytes'>{spans}</span></span>"
@@ -195,14 +216,16 @@ def grouped_html(
     return "".join(out)
 
 
-def legend_html(hint: str = "hover or click a token for details") -> str:
+def legend_html(hint: str = "", lang: str = DEFAULT) -> str:
+    """The probability colours' legend, and a hint (default: hover or click a token), in lang."""
     stops = "".join(
         f"<span class='tok' style='{probability_style(p)}'>{p:.0%}</span>" for p in (0.05, 0.25, 0.5, 0.75, 1)
     )
-    return f"<div class='tok-legend'>Token probability: {stops} · {hint}</div>"
+    said = t("token.legend", lang, stops=stops, hint=html.escape(hint or t("token.legend.hint", lang)))
+    return f"<div class='tok-legend'>{said}</div>"
 
 
-def step_text_spans(tokens: Sequence[TokenRecord], pieces: Sequence[str]) -> str:
+def step_text_spans(tokens: Sequence[TokenRecord], pieces: Sequence[str], lang: str = DEFAULT) -> str:
     """A step path's tokens: pieces[i] is what token i adds to the decoded text (`stream_pieces`);
     a character's byte tokens stand under it, each with its numbers and entropy in its card."""
     texts = read_pieces(tokens)
@@ -210,11 +233,15 @@ def step_text_spans(tokens: Sequence[TokenRecord], pieces: Sequence[str]) -> str
     def span(i: int) -> str:
         token, read = tokens[i], texts[i]
         text = cell_text(read) if read.split else pieces[i]
-        entropy = f"{token.entropy:.2f} nats" if token.entropy is not None else "unknown"
-        rows = [*record_rows(token, read), ("entropy", entropy)]
+        entropy = (
+            t("token.card.nats", lang, value=token.entropy)
+            if token.entropy is not None
+            else t("token.card.unknown", lang)
+        )
+        rows = [*record_rows(token, read, lang), (t("token.card.entropy", lang), entropy)]
         return token_span(text, token.prob, rows, token.special, extra_classes="" if text else "tok-partial")
 
-    return grouped_html(texts, span, lambda group: group_text([texts[i] for i in group]))
+    return grouped_html(texts, span, lambda group: group_text([texts[i] for i in group]), lang)
 
 
 def chain_text(tokens: dict[int, tuple[int, str]], chain: Sequence[int]) -> str:

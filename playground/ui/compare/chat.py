@@ -140,7 +140,8 @@ def render(update: CompareUpdate, engines: SideEngines, lang: str, control: Cont
         engine = engines.engines[index]
         tokens = state.update.tokens if state.update is not None else []
         marked = parting_token(engine, tokens, parting) if engine is not None else None
-        views[f"chat_{letter}"] = answer_tokens_html(tokens, forkable=False, marked=marked) if tokens else ""
+        cards = answer_tokens_html(tokens, forkable=False, marked=marked, lang=lang) if tokens else ""
+        views[f"chat_{letter}"] = cards
         views[f"chat_{letter}_stats"] = side_stats(state, lang, control)
     return views
 
