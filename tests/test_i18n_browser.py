@@ -149,7 +149,9 @@ def test_a_kv_error_is_told_in_chinese(browser, launched_app):
         box.fill("lots")
         page.keyboard.press("Enter")
         said = "GPU 显存 必须是以 GB 计的正数"
-        page.locator(".toast-body").filter(has_text=said).first.wait_for()
+        toast = page.locator(".toast-body").filter(has_text=said).first
+        toast.wait_for()
+        assert ZH["app.toast.warning"] in toast.inner_text() and "Warning" not in toast.inner_text()
         summary = page.locator("#kv-summary")
         page.wait_for_function("el => el.innerText.startsWith('无法计算')", arg=summary.element_handle())
         assert said in summary.inner_text() and "'lots'" in summary.inner_text()

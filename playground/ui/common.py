@@ -112,7 +112,13 @@ def _split_request(
 
 def _explained(exc: Exception, request: Any) -> gr.Error:
     """gr.Error for any failure, in the language of the request's page."""
-    return gr.Error(explain_exception(exc, session_lang(request)), print_exception=False)
+    lang = session_lang(request)
+    return gr.Error(explain_exception(exc, lang), title=t("app.toast.error", lang), print_exception=False)
+
+
+def warn(message: str, lang: str) -> None:
+    """A warning toast, titled in the page's language (Gradio's own title is English)."""
+    gr.Warning(message, title=t("app.toast.warning", lang))
 
 
 def with_request(fn: Callable) -> tuple[inspect.Signature, bool]:

@@ -19,7 +19,7 @@ from playground.engine.base import Engine
 from playground.errors import PlaygroundError
 from playground.kv.presets import COMPARISON_MODELS, PRESETS
 from playground.plots.kv import CurveSeries, kv_curve_figure, memory_bar_figure
-from playground.ui.common import as_number, as_whole, connect, table_rows
+from playground.ui.common import as_number, as_whole, connect, table_rows, warn
 from playground.ui.i18n import i18n, localize, session_lang, t
 from playground.ui.kv_measured_quant import (
     QUANT_TABLE_HEADERS,
@@ -196,7 +196,7 @@ def refused(exc: PlaygroundError, lang: str = "en") -> dict[str, Any]:
     summary's note), until a calculation succeeds."""
     why = localize(exc.message, lang)
     if _TOASTS.get():
-        gr.Warning(why)
+        warn(why, lang)
     note = f"<span class='kv-stale-note'>{t('kv.stale', lang)}</span>"
     return {"summary": f"{t('kv.cant_calculate', lang, why=why)}\n\n{note}"}
 

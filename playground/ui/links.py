@@ -27,6 +27,7 @@ from playground.errors import PlaygroundError
 from playground.kv import KV_DTYPES, MODES, memory_gb
 from playground.messages import Message
 from playground.ui.chat_controls import SLIDERS
+from playground.ui.common import warn
 from playground.ui.control_ranges import BEAM_LENGTH_PENALTY, COMPARE_TEMPERATURE, STEP_SLIDERS
 from playground.ui.i18n import LANGUAGES, language_of, localize, session_lang, t
 
@@ -436,14 +437,15 @@ def warn_bad_link(request: Any, rules: LinkRules | None = None) -> str | None:
     reading, lang = page_query(request, rules), session_lang(request)
     if reading.problem:
         if reading.tab:
-            gr.Warning(
-                t("link.tab_opened", lang, problem=reading.problem, tab=t(TAB_TITLES[reading.tab], lang))
+            warn(
+                t("link.tab_opened", lang, problem=reading.problem, tab=t(TAB_TITLES[reading.tab], lang)),
+                lang,
             )
         else:
-            gr.Warning(t("link.page_opened", lang, problem=reading.problem))
+            warn(t("link.page_opened", lang, problem=reading.problem), lang)
     asked = dict(getattr(request, "query_params", None) or {}).get("lang")
     if asked is not None and language_of(asked) is None:
-        gr.Warning(t("link.bad_lang", lang, lang=asked, languages=", ".join(_languages())))
+        warn(t("link.bad_lang", lang, lang=asked, languages=", ".join(_languages())), lang)
     return reading.tab
 
 
@@ -454,7 +456,7 @@ def _languages() -> list[str]:
 def warn_unopened(tab: str, exc: Exception, lang: str = "en") -> None:
     """A link whose values read well but could not be used (a token id past the vocabulary...)."""
     why = localize(exc.message if isinstance(exc, PlaygroundError) else str(exc), lang)
-    gr.Warning(t("link.unopened", lang, why=why, tab=t(TAB_TITLES[tab], lang)))
+    warn(t("link.unopened", lang, why=why, tab=t(TAB_TITLES[tab], lang)), lang)
 
 
 Opener = Callable[..., dict[str, Any]]  # (link, values by name, request=..., progress=...) -> views

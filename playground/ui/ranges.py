@@ -21,7 +21,7 @@ import gradio as gr
 
 from playground.errors import PlaygroundError
 from playground.messages import Message
-from playground.ui.common import as_number, as_whole
+from playground.ui.common import as_number, as_whole, warn
 from playground.ui.i18n import DEFAULT, localize, session_lang, t
 
 
@@ -139,6 +139,6 @@ def _clamp_noter(slider: gr.Slider) -> Any:
     def released(event: gr.EventData, request: gr.Request = None) -> None:
         message = clamp_message(slider, getattr(event, "_data", None), session_lang(request))
         if message:
-            gr.Warning(message)
+            warn(message, session_lang(request))
 
     return released

@@ -21,7 +21,7 @@ from playground.messages import Message
 from playground.step import StepSession, session_from_json, session_to_dict, session_to_json
 from playground.step.snapshot import CANDIDATES_KEPT, take_snapshot
 from playground.traces import new_trace, save_trace
-from playground.ui.common import UncheckedSlider, as_whole, connect, parse_seed
+from playground.ui.common import UncheckedSlider, as_whole, connect, parse_seed, warn
 from playground.ui.control_ranges import STEP_SLIDERS
 from playground.ui.i18n import DEFAULT, i18n, localize, session_lang, t
 from playground.ui.links import Link, link_opener
@@ -185,7 +185,7 @@ class StepHandlers:
             session = session_from_json(ws.engine, text)
         except PlaygroundError as exc:
             message = t("step.import.refused", lang, name=name, why=localize(exc.message, lang))
-            gr.Warning(message)
+            warn(message, lang)
             return {"status": message, "import_file": None}  # the box empty: the next upload starts
         ws.step_settings = session.settings
         views = self._install(ws, session, lang)

@@ -10,6 +10,8 @@ NAME = "English"
 LOCALE = "en"
 STRINGS: dict[str, str] = {
     # --- the header and toolbar (ui/app.py) ---------------------------------------------------------
+    "app.toast.error": "Error",
+    "app.toast.warning": "Warning",
     "app.title": "LLM generation playground",
     "app.header.name": "**Model:** {name}",
     "app.header.details": "{size} · **engine** {kind} · **device** {device}{dtype} · "

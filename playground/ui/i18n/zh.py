@@ -5,6 +5,8 @@ NAME = "中文"
 LOCALE = "zh-CN"
 STRINGS: dict[str, str] = {
     # --- the header and toolbar (ui/app.py) ---------------------------------------------------------
+    "app.toast.error": "错误",
+    "app.toast.warning": "警告",
     "app.title": "LLM 生成实验场",
     "app.header.name": "**模型：** {name}",
     "app.header.details": "{size} · **引擎** {kind} · **设备** {device}{dtype} · 加载用时 "
