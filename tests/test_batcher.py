@@ -103,7 +103,8 @@ def _cancelled_after(lm, request: ChatRequest, control: Control, n: int) -> list
 
 def test_a_long_prompt_is_read_in_chunks_beside_the_others_decodes(embedded_lm):
     """While a 1,000-token prompt is read, a short chat keeps making a token in every one of those
-    iterations, and an iteration with a decode holds 48 tokens at most (any, 256)."""
+    iterations, and an iteration with a decode holds the decoding budget at most (128 on a CPU; any
+    iteration, 256)."""
     long_ids = embedded_lm.tokenizer("The cat sat on the mat. " * 160).input_ids[:1000]
     short = ChatRequest([{"role": "user", "content": "Count to ten."}], settings=GREEDY, max_new_tokens=24)
     started = embedded_lm.batcher.iterations
@@ -116,7 +117,8 @@ def test_a_long_prompt_is_read_in_chunks_beside_the_others_decodes(embedded_lm):
     log = [it for it in embedded_lm.batcher.log if it.index >= started]
     mixed = [it for it in log if {j.kind for j in it.jobs} == {"prefill", "decode"}]
     assert mixed, "no iteration read a prompt chunk beside a decode"
-    assert all(sum(j.tokens for j in it.jobs) <= 48 for it in mixed)  # the decoding budget holds
+    budget = embedded_lm.batcher.decoding_budget
+    assert budget == 128 and all(sum(j.tokens for j in it.jobs) <= budget for it in mixed)
     assert all(sum(j.tokens for j in it.jobs) <= 256 for it in log)  # the token budget holds
 
 
