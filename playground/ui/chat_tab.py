@@ -283,8 +283,8 @@ class ChatHandlers:
             yield {}
             return
         session = ws.chat
-        pos = as_whole(fork_position, Message.of_key("chat.fork_position", "fork position"))
-        token = as_whole(fork_token, Message.of_key("chat.fork_token", "fork token"))
+        pos = as_whole(fork_position, Message.of_key("chat.fork_position", "Fork position"))
+        token = as_whole(fork_token, Message.of_key("chat.fork_token", "Fork token"))
         shown = without_last_answer(history)
         session.check_last(normalize_history(shown))  # never an answer that is not on screen
         stream = session.fork(pos, token, self.settings.max_new_tokens_limit)

@@ -44,7 +44,7 @@ from playground.ui.step_render import (
 )
 from playground.workspace import Workspace, Workspaces
 
-CHART_LABEL = Message.of_key("step.chart", "candidates in the chart")
+CHART_LABEL = Message.of_key("step.chart", "Candidates in the chart")
 CHART_CANDIDATES = (5, CANDIDATES_KEPT)  # the chart's range; the snapshot keeps the most it shows
 
 # --- handlers --------------------------------------------------------------------------------
