@@ -130,9 +130,12 @@ def test_a_closed_tab_gives_back_its_place_and_its_workspace(one_at_a_time):
             late = new_tab(context, app.url)  # its page load (a step start, a shared link) waits too
             queued = settled(lambda: model_queue(app))
             assert queued >= 2
+            # The late tab's language and picker events (not queued) may have made its workspace.
+            tabs = settled(lambda: len(app.workspaces))
+            assert tabs in (2, 3)
             leaving.close()
             assert wait_until(lambda: model_queue(app) == queued - 1), "the closed tab's chat is still queued"
-            assert wait_until(lambda: len(app.workspaces) == 1), "the closed tab kept its workspace"
+            assert wait_until(lambda: len(app.workspaces) == tabs - 1), "the closed tab kept its workspace"
             # Its step cache goes just after its workspace; the busy tab's is in use.
             assert wait_until(lambda: app.engine.kv_store.keys() == []), app.engine.kv_store.keys()
         late.get_by_role("tab", name="Step by step").click()
