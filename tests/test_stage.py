@@ -12,6 +12,7 @@ from playwright.sync_api import Error as PlaywrightError
 from stage_checks import assert_plots_clear, open_card
 
 from playground.errors import PlaygroundError
+from playground.ui.i18n import ENGLISH
 from playground.ui.links import make_query, read_link
 from playground.ui.step_render import LEDGER_COLUMNS
 
@@ -486,7 +487,7 @@ def test_chat_step_and_beam_all_answer_paris_greedily_with_their_defaults(browse
         page.get_by_role("tab", name="Step by step").click()
         page.locator("#step-cand-1").wait_for(state="visible")
         page.locator("#step-prompt textarea").fill(CAPITAL)
-        page.get_by_label("chat", exact=True).check()
+        page.get_by_label(ENGLISH["step.chat"], exact=True).check()
         page.get_by_role("button", name="Start").click()
         page.wait_for_function("document.querySelector('#step-status')?.innerText.startsWith('Prompt:')")
         page.wait_for_timeout(500)
