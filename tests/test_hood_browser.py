@@ -10,6 +10,7 @@ from stage_checks import watch_errors
 
 from playground.ui.hood import VIEWS, LessonView, build_hood_tab
 from playground.ui.hood.base import GROUPS
+from playground.ui.i18n import ENGLISH
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 
@@ -61,14 +62,15 @@ def page(browser, launched_app):
         yield page
 
 
-LABELS = {view.label: view for view in VIEWS}
+LABELS = {ENGLISH.get(view.label, view.label): view for view in VIEWS}  # by the English name
 
 
 def open_view(page, name: str) -> None:
     """A lesson's sub-tab: its group's tab first, then its own."""
     view = LABELS[name]
-    page.locator("#hood-views").get_by_role("tab", name=GROUPS[view.group], exact=True).click()
-    page.locator("#hood-views").get_by_role("tab", name=name, exact=True).click()
+    group, lesson = ENGLISH.get(GROUPS[view.group], GROUPS[view.group]), name
+    page.locator("#hood-views").get_by_role("tab", name=group, exact=True).click()
+    page.locator("#hood-views").get_by_role("tab", name=lesson, exact=True).click()
 
 
 def set_value(page, component: object, value: object) -> None:
