@@ -111,7 +111,7 @@ def in_window(page, selector: str) -> bool:
 def test_every_lesson_runs_on_stage(stage, widgets, view: LessonView):
     """Each registered lesson, driven through its widgets with its quick settings, at 1280x720 in
     presenter mode and dark mode: it finishes, its main visual is drawn dark and fits the window."""
-    open_view(stage, view.label)
+    open_view(stage, ENGLISH.get(view.label, view.label))
     for name, value in view.quick.items():
         set_value(stage, widgets[name], value)
     run_and_wait(stage, view.key)
