@@ -55,6 +55,17 @@ def new_tab(context: object, url: str) -> object:
 
 
 @contextmanager
+def page_in(browser: object, url: str, locale: str) -> Iterator[object]:
+    """A page at 1280x720 of a browser whose language is `locale` (navigator.language and
+    Accept-Language)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, locale=locale)
+    try:
+        yield new_tab(context, url)
+    finally:
+        context.close()
+
+
+@contextmanager
 def browser_page(
     url: str, width: int = 1400, height: int = 1000, locale: str | None = None
 ) -> Iterator[object]:

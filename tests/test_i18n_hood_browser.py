@@ -7,12 +7,10 @@ switch turns the tab and its tables' headers Chinese live; the replay app reads 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from browser import chromium_browser, chromium_path, new_tab
+from browser import chromium_browser, chromium_path, page_in
 
 from playground.ui.hood import VIEWS, LessonView
 from playground.ui.hood.base import GROUPS
@@ -59,15 +57,6 @@ TEXT_BOXES_JS = """sel => {
 def browser():
     with chromium_browser() as browser:
         yield browser
-
-
-@contextmanager
-def page_in(browser: object, url: str, locale: str) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1280, "height": 720}, locale=locale)
-    try:
-        yield new_tab(context, url)
-    finally:
-        context.close()
 
 
 def open_hood(page, lang: str) -> None:
