@@ -341,3 +341,19 @@ def test_the_api_answers_in_the_language_the_client_accepts(launched_app):
     english = Client(launched_app, verbose=False)  # no Accept-Language: English
     with pytest.raises(AppError, match=r"Enter a path to a config\.json"):
         english.predict("", api_name="/kv_load_config")
+
+
+def test_a_figure_recorded_in_english_shows_its_static_texts_in_the_language_asked_for():
+    """The gallery's quantization ladder (docs/traces, recorded in English) on a Chinese page: its
+    annotations, colour bar and legend in Chinese, its tick labels (the model's tokens) as recorded."""
+    from playground.ui.i18n import localize_recorded
+
+    recorded = json.loads(Path("docs/traces/hood-quant.json").read_text())
+    [strip] = [f["figure"] for f in recorded["data"]["outputs"]["figures"] if f["name"] == "quant_strip"]
+    shown = localize_recorded(strip, "zh")
+    annotations = [a["text"] for a in shown["layout"]["annotations"]]
+    assert annotations == [t("hood.quant.plot.text_side", "zh"), t("hood.quant.plot.continuation_side", "zh")]
+    assert shown["data"][0]["colorbar"]["title"]["text"] == t("hood.quant.plot.kl_nats", "zh")
+    assert shown["data"][1]["name"] == t("hood.quant.plot.flip", "zh")
+    assert shown["layout"]["xaxis"]["ticktext"] == strip["layout"]["xaxis"]["ticktext"]
+    assert localize_recorded(strip, "en") == strip

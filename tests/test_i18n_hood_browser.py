@@ -173,7 +173,7 @@ def test_a_bad_input_is_told_in_chinese(browser, launched_app):
         page.locator("#hood-spec-run").click()
         told = "没有加载草稿模型：请用 --draft-model NAME 启动本应用"
         page.locator(".toast-body").filter(has_text=told).first.wait_for()
-        status = page.locator("#hood-spec-status")
+        status = page.locator("#hood-spec-status [data-testid=markdown]")  # beside Gradio's 错误 badge
         page.wait_for_function("el => el.innerText.startsWith('失败：')", arg=status.element_handle())
         assert told in status.inner_text()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import gradio as gr
 import pytest
@@ -184,6 +185,20 @@ def test_a_recalculation_nobody_asked_for_marks_the_summary_without_a_toast(embe
     assert [str(w.message) for w in recwarn if issubclass(w.category, UserWarning)] == []
     with pytest.warns(UserWarning, match="Sequence length"):  # the person's own calculation: told
         handlers.kv_calculate(*minus_five)
+
+
+def test_the_page_load_calculates_quietly_and_a_links_values_are_calculated(embedded_lm, recwarn):
+    """The page load's calculation (kv_from_link) reads the controls as shown: a value typed before
+    the page settled is told once, by the typing's own event, not again by the load (a link's own bad
+    value is told when the link is read: warn_bad_link). A link's values are calculated."""
+    bad_gpu = ["Mistral-7B-v0.1", MISTRAL, 8192, 2, "float16", "ideal", "lots", "bfloat16", None, 10]
+    handlers = kv_tab.KVHandlers(embedded_lm)
+    plain = SimpleNamespace(session_hash="load", query_params={}, headers={})
+    summary = handlers.kv_from_link(*bad_gpu, request=plain)["summary"]
+    assert summary.startswith("**Can't calculate:** GPU memory must be a positive size in GB")
+    assert [str(w.message) for w in recwarn if issubclass(w.category, UserWarning)] == []
+    link = SimpleNamespace(session_hash="link", query_params={"tab": "kv", "gpu": "24"}, headers={})
+    assert "On a 24 GB GPU" in handlers.kv_from_link(*bad_gpu, request=link)["summary"]
 
 
 def test_unexpected_errors_still_raise(embedded_lm, monkeypatch):

@@ -15,7 +15,7 @@ from playground import hood
 from playground.traces import load_traces
 from playground.ui.hood import VIEWS, build_hood_tab
 from playground.ui.hood.record import PLOT_SLOTS, render_hood_trace
-from playground.ui.hood.tab import run_inputs, run_values
+from playground.ui.hood.tab import run_inputs, run_values, said
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 
@@ -65,7 +65,7 @@ def test_each_lesson_runs_and_its_trace_replays(tiny_lm, built, view):
     drawn = render_hood_trace(trace.data, {view.key: (view.lesson.title, view.main)})
     assert drawn["hood_status"].startswith(f"**{view.lesson.title}** · Done")
     if isinstance(widgets[view.main], gr.Plot):
-        assert drawn[PLOT_SLOTS[0]].label == widgets[view.main].label
+        assert drawn[PLOT_SLOTS[0]].label == said(widgets[view.main].label, "en")  # saved in English here
     else:
         assert drawn["hood_main_html"].visible and drawn["hood_main_html"].value
 

@@ -239,10 +239,11 @@ class KVHandlers:
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine  # the app's own model; a tab's own (workspaces) where it picked another
         self.workspaces = workspaces
-        # Page load: a shared link's values on the controls, and what they calculate (also without a
-        # link, in the page's language).
-        self.kv_from_link = link_opener("kv", self.kv_calculate, self._open_link, default=True)
         self.kv_recalculate = quietly(self.kv_calculate)
+        # Page load: a shared link's values on the controls, and what they calculate (a value of the
+        # link refused is told). Without a link, the controls as shown, in the page's language, with
+        # no toast: a value typed before the page settled is told by its own event.
+        self.kv_from_link = link_opener("kv", self.kv_recalculate, self._open_link, default=True)
 
     def kv_calculate(
         self,

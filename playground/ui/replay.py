@@ -64,7 +64,7 @@ LESSONS = {view.key: view for view in VIEWS}
 def render_lesson_trace(data: dict[str, Any], lang: str = DEFAULT) -> dict[str, Any]:
     """An Under the hood trace, titled by its lesson in lang (the registry names every lesson)."""
     return render_hood_trace(
-        data, {view.key: (localize(view.lesson.title, lang), view.main) for view in VIEWS}
+        data, {view.key: (localize(view.lesson.title, lang), view.main) for view in VIEWS}, lang
     )
 
 

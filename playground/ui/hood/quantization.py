@@ -33,7 +33,7 @@ from playground.ui.hood.base import (
     status,
     verdict,
 )
-from playground.ui.i18n import DEFAULT, i18n, localize, t
+from playground.ui.i18n import DEFAULT, i18n, localize, localize_recorded, t
 from playground.ui.ranges import CheckedSlider
 
 TEXT = LONG_TEXT + (
@@ -210,7 +210,7 @@ def recorded_ladder(lm: Engine, formats: list[str], lang: str = DEFAULT) -> Any:
         return gr.Plot(None, visible=False)
     what = trace.title.split(": ", 1)[-1]
     label = t("hood.quant.ladder_recorded", lang, date=trace.created[:10], model=trace.model, what=what)
-    return gr.Plot(go.Figure(strip["figure"]), label=label, visible=True)
+    return gr.Plot(go.Figure(localize_recorded(strip["figure"], lang)), label=label, visible=True)
 
 
 def table_rows(run: QuantizationRun, lang: str = DEFAULT) -> list[list[Any]]:

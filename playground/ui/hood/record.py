@@ -14,6 +14,8 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
+from playground.ui.i18n import DEFAULT, localize_recorded
+
 MAX_PLOTS = 4  # no view draws more figures than this
 PLOT_SLOTS = [f"hood_plot_{i}" for i in range(MAX_PLOTS)]
 REPLAY_OUTPUTS = ["hood_status", "hood_main_html", *PLOT_SLOTS, "hood_html", "hood_table", "hood_summary"]
@@ -36,10 +38,13 @@ def record_views(views: dict[str, Any], labels: dict[str, str], headers: dict[st
     return recorded
 
 
-def render_hood_trace(data: dict[str, Any], lessons: dict[str, tuple[str, str]]) -> dict[str, Any]:
+def render_hood_trace(
+    data: dict[str, Any], lessons: dict[str, tuple[str, str]], lang: str = DEFAULT
+) -> dict[str, Any]:
     """A recorded run drawn into the replay tab's generic slots, laid out as the live lesson is on
     stage: its title and status line, its main visual (lessons: view key -> (title, main
-    component's name)), the other figures, texts and table, the summary last."""
+    component's name)), the other figures, texts and table, the summary last. Figures recorded in
+    English show their static texts in lang."""
     title, main = lessons.get(data["view"], (data["view"], ""))
     texts: dict[str, str] = {name: text for name, text in data["outputs"]["texts"].items() if text}
     status = next((text for name, text in texts.items() if name.endswith("_status")), "")
@@ -51,7 +56,7 @@ def render_hood_trace(data: dict[str, Any], lessons: dict[str, tuple[str, str]])
         "hood_html": "".join(others),
         "hood_summary": "\n\n".join(summaries),
     }
-    views.update(_figure_slots(data["outputs"]["figures"], main))
+    views.update(_figure_slots(data["outputs"]["figures"], main, lang))
     tables = list(data["outputs"]["tables"].values())
     if tables:
         table = tables[0]
@@ -61,16 +66,15 @@ def render_hood_trace(data: dict[str, Any], lessons: dict[str, tuple[str, str]])
     return views
 
 
-def _figure_slots(figures: list[dict[str, Any]], main: str) -> dict[str, Any]:
+def _figure_slots(figures: list[dict[str, Any]], main: str, lang: str) -> dict[str, Any]:
     """The recorded figures in the plot slots, the main one first (the first slot has a row of its
     own), the slots left over hidden."""
     ordered = sorted(figures, key=lambda recorded: recorded["name"] != main)[:MAX_PLOTS]
     views: dict[str, Any] = {}
     for slot, recorded in zip(PLOT_SLOTS, ordered, strict=False):
         label = recorded["label"] or None
-        views[slot] = gr.Plot(
-            go.Figure(recorded["figure"]), label=label, show_label=bool(label), visible=True
-        )
+        figure = go.Figure(localize_recorded(recorded["figure"], lang))
+        views[slot] = gr.Plot(figure, label=label, show_label=bool(label), visible=True)
     for slot in PLOT_SLOTS[len(ordered) :]:
         views[slot] = gr.Plot(None, visible=False)
     return views

@@ -14,6 +14,7 @@ Two kinds of text (README "Languages: add a string, add a language"):
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -89,6 +90,38 @@ def localize(text: Any, lang: str) -> str:
     except (KeyError, IndexError, ValueError):  # a translation that does not fit its values
         log.warning("The translation of %r does not fit its values", text.key)
         return text.template.format(**english)
+
+
+def localize_recorded(figure: Any, lang: str) -> Any:
+    """A recorded figure (plotly JSON, saved in English) with its static texts in `lang`: titles,
+    annotations, legend names and hover lines that are an English text with no values. Tick labels
+    and data (the model's tokens) stay as recorded."""
+    if isinstance(figure, list):
+        return [localize_recorded(item, lang) for item in figure]
+    if not isinstance(figure, dict):
+        return figure
+    shown = {}
+    for name, item in figure.items():
+        if name in FIGURE_TEXTS and isinstance(item, str) and item in _static_english():
+            shown[name] = t(_static_english()[item], lang)
+        else:
+            shown[name] = localize_recorded(item, lang)
+    return shown
+
+
+FIGURE_TEXTS = {"text", "title", "name", "hovertemplate"}  # plotly's fields of static text
+
+
+@functools.cache
+def _static_english() -> dict[str, str]:
+    """English text -> its key, for every key whose text takes no values (the first key of a text)."""
+    keys: dict[str, str] = {}
+    for key, template in ENGLISH.items():
+        try:
+            keys.setdefault(template.format(), key)
+        except (KeyError, IndexError, ValueError):
+            continue
+    return keys
 
 
 def _localized(value: Any, lang: str) -> Any:
