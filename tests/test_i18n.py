@@ -357,3 +357,17 @@ def test_a_figure_recorded_in_english_shows_its_static_texts_in_the_language_ask
     assert shown["data"][1]["name"] == t("hood.quant.plot.flip", "zh")
     assert shown["layout"]["xaxis"]["ticktext"] == strip["layout"]["xaxis"]["ticktext"]
     assert localize_recorded(strip, "en") == strip
+
+
+def test_a_lesson_replayed_on_a_chinese_page_titles_its_figures_in_chinese():
+    """The replay app's lesson (docs/traces/hood-quant.json, recorded in English) in zh: the strip's
+    colour bar, drawn in the main slot, is titled in Chinese; in English as recorded."""
+    from playground.traces import load_traces
+    from playground.ui.hood.record import PLOT_SLOTS
+    from playground.ui.replay import render_lesson_trace
+
+    [trace] = load_traces(Path("docs/traces/hood-quant.json"))
+    for lang in ("zh", "en"):
+        main = render_lesson_trace(trace.data, lang)[PLOT_SLOTS[0]]
+        strip = json.loads(main.value["plot"])["data"][0]
+        assert strip["colorbar"]["title"]["text"] == t("hood.quant.plot.kl_nats", lang)

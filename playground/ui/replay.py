@@ -88,7 +88,8 @@ def provenance(trace: Trace, lang: str = DEFAULT) -> str:
 
 class ReplayHandlers:
     """Draw the chosen trace of each kind, in the page's language (the recorded texts stay in the
-    language they were recorded in)."""
+    language they were recorded in; a lesson's figures recorded in English show their titles, axes
+    and legends in the page's language: i18n.localize_recorded)."""
 
     def __init__(self, traces: list[Trace], skipped: Sequence[str] = ()) -> None:
         self.traces, self.skipped = traces, skipped
