@@ -68,10 +68,19 @@ def serve(args: argparse.Namespace) -> None:
     from playground.settings import load_settings
 
     settings = load_settings(device=args.device, decode=args.decode, batching=args.batching)
+    threading.Thread(target=exit_with_parent, args=(os.getppid(),), daemon=True).start()
     with launched(bench_engine(args, settings), settings, port=args.port) as app:
         watch = (Path(args.stats), app.demo, app.engine, app.workspaces, settings)
         threading.Thread(target=write_stats, args=watch, daemon=True).start()
         app.demo.block_thread()
+
+
+def exit_with_parent(parent: int) -> None:
+    """End the server when the bench that started it is gone (killed, so its cleanup never ran): an
+    orphan would go on serving its queue and take the cores from the next measurement."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
 
 
 def bench_engine(args: argparse.Namespace, settings: Any) -> Any:

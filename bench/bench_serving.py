@@ -1,17 +1,18 @@
 """Serving under open-loop load, measured as vLLM's and SGLang's `bench_serving` measure it (issue 32).
 
     python bench/bench_serving.py                  # both batching modes, through the app's own server
-    python bench/bench_serving.py --rates 0.1,0.2,0.4 --requests 24 --batching continuous --profile
+    python bench/bench_serving.py --rates 0.1,0.2,0.4 --seconds 60 --batching continuous --profile
     python bench/bench_serving.py --in-process --random-weights --device cuda --rates 2,4,8,16,32
 
 Requests arrive on their own clock (a Poisson process at each rate of the sweep, then gamma arrivals of
-burstiness 0.5 at one rate), whatever the server is doing: chat turns of 16-128 new tokens (greedy or
-seeded), one-token steps and long prompts (512 tokens). By default the app runs in a subprocess as a
-Space runs it, once with PLAYGROUND_BATCHING=off and once continuous, and the load goes through its
-OpenAI endpoint (chat and completions, streamed) and its own endpoints (`/chat`, `/step_start`).
-`--in-process` sends the same load straight to an engine in this process (`Engine.stream`): it needs
-only torch and transformers, for a bare GPU box (`--random-weights`: the embedded architecture with
-random weights and the tokenizer in bench/tokenizer).
+burstiness 0.5 at one rate), whatever the server is doing, for about --seconds a load (at least
+--requests; a short burst above what the server sustains would drain and pass): chat turns of 16-128 new
+tokens (greedy or seeded), one-token steps and long prompts (512 tokens). By default the app runs in a
+subprocess as a Space runs it, once with PLAYGROUND_BATCHING=off and once continuous, and the load goes
+through its OpenAI endpoint (chat and completions, streamed) and its own endpoints (`/chat`,
+`/step_start`). `--in-process` sends the same load straight to an engine in this process
+(`Engine.stream`): it needs only torch and transformers, for a bare GPU box (`--random-weights`: the
+embedded architecture with random weights and the tokenizer in bench/tokenizer).
 
 Prints per mode and rate TTFT, TPOT, ITL and E2E at p50/p95/p99, throughput, goodput, the share of
 requests within the SLO (TTFT <= 2 s, TPOT <= 300 ms; --slo-ttft / --slo-tpot set another), errors
@@ -41,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from playground.serving.load import LoadRequest, answer_key, arrival_times, mixed_requests, open_loop  # noqa: E402
 from playground.serving.metrics import LoadSummary, RequestTiming, Slo, capacity, summarize  # noqa: E402
 
-GIVE_UP_BELOW = 0.5  # a mode whose share within the SLO falls below this at two rates in a row stops there
+MISSES_TO_STOP = 2  # a mode under the SLO share at this many rates in a row stops there: capacity is known
 GOAL_CPU, GOAL_GPU = 2.0, 10.0  # capacity, continuous / off
 PROFILE_HZ = 25  # py-spy samples per second (each pauses the server briefly to read its native stacks)
 
@@ -60,12 +61,21 @@ class Target:
 
 
 def sweep_requests(args: argparse.Namespace, tokenizer: Any) -> dict[tuple[float, float], list[LoadRequest]]:
-    """The requests of every load of the sweep, by (rate, burstiness): each its own seeded draw."""
+    """The requests of every load of the sweep, by (rate, burstiness): each its own seeded draw, as
+    many as arrive in about args.seconds at its rate (at least args.requests)."""
     loads = [(rate, 1.0) for rate in args.rates] + [(args.bursty_rate, 0.5)]
     return {
-        load: mixed_requests(tokenizer, args.requests, seed=i, chat_tokens=args.chat_tokens)
-        for i, load in enumerate(loads)
+        (rate, burst): mixed_requests(
+            tokenizer, requests_per_load(args, rate), seed=i, chat_tokens=args.chat_tokens
+        )
+        for i, (rate, burst) in enumerate(loads)
     }
+
+
+def requests_per_load(args: argparse.Namespace, rate: float) -> int:
+    """Enough requests for a load to last about args.seconds: a load shorter than the time a backlog
+    takes to grow would pass at a rate the server cannot sustain."""
+    return max(args.requests, round(rate * args.seconds))
 
 
 def alone(target: Target, loads: dict[tuple[float, float], list[LoadRequest]]) -> dict[tuple, Any]:
@@ -119,21 +129,22 @@ def one_load(
 def run_mode(
     args: argparse.Namespace, target: Target, loads: dict, reference: dict
 ) -> tuple[list[LoadSummary], list[float], dict[str, Any] | None]:
-    """The sweep on one mode: Poisson rates up (until the SLO is lost at two rates in a row), then the
-    bursty load; the server's RSS after each; a py-spy profile of one load when asked."""
+    """The sweep on one mode: Poisson rates up (until under the SLO share at two rates in a row: the
+    capacity is known), then the bursty load; the server's RSS after each; a py-spy profile of one
+    load when asked."""
     from bench.serving_report import table
 
     summaries, rss, missed, profile = [], [], 0, None
     for i, ((rate, burst), requests) in enumerate(loads.items()):
-        if burst == 1.0 and missed >= 2:
-            target.notes.append(f"rate {rate:g} skipped: the SLO was lost at the two rates before it")
+        if burst == 1.0 and missed >= MISSES_TO_STOP:
+            target.notes.append(f"rate {rate:g} skipped: under the SLO share at the two rates before it")
             continue
         with profiled(args, target, rate, burst, len(requests)) as found:
             summaries.append(one_load(target, requests, (rate, burst), reference, i, args.slo))
         profile = found.get("split", profile)
         rss.append(target.rss_mib())
         if burst == 1.0:
-            missed = missed + 1 if summaries[-1].attained < GIVE_UP_BELOW else 0
+            missed = missed + 1 if summaries[-1].attained < args.slo.attained else 0
         print("\n".join(table(target.mode, summaries[-1:])[2:]), flush=True)
     return summaries, rss, profile
 
@@ -286,7 +297,8 @@ def _print_json(
         device=args.device,
         in_process=args.in_process,
         random_weights=args.random_weights,
-        requests_per_load=args.requests,
+        seconds_per_load=args.seconds,
+        min_requests_per_load=args.requests,
         slo={"ttft_s": args.slo.ttft_s, "tpot_s": args.slo.tpot_s, "attained": args.slo.attained},
         cpu_count=os.cpu_count(),
         load_average=list(load),
@@ -333,8 +345,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=title, epilog="\n\n".join(details), formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rates", default="0.1,0.2,0.4,0.8", help="Poisson arrival rates per second")
-    parser.add_argument("--requests", type=int, default=8, help="requests per load (default 8)")
+    parser.add_argument("--rates", default="0.2,0.4,0.8,1.6", help="Poisson arrival rates per second")
+    parser.add_argument("--seconds", type=float, default=30, help="each load's arrivals last this long (30)")
+    parser.add_argument("--requests", type=int, default=16, help="at least this many requests a load (16)")
     parser.add_argument(
         "--bursty-rate", type=float, default=None, help="gamma (0.5) load's rate (default: the 2nd)"
     )
@@ -356,8 +369,8 @@ def main() -> None:
     args = parser.parse_args()
     args.rates = [float(r) for r in args.rates.split(",")]
     args.slo = Slo(args.slo_ttft, args.slo_tpot)
-    if args.requests < 1 or not args.rates or min(args.rates) <= 0:
-        parser.error("--requests must be >= 1 and every rate > 0")
+    if args.requests < 1 or args.seconds < 0 or not args.rates or min(args.rates) <= 0:
+        parser.error("--requests must be >= 1, --seconds >= 0 and every rate > 0")
     args.bursty_rate = args.bursty_rate or args.rates[min(1, len(args.rates) - 1)]
     args.profile_rate = args.profile_rate or args.rates[min(2, len(args.rates) - 1)]
     run(args)
