@@ -34,6 +34,30 @@
     window.dispatchEvent(new CustomEvent("playground-language", { detail: current }));
   };
 
+  // Gradio 6 titles a toast by its type ("Warning", "Error"), not by the title the server passes:
+  // each toast's title in the page's language, checked once a frame while the page changes.
+  const toastTitles = { error: "js.toast.error", warning: "js.toast.warning", info: "js.toast.info", success: "js.toast.success" };
+  const titleToasts = () => {
+    for (const title of document.querySelectorAll(".toast-title")) {
+      const type = Object.keys(toastTitles).find((name) => title.classList.contains(name));
+      const said = type && window.playgroundT(toastTitles[type]);
+      for (const node of type ? title.childNodes : []) {
+        if (node.nodeType === Node.TEXT_NODE && node.textContent.trim() && node.textContent.trim() !== said) {
+          node.textContent = `${said} `;
+        }
+      }
+    }
+  };
+  let titling = false;
+  new MutationObserver(() => {
+    if (titling) return;
+    titling = true;
+    requestAnimationFrame(() => {
+      titling = false;
+      titleToasts();
+    });
+  }).observe(document.body, { childList: true, subtree: true });
+
   window.playgroundSetLanguage = (code) => {
     current = known(code) || fallback;
     const url = new URL(location.href);

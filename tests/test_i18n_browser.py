@@ -140,6 +140,9 @@ def test_a_kv_error_is_told_in_chinese(browser, launched_app):
         said = "GPU 显存 必须是以 GB 计的正数"
         toast = page.locator(".toast-body").filter(has_text=said).first
         toast.wait_for()
+        title = toast.locator(".toast-title")  # Gradio titles it by its type, in English: static/i18n.js
+        page.wait_for_function("el => el.innerText.trim() === '警告'", arg=title.element_handle())
+        assert "Warning" not in toast.inner_text()
         summary = page.locator("#kv-summary")
         page.wait_for_function("el => el.innerText.startsWith('无法计算')", arg=summary.element_handle())
         assert said in summary.inner_text() and "'lots'" in summary.inner_text()

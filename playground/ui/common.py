@@ -117,7 +117,8 @@ def _explained(exc: Exception, request: Any) -> gr.Error:
 
 
 def warn(message: str, lang: str) -> None:
-    """A warning toast, titled in the page's language (Gradio's own title is English)."""
+    """A warning toast, titled in the page's language (Gradio 6's toast shows its type in English
+    instead: static/i18n.js retitles it in the browser)."""
     gr.Warning(message, title=t("app.toast.warning", lang))
 
 

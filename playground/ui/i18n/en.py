@@ -1227,6 +1227,10 @@ STRINGS: dict[str, str] = {
     "beam.stopped.shown": "Shown: the previous search. {status}",
     # --- the browser's own text (static/*.js: playgroundT("js.…")) ----------------------------------
     "js.title": "LLM generation playground",
+    "js.toast.error": "Error",
+    "js.toast.warning": "Warning",
+    "js.toast.info": "Info",
+    "js.toast.success": "Success",
     "js.presenter.tip": "Presenter mode: larger text, each tab's main view fits the window (key p)",
     "js.svg": "Download as SVG",
     "js.keys.title": "Keyboard",

@@ -1739,6 +1739,10 @@ STRINGS: dict[str, str] = {
     "beam.stopped_by_you": "由你在第 {step} 步（共 {steps} 步）停止",
     # --- the browser's own text (static/*.js: playgroundT("js.…")) ----------------------------------
     "js.title": "LLM 生成实验场",
+    "js.toast.error": "错误",
+    "js.toast.warning": "警告",
+    "js.toast.info": "提示",
+    "js.toast.success": "成功",
     "js.presenter.tip": "演示模式：字更大，每个标签页的主视图正好占满窗口（按 p 键）",
     "js.svg": "下载为 SVG",
     "js.keys.title": "键盘",
