@@ -361,7 +361,7 @@ def test_a_figure_recorded_in_english_shows_its_static_texts_in_the_language_ask
 
 def test_a_lesson_replayed_on_a_chinese_page_titles_its_figures_in_chinese():
     """The replay app's lesson (docs/traces/hood-quant.json, recorded in English) in zh: the strip's
-    colour bar, drawn in the main slot, is titled in Chinese; in English as recorded."""
+    colour bar and its label, drawn in the main slot, are in Chinese; in English as recorded."""
     from playground.traces import load_traces
     from playground.ui.hood.record import PLOT_SLOTS
     from playground.ui.replay import render_lesson_trace
@@ -371,3 +371,4 @@ def test_a_lesson_replayed_on_a_chinese_page_titles_its_figures_in_chinese():
         main = render_lesson_trace(trace.data, lang)[PLOT_SLOTS[0]]
         strip = json.loads(main.value["plot"])["data"][0]
         assert strip["colorbar"]["title"]["text"] == t("hood.quant.plot.kl_nats", lang)
+        assert main.label == t("hood.quant.plot.strip", lang)

@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from playground.ui.i18n import DEFAULT, localize_recorded
+from playground.ui.i18n import DEFAULT, localize_recorded, recorded_text
 
 MAX_PLOTS = 4  # no view draws more figures than this
 PLOT_SLOTS = [f"hood_plot_{i}" for i in range(MAX_PLOTS)]
@@ -72,7 +72,7 @@ def _figure_slots(figures: list[dict[str, Any]], main: str, lang: str) -> dict[s
     ordered = sorted(figures, key=lambda recorded: recorded["name"] != main)[:MAX_PLOTS]
     views: dict[str, Any] = {}
     for slot, recorded in zip(PLOT_SLOTS, ordered, strict=False):
-        label = recorded["label"] or None
+        label = recorded_text(recorded["label"], lang) if recorded["label"] else None
         figure = go.Figure(localize_recorded(recorded["figure"], lang))
         views[slot] = gr.Plot(figure, label=label, show_label=bool(label), visible=True)
     for slot in PLOT_SLOTS[len(ordered) :]:

@@ -102,11 +102,18 @@ def localize_recorded(figure: Any, lang: str) -> Any:
         return figure
     shown = {}
     for name, item in figure.items():
-        if name in FIGURE_TEXTS and isinstance(item, str) and item in _static_english():
-            shown[name] = t(_static_english()[item], lang)
+        if name in FIGURE_TEXTS and isinstance(item, str):
+            shown[name] = recorded_text(item, lang)
         else:
             shown[name] = localize_recorded(item, lang)
     return shown
+
+
+def recorded_text(text: str, lang: str) -> str:
+    """A static text recorded in English (a plot's label, title or legend name) in `lang`; any other
+    text as recorded."""
+    key = _static_english().get(text)
+    return text if key is None else t(key, lang)
 
 
 FIGURE_TEXTS = {"text", "title", "name", "hovertemplate"}  # plotly's fields of static text
