@@ -68,7 +68,8 @@ def serve(args: argparse.Namespace) -> None:
     from playground.settings import load_settings
 
     settings = load_settings(device=args.device, decode=args.decode, batching=args.batching)
-    threading.Thread(target=exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    if args.parent:  # started by a bench (start_server)
+        threading.Thread(target=exit_with_parent, args=(args.parent,), daemon=True).start()
     with launched(bench_engine(args, settings), settings, port=args.port) as app:
         watch = (Path(args.stats), app.demo, app.engine, app.workspaces, settings)
         threading.Thread(target=write_stats, args=watch, daemon=True).start()
@@ -78,7 +79,7 @@ def serve(args: argparse.Namespace) -> None:
 def exit_with_parent(parent: int) -> None:
     """End the server when the bench that started it is gone (killed, so its cleanup never ran): an
     orphan would go on serving its queue and take the cores from the next measurement."""
-    while os.getppid() == parent:
+    while os.getppid() == parent:  # the bench's own pid: a bench gone before this line is seen too
         time.sleep(1)
     os._exit(0)
 
@@ -145,6 +146,7 @@ def start_server(args: argparse.Namespace, workdir: Path) -> Server:
         port = probe.getsockname()[1]
     stats, log = workdir / "stats.json", workdir / "server.log"
     command = [sys.executable, __file__, "--serve", "--port", str(port), "--stats", str(stats)]
+    command += ["--parent", str(os.getpid())]
     command += ["--device", args.device, "--decode", args.decode, "--batching", args.batching]
     command += ["--random-weights"] if args.random_weights else []
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
@@ -439,6 +441,7 @@ def main() -> None:
         help="continuous batching on, off, or both compared in one run (default)",
     )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server subprocess
+    parser.add_argument("--parent", type=int, default=0, help=argparse.SUPPRESS)  # its bench's pid
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--stats", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -2,7 +2,8 @@
 
     python bench/bench_serving.py                  # both batching modes, through the app's own server
     python bench/bench_serving.py --rates 0.1,0.2,0.4 --seconds 60 --batching continuous --profile
-    python bench/bench_serving.py --in-process --random-weights --device cuda --rates 2,4,8,16,32
+    python bench/bench_serving.py --in-process --random-weights --device cuda --rates 2,4,8,16 \\
+        --seconds 0 --requests 24  # a GPU lent for minutes: a fixed count a load
 
 Requests arrive on their own clock (a Poisson process at each rate of the sweep, then gamma arrivals of
 burstiness 0.5 at one rate), whatever the server is doing, for about --seconds a load (at least
@@ -24,6 +25,7 @@ writes the plot (HTML, and PNG with playwright) and ends with one JSON line.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -137,14 +139,16 @@ def run_mode(
     summaries, rss, missed, profile = [], [], 0, None
     for i, ((rate, burst), requests) in enumerate(loads.items()):
         if burst == 1.0 and missed >= MISSES_TO_STOP:
-            target.notes.append(f"rate {rate:g} skipped: under the SLO share at the two rates before it")
+            target.notes.append(
+                f"rate {rate:g} skipped: under the SLO at the {MISSES_TO_STOP} rates before it"
+            )
             continue
         with profiled(args, target, rate, burst, len(requests)) as found:
             summaries.append(one_load(target, requests, (rate, burst), reference, i, args.slo))
         profile = found.get("split", profile)
         rss.append(target.rss_mib())
         if burst == 1.0:
-            missed = missed + 1 if summaries[-1].attained < args.slo.attained else 0
+            missed = 0 if summaries[-1].within(args.slo) else missed + 1
         print("\n".join(table(target.mode, summaries[-1:])[2:]), flush=True)
     return summaries, rss, profile
 
@@ -369,7 +373,7 @@ def main() -> None:
     args = parser.parse_args()
     args.rates = [float(r) for r in args.rates.split(",")]
     args.slo = Slo(args.slo_ttft, args.slo_tpot)
-    if args.requests < 1 or args.seconds < 0 or not args.rates or min(args.rates) <= 0:
+    if args.requests < 1 or not 0 <= args.seconds < math.inf or not args.rates or min(args.rates) <= 0:
         parser.error("--requests must be >= 1, --seconds >= 0 and every rate > 0")
     args.bursty_rate = args.bursty_rate or args.rates[min(1, len(args.rates) - 1)]
     args.profile_rate = args.profile_rate or args.rates[min(2, len(args.rates) - 1)]

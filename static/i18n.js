@@ -35,7 +35,7 @@
   };
 
   // Gradio 6 titles a toast by its type ("Warning", "Error"), not by the title the server passes:
-  // each toast's title in the page's language, checked once a frame while the page changes.
+  // each toast's title in the page's language, when a toast appears and when the language changes.
   const toastTitles = { error: "js.toast.error", warning: "js.toast.warning", info: "js.toast.info", success: "js.toast.success" };
   const titleToasts = () => {
     for (const title of document.querySelectorAll(".toast-title")) {
@@ -48,15 +48,12 @@
       }
     }
   };
-  let titling = false;
-  new MutationObserver(() => {
-    if (titling) return;
-    titling = true;
-    requestAnimationFrame(() => {
-      titling = false;
-      titleToasts();
-    });
+  const isToast = (node) => node.nodeType === Node.ELEMENT_NODE
+    && (node.matches(".toast-body, .toast-title") || node.querySelector(".toast-title") !== null);
+  new MutationObserver((records) => {
+    if (records.some((record) => [...record.addedNodes].some(isToast))) titleToasts();
   }).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener("playground-language", titleToasts);
 
   window.playgroundSetLanguage = (code) => {
     current = known(code) || fallback;

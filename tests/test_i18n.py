@@ -372,3 +372,21 @@ def test_a_lesson_replayed_on_a_chinese_page_titles_its_figures_in_chinese():
         strip = json.loads(main.value["plot"])["data"][0]
         assert strip["colorbar"]["title"]["text"] == t("hood.quant.plot.kl_nats", lang)
         assert main.label == t("hood.quant.plot.strip", lang)
+
+
+def test_a_figures_english_text_means_one_thing_in_every_language():
+    """A recorded figure's text is translated by its English (localize_recorded): two figure keys
+    with the same English text must say the same in every language, or a replay could pick the
+    wrong one."""
+    from collections import defaultdict
+
+    from playground.ui.i18n import is_plot_key
+
+    keys_of: dict[str, list[str]] = defaultdict(list)
+    for key, template in ENGLISH.items():
+        if is_plot_key(key) and "{" not in template:
+            keys_of[template].append(key)
+    for language in LANGUAGES.values():
+        for text, keys in keys_of.items():
+            said = {language.strings.get(key, ENGLISH[key]) for key in keys}
+            assert len(said) == 1, (language.code, text, keys, said)

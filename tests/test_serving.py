@@ -134,3 +134,32 @@ def test_the_crowd_status_is_said_in_the_session_language():
         "TTFT p50 **0.50 s**" in english and "TPOT p50 **100 ms**" in english and "**100%** within" in english
     )
     assert chinese.startswith("完成：1 个请求中已回答 1 个") and "TTFT p50 **0.50 秒**" in chinese
+
+
+def test_each_load_lasts_its_seconds_and_a_mode_stops_once_its_capacity_is_known(monkeypatch):
+    """bench_serving: a load is rate x seconds requests (at least --requests: a short burst above the
+    sustained rate would drain and pass); a mode stops after two Poisson rates outside the SLO (an
+    error counts as outside), and the bursty load still runs."""
+    import argparse
+
+    import bench.serving_report
+    from bench import bench_serving
+
+    args = argparse.Namespace(requests=16, seconds=30.0, profile=False, slo=Slo())
+    assert [bench_serving.requests_per_load(args, rate) for rate in (0.2, 0.8, 1.6)] == [16, 24, 48]
+    assert bench_serving.requests_per_load(argparse.Namespace(requests=16, seconds=0.0), 1.6) == 16
+    attained = {0.2: (1.0, 0), 0.4: (0.95, 1), 0.8: (0.5, 0), 1.6: (1.0, 0), 3.2: (1.0, 0)}
+    ran = []
+
+    def one_load(target, requests, load, reference, index, slo):
+        ran.append(load)
+        share, errors = attained[load[0]]
+        return _summary(load[0], share, errors)
+
+    monkeypatch.setattr(bench_serving, "one_load", one_load)
+    monkeypatch.setattr(bench.serving_report, "table", lambda mode, summaries: [])
+    target = bench_serving.Target("continuous", None, None, 0, lambda: 1.0)
+    loads = {(rate, 1.0): [] for rate in (0.2, 0.4, 0.8, 1.6)} | {(0.4, 0.5): []}
+    bench_serving.run_mode(args, target, loads, {})
+    assert ran == [(0.2, 1.0), (0.4, 1.0), (0.8, 1.0), (0.4, 0.5)]
+    assert target.notes == ["rate 1.6 skipped: under the SLO at the 2 rates before it"]

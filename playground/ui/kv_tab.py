@@ -278,7 +278,8 @@ class KVHandlers:
         if "preset" in link.values and "weights_dtype" not in link.values:
             views["weights_dtype"] = weights_dtype_update(lm, values["preset"], lang)
             values["weights_dtype"] = weights_dtype_default(lm, values["preset"])[0]
-        return {**views, **self.kv_calculate(**values, request=request)}
+        # quiet: a link's bad value is told when the link is read; a control's, by its own event
+        return {**views, **self.kv_recalculate(**values, request=request)}
 
     def kv_texts(
         self, preset: str, measure_table: Any, measure_quant_table: Any, request: gr.Request = None

@@ -94,8 +94,8 @@ def localize(text: Any, lang: str) -> str:
 
 def localize_recorded(figure: Any, lang: str) -> Any:
     """A recorded figure (plotly JSON, saved in English) with its static texts in `lang`: titles,
-    annotations, legend names and hover lines that are an English text with no values. Tick labels
-    and data (the model's tokens) stay as recorded."""
+    annotations and legend names that are a figure's English text with no values. Texts with values
+    (counts, layers), tick labels and data (the model's tokens) stay as recorded."""
     if isinstance(figure, list):
         return [localize_recorded(item, lang) for item in figure]
     if not isinstance(figure, dict):
@@ -121,14 +121,22 @@ FIGURE_TEXTS = {"text", "title", "name", "hovertemplate"}  # plotly's fields of 
 
 @functools.cache
 def _static_english() -> dict[str, str]:
-    """English text -> its key, for every key whose text takes no values (the first key of a text)."""
+    """English text -> its key, for the figures' keys (`plot.*` and `*.plot.*`) whose text takes no
+    values: only a figure's own static text is translated, never a token that happens to read the
+    same as a button."""
     keys: dict[str, str] = {}
     for key, template in ENGLISH.items():
+        if not is_plot_key(key):
+            continue
         try:
             keys.setdefault(template.format(), key)
         except (KeyError, IndexError, ValueError):
             continue
     return keys
+
+
+def is_plot_key(key: str) -> bool:
+    return key.startswith("plot.") or ".plot." in key
 
 
 def _localized(value: Any, lang: str) -> Any:
