@@ -7,6 +7,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -21,6 +23,11 @@ CHROMIUM_FLAGS = [
 
 def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+NO_CHROMIUM = "Debian chromium not installed (scripts/install_browser.sh)"
+needs_chromium = pytest.mark.skipif(chromium_path() is None, reason=NO_CHROMIUM)
+BROWSER_TESTS = [pytest.mark.browser, needs_chromium]  # a browser test file's pytestmark
 
 
 @contextmanager

@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
-from browser import chromium_browser, chromium_path, open_page
+from browser import BROWSER_TESTS, chromium_browser, open_page
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 STEPS_DONE = """() => {
   const m = document.querySelector('#beam-status')?.innerText.match(/(\\d+)\\/64 steps/);
   return m ? Number(m[1]) : 0;

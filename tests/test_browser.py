@@ -7,15 +7,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from browser import browser_page, chromium_path
+from browser import BROWSER_TESTS, browser_page
 from playwright.sync_api import Error as PlaywrightError
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 
 SCREENSHOTS = Path(tempfile.gettempdir()) / "playground-browser-failures"

@@ -13,17 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from browser import browser_page, chromium_path
+from browser import BROWSER_TESTS, browser_page
 from conftest import make_tiny_llama
 
 from playground.ui.app import launch_local
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 SCREENSHOTS = Path(tempfile.gettempdir()) / "playground-browser-beam"
 VIEWPORT = {"width": 1280, "height": 720}

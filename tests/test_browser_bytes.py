@@ -8,14 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser import browser_page, chromium_path, missing_glyphs, new_tab, overflowing
+from browser import BROWSER_TESTS, browser_page, missing_glyphs, new_tab, overflowing
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture(scope="module")

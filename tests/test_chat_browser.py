@@ -5,14 +5,9 @@ conversation, and a value typed outside a slider's range is named."""
 from __future__ import annotations
 
 import pytest
-from browser import browser_page, chromium_path
+from browser import BROWSER_TESTS, browser_page
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 FRANCE, ITALY = "What is the capital of France?", "What is the capital of Italy?"
 TOKENS = "#chat-tokens .answer-tokens"

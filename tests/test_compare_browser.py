@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser import chromium_browser, chromium_path, open_page
+from browser import BROWSER_TESTS, chromium_browser, open_page
 
 from playground.chat import NO_TEMPLATE_NOTE, ChatRequest, run_chat
 from playground.engine.sampling import SamplingSettings
@@ -17,12 +17,7 @@ from playground.models import ModelRegistry
 from playground.settings import load_settings
 from playground.ui.app import build_demo, launch_local, launch_options
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 SMOL, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
 QUESTION = "What is the capital of France?"
 WAIT = 240_000  # ms: a load or a run on a shared 2-core CPU

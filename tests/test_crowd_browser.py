@@ -9,7 +9,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
-from browser import browser_context, chromium_path, new_tab
+from browser import BROWSER_TESTS, browser_context, new_tab
 from conftest import make_tiny_llama
 from test_crowd import HEARTBEAT_SECONDS, wait_until
 
@@ -17,12 +17,7 @@ from bench.crowd_sessions import launched
 from playground.settings import load_settings
 from playground.ui.common import MODEL_QUEUE
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 # Gradio's line while waiting: "queue: <place>/<queue length> | <seconds waited>/<estimate>s"
 QUEUE_LINE = re.compile(r"queue: (\d+)/(\d+) \| [\d.]+/([\d.]+)s")

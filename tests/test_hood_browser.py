@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 import pytest
-from browser import chromium_browser, chromium_path, new_tab, open_page
+from browser import BROWSER_TESTS, chromium_browser, new_tab, open_page
 from stage_checks import watch_errors
 
 from playground.ui.hood import VIEWS, LessonView, build_hood_tab
@@ -14,12 +14,7 @@ from playground.ui.i18n import ENGLISH
 from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 RUN_TIMEOUT = 300_000  # ms: a shared 2-core CPU
 DONE = "/^(Done|Failed|Stopped)/"
 

@@ -11,17 +11,12 @@ import urllib.request
 from contextlib import suppress
 
 import pytest
-from browser import chromium_browser, chromium_path, page_in
+from browser import BROWSER_TESTS, chromium_browser, page_in
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from playground.ui.i18n import ENGLISH, LANGUAGES
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 ZH = LANGUAGES["zh"].strings
 TABS = ["chat", "step", "beam", "kv", "hood", "compare"]
 MAIN_TABS = ", ".join(f"#main-tabs [role=tab][data-tab-id={tab}]" for tab in TABS)  # not the rows inside

@@ -10,18 +10,13 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import chromium_browser, chromium_path, page_in
+from browser import BROWSER_TESTS, chromium_browser, page_in
 
 from playground.ui.hood import VIEWS, LessonView
 from playground.ui.hood.base import GROUPS
 from playground.ui.i18n import ENGLISH, LANGUAGES
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 ZH = LANGUAGES["zh"].strings
 RUN_TIMEOUT = 300_000  # ms: a shared 2-core CPU
 CJK = re.compile(r"[\u4e00-\u9fff]")

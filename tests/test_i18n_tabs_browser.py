@@ -11,19 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from browser import chromium_browser, chromium_path, new_tab
-from test_i18n_hood_browser import squeezed
+from browser import BROWSER_TESTS, chromium_browser, new_tab
+from test_i18n_hood_browser import RUN_TIMEOUT, ZH, squeezed
 
-from playground.ui.i18n import ENGLISH, LANGUAGES
+from playground.ui.i18n import ENGLISH
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
-ZH = LANGUAGES["zh"].strings
-RUN_TIMEOUT = 300_000  # ms: a shared 2-core CPU
+pytestmark = BROWSER_TESTS
 AREAS = ("chat.", "step.", "beam.", "preset.", "token.")
 # What a person reads in a tab: labels, buttons, tooltips, table headers (not the model's text)
 LABELS_JS = """sel => [...document.querySelector(sel).querySelectorAll(

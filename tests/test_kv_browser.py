@@ -4,14 +4,9 @@ size (a preset chosen after it calculates once), and a shared link to a calculat
 from __future__ import annotations
 
 import pytest
-from browser import chromium_browser, chromium_path, open_page
+from browser import BROWSER_TESTS, chromium_browser, open_page
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 GPU = "GPU memory (GB = 10^9 B)"
 REFUSED = "GPU memory must be a positive size in GB"
 

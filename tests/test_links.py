@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 import pytest
-from browser import chromium_browser, chromium_path, open_page
+from browser import chromium_browser, needs_chromium, open_page
 
 from playground.ui.hood import VIEWS, build_hood_tab
 from playground.ui.hood.tab import link_params
@@ -145,9 +145,7 @@ def test_a_link_to_a_lesson_carries_its_inputs_and_a_bad_one_is_named(hood_rules
 
 # --- the browser ------------------------------------------------------------------------------------------
 
-pytest_browser = pytest.mark.skipif(
-    chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-)
+pytest_browser = needs_chromium
 SELECTED_TAB = "() => document.querySelector('[role=tab][aria-selected=true]')?.innerText.trim()"
 
 

@@ -9,19 +9,14 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from browser import chromium_browser, chromium_path, new_tab
+from browser import BROWSER_TESTS, chromium_browser, new_tab
 from playwright.sync_api import Error as PlaywrightError
 from stage_checks import assert_plots_clear, watch_errors
 
 from playground.traces import GALLERY, Trace, load_traces
 from playground.ui.hood import VIEWS
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 WINDOW = {"width": 1280, "height": 720}
 LESSONS = {view.key: view for view in VIEWS}
 LESSON_TRACES = [trace for trace in load_traces(GALLERY) if trace.kind == "hood"]

@@ -7,7 +7,7 @@ import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser import chromium_browser, chromium_path, missing_glyphs, open_page, overflowing
+from browser import BROWSER_TESTS, chromium_browser, missing_glyphs, open_page, overflowing
 from playwright.sync_api import Error as PlaywrightError
 from stage_checks import assert_plots_clear, open_card
 
@@ -16,12 +16,7 @@ from playground.ui.i18n import ENGLISH
 from playground.ui.links import make_query, read_link
 from playground.ui.step_render import LEDGER_COLUMNS
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium_path() is None, reason="Debian chromium not installed (scripts/install_browser.sh)"
-    ),
-]
+pytestmark = BROWSER_TESTS
 VIEWPORT = {"width": 1280, "height": 720}
 CAPITAL = "What is the capital of France?"
 SELECTED_STEP_TAB = (
