@@ -43,6 +43,19 @@ class Message(str):
         return (_rebuild, (self.key, self.template, self.params))
 
 
+def message_data(text: str) -> dict[str, Any] | None:
+    """A Message as plain JSON-ready data (None for plain text), so a saved file can say it again in
+    any language: message_from_data(message_data(m)) == m, key, template and values included."""
+    if not isinstance(text, Message) or any(isinstance(v, Message) for v in text.params.values()):
+        return None
+    return {"key": text.key, "template": text.template, "params": text.params}
+
+
+def message_from_data(data: dict[str, Any] | None, text: str) -> str:
+    """The Message saved by message_data, or the saved plain text where there is none (older files)."""
+    return text if data is None else Message(data["key"], data["template"], **data["params"])
+
+
 def as_text(value: Any) -> Any:
     """A template's value as it is put in: a list (or tuple) as its items joined, anything else as is."""
     return LIST_SEPARATOR.join(map(str, value)) if isinstance(value, (list, tuple)) else value

@@ -14,6 +14,8 @@ import gradio as gr
 import pytest
 from hood_tab_helpers import Hood
 
+from playground.beam.search import LENGTH_LIMIT
+from playground.beam.tree import BeamTree
 from playground.engine import kv_quant
 from playground.errors import PlaygroundError
 from playground.hood import (
@@ -275,6 +277,45 @@ def test_the_replay_app_speaks_the_page_language():
         handlers.pick("hood", 99)
     assert localize(raised.value.message, "zh") == "没有第 99 条录制的 hood 记录。"
     assert header_markdown(traces).startswith("## LLM generation playground · replay")  # English by default
+
+
+def test_replayed_chat_step_and_beam_traces_are_drawn_in_the_page_language():
+    """Chat, Step and Beam traces hold numbers: replayed on a Chinese page they read as the live tabs
+    do in Chinese, the beam's recorded stop reason included; in English as before."""
+    handlers = ReplayHandlers(load_traces(GALLERY))
+    chat = handlers.replay_chat(0, request("zh"))
+    assert (
+        "提示词" in chat["status"]
+        and "停止原因" in chat["status"]
+        and "提示词" in chat["history"][-1]["content"]
+    )
+    step = handlers.replay_step(0, None, request("zh"))
+    assert step["status"].startswith("已生成") and step["ledger"]["headers"][:2] == ["步", "词元"]
+    beam = handlers.replay_beam(0, request("zh"))
+    assert "停止原因：达到长度上限" in beam["status"] and beam["table"]["headers"][0] == "排名"
+    english = handlers.replay_beam(0, request("en"))
+    assert "stopped: length limit reached" in english["status"] and english["table"]["headers"][0] == "rank"
+    assert handlers.replay_step(0, None, request("en"))["ledger"]["headers"][:2] == ["step", "token"]
+
+
+def test_a_saved_beam_tree_says_its_stop_reason_in_any_language():
+    """A search's stop reason (a Message) survives export and import with its key and values; a file
+    saved before it was kept keeps its text."""
+    [trace] = [trace for trace in load_traces(GALLERY) if trace.kind == "beam"]
+    saved = {**trace.data, "stop_reason": "stopped by you at step 3 of 12"}
+    saved["stop_message"] = {
+        "key": "beam.stopped_by_you",
+        "template": "stopped by you at step {step} of {steps}",
+        "params": {"step": 3, "steps": 12},
+    }
+    reason = BeamTree.from_dict(saved).stop_reason
+    assert localize(reason, "zh") == t("beam.stopped_by_you", "zh", step=3, steps=12)
+    assert (
+        BeamTree.from_dict(json.loads(json.dumps(BeamTree.from_dict(saved).to_dict()))).stop_reason == reason
+    )
+    older = {key: value for key, value in trace.data.items() if key != "stop_message"}
+    assert not isinstance(BeamTree.from_dict(older).stop_reason, Message)
+    assert BeamTree.from_dict(older).stop_reason == LENGTH_LIMIT
 
 
 def test_every_gallery_trace_still_replays(tmp_path):

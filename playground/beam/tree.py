@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from playground.engine.records import TokenRecord
-from playground.messages import Message
+from playground.messages import Message, message_data, message_from_data
 from playground.tree import GenerationTree, TreeNode
 
 # Fates of a node.
@@ -146,6 +146,7 @@ class BeamTree:
             "tree": self.tree.to_dict(),
             "hypotheses": [asdict(h) for h in self.hypotheses],
             "greedy": None if self.greedy is None else [_greedy_dict(g) for g in self.greedy],
+            "stop_message": message_data(self.stop_reason),  # the reason again in any language
         }
 
     @classmethod
@@ -157,6 +158,7 @@ class BeamTree:
         values["hypotheses"] = [Hypothesis(**hyp) for hyp in data["hypotheses"]]
         greedy = data.get("greedy")
         values["greedy"] = None if greedy is None else [_greedy_from(g) for g in greedy]
+        values["stop_reason"] = message_from_data(values.pop("stop_message", None), data["stop_reason"])
         return cls(**values)
 
 

@@ -87,9 +87,10 @@ def provenance(trace: Trace, lang: str = DEFAULT) -> str:
 
 
 class ReplayHandlers:
-    """Draw the chosen trace of each kind, in the page's language (the recorded texts stay in the
-    language they were recorded in; a lesson's figures recorded in English show their titles, axes
-    and legends in the page's language: i18n.localize_recorded)."""
+    """Draw the chosen trace of each kind in the page's language. Chat, Step and Beam traces hold
+    numbers and are drawn as the live tabs draw them; a lesson's trace holds what it showed, so its
+    texts stay in the language they were recorded in, and its figures recorded in English show their
+    titles, axes and legends in the page's language (i18n.localize_recorded)."""
 
     def __init__(self, traces: list[Trace], skipped: Sequence[str] = ()) -> None:
         self.traces, self.skipped = traces, skipped
@@ -123,15 +124,15 @@ class ReplayHandlers:
         return {"header": header_markdown(self.traces, self.skipped, lang), **pickers, **names}
 
     def replay_chat(self, chat_trace: int, request: gr.Request = None) -> dict[str, Any]:
-        trace = self.pick("chat", chat_trace)
-        source = provenance(trace, session_lang(request))
-        return {**decode_data(trace, {"chat": render_chat_trace}), "chat_source": source}
+        trace, lang = self.pick("chat", chat_trace), session_lang(request)
+        views = decode_data(trace, {"chat": lambda data: render_chat_trace(data, lang)})
+        return {**views, "chat_source": provenance(trace, lang)}
 
     def replay_step(
         self, step_trace: int, stage: str | None = None, request: gr.Request = None
     ) -> dict[str, Any]:
         trace, lang = self.pick("step", step_trace), session_lang(request)
-        views = decode_data(trace, {"step": lambda data: render_step_trace(data, stage)})
+        views = decode_data(trace, {"step": lambda data: render_step_trace(data, stage, lang)})
         shown = {
             name: views[name] for name in ("text", "status", "chart", "stage", "ledger", "curve", "tree")
         }
@@ -144,9 +145,9 @@ class ReplayHandlers:
         return {**views, "hood_source": provenance(trace, lang)}
 
     def replay_beam(self, beam_trace: int, request: gr.Request = None) -> dict[str, Any]:
-        trace = self.pick("beam", beam_trace)
-        source = provenance(trace, session_lang(request))
-        return {**decode_data(trace, {"beam": render_beam_trace}), "beam_source": source}
+        trace, lang = self.pick("beam", beam_trace), session_lang(request)
+        views = decode_data(trace, {"beam": lambda data: render_beam_trace(data, lang=lang)})
+        return {**views, "beam_source": provenance(trace, lang)}
 
 
 def choices(traces: list[Trace], lang: str = DEFAULT) -> list[tuple[str, int]]:
