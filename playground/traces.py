@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.errors import PlaygroundError
+from playground.messages import Message
 
 TRACE_FORMAT = "llm-playground/trace"
 TRACE_VERSION = 1
@@ -63,23 +64,51 @@ def read_trace(text: str, where: str = "this file") -> Trace:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise PlaygroundError(f"{where} is not a trace: not valid JSON ({exc}).") from exc
+        raise PlaygroundError(
+            "{where} is not a trace: not valid JSON ({why}).",
+            key="trace.error.not_json",
+            where=where,
+            why=str(exc),
+        ) from exc
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
-        raise PlaygroundError(f"{where} is not a playground trace (its 'format' is not {TRACE_FORMAT!r}).")
+        raise PlaygroundError(
+            "{where} is not a playground trace (its 'format' is not {format!r}).",
+            key="trace.error.format",
+            where=where,
+            format=TRACE_FORMAT,
+        )
     version = data.get("version")
     if not isinstance(version, int) or version < 1:
-        raise PlaygroundError(f"{where} is a corrupt trace: its version {version!r} is not a whole number.")
+        raise PlaygroundError(
+            "{where} is a corrupt trace: its version {version!r} is not a whole number.",
+            key="trace.error.version",
+            where=where,
+            version=version,
+        )
     if version > TRACE_VERSION:
         raise PlaygroundError(
-            f"{where} was recorded by a newer version of the playground (trace version {version}; this one "
-            f"reads up to {TRACE_VERSION}). Update the app to replay it."
+            "{where} was recorded by a newer version of the playground (trace version {version}; this one "
+            "reads up to {readable}). Update the app to replay it.",
+            key="trace.error.newer",
+            where=where,
+            version=version,
+            readable=TRACE_VERSION,
         )
     missing = [name for name in ("kind", "title", "model", "engine", "created", "data") if name not in data]
     if missing or data["kind"] not in KINDS or not isinstance(data["data"], dict):
-        why = (
-            f"missing {', '.join(missing)}" if missing else f"kind {data['kind']!r} or its data is not valid"
+        if missing:
+            raise PlaygroundError(
+                "{where} is a corrupt trace: missing {names}.",
+                key="trace.error.missing",
+                where=where,
+                names=missing,
+            )
+        raise PlaygroundError(
+            "{where} is a corrupt trace: kind {kind!r} or its data is not valid.",
+            key="trace.error.kind",
+            where=where,
+            kind=data["kind"],
         )
-        raise PlaygroundError(f"{where} is a corrupt trace: {why}.")
     text = {name: str(data[name]) for name in ("title", "model", "engine", "created")}
     return Trace(
         data["kind"], text["title"], text["model"], text["engine"], text["created"], data["data"], version
@@ -115,26 +144,44 @@ def load_gallery(
         except PlaygroundError as exc:
             if not root.is_dir():
                 raise
-            skipped.append(str(exc) if str(file) in str(exc) else f"{file}: {exc}")
+            named = str(file) in str(exc)
+            why = exc.message
+            skipped.append(
+                why if named else Message("trace.skipped_file", "{file}: {why}", file=str(file), why=why)
+            )
         else:
             traces.append(trace)
     if not traces:
-        raise PlaygroundError(f"The folder {root} has no trace to replay: {' '.join(skipped)}")
+        raise PlaygroundError(
+            "The folder {root} has no trace to replay: {why}",
+            key="trace.error.none_good",
+            root=str(root),
+            why=skipped,
+        )
     return traces, skipped
 
 
 def _trace_files(root: Path) -> list[Path]:
     if not root.exists():
-        raise PlaygroundError(f"No file or folder {root} to replay.")
+        raise PlaygroundError(
+            "No file or folder {root} to replay.", key="trace.error.no_path", root=str(root)
+        )
     files = sorted(root.glob("*.json")) if root.is_dir() else [root]
     if not files:
-        raise PlaygroundError(f"The folder {root} has no .json traces to replay.")
+        raise PlaygroundError(
+            "The folder {root} has no .json traces to replay.", key="trace.error.empty_folder", root=str(root)
+        )
     return files
 
 
 def _read_file(file: Path) -> Trace:
     if file.stat().st_size > MAX_TRACE_BYTES:
-        raise PlaygroundError(f"{file} is over {MAX_TRACE_BYTES // 2**20} MiB: not a trace.")
+        raise PlaygroundError(
+            "{file} is over {mib} MiB: not a trace.",
+            key="trace.error.too_big",
+            file=str(file),
+            mib=MAX_TRACE_BYTES // 2**20,
+        )
     return read_trace(file.read_text(encoding="utf-8", errors="replace"), str(file))
 
 
@@ -143,4 +190,10 @@ def decode_data(trace: Trace, decoders: dict[str, Callable[[dict[str, Any]], Any
     try:
         return decoders[trace.kind](trace.data)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise PlaygroundError(f"The {trace.kind} trace {trace.title!r} is corrupt: {exc!r}.") from exc
+        raise PlaygroundError(
+            "The {kind} trace {title!r} is corrupt: {why}.",
+            key="trace.error.corrupt_data",
+            kind=trace.kind,
+            title=trace.title,
+            why=repr(exc),
+        ) from exc

@@ -29,7 +29,8 @@ from playground.hood import (
     tokens,
 )
 from playground.messages import Message
-from playground.traces import load_traces
+from playground.step.export import session_from_json
+from playground.traces import TRACE_FORMAT, load_gallery, load_traces
 from playground.ui.hood import VIEWS
 from playground.ui.hood.base import GROUPS
 from playground.ui.hood.tab import texts_handler
@@ -316,6 +317,22 @@ def test_a_saved_beam_tree_says_its_stop_reason_in_any_language():
     older = {key: value for key, value in trace.data.items() if key != "stop_message"}
     assert not isinstance(BeamTree.from_dict(older).stop_reason, Message)
     assert BeamTree.from_dict(older).stop_reason == LENGTH_LIMIT
+
+
+def test_a_trace_files_faults_are_told_in_the_page_language(tmp_path):
+    """A trace file refused by Step's import, or skipped by --replay DIR, is named in the page's
+    language (the file's name and Python's own reason stay as they are)."""
+    newer = json.dumps({"format": TRACE_FORMAT, "version": 99})
+    with pytest.raises(PlaygroundError) as raised:
+        session_from_json(None, newer)
+    assert localize(raised.value.message, "zh").startswith("此文件 由更新版本的实验场录制（记录版本 99；")
+    assert str(raised.value).startswith("This file was recorded by a newer version")
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    (tmp_path / "good.json").write_text((GALLERY / "beam-4x12.json").read_text(encoding="utf-8"), "utf-8")
+    traces, skipped = load_gallery(tmp_path)
+    header = header_markdown(traces, skipped, "zh")
+    assert f"已跳过 {tmp_path / 'broken.json'} 不是记录文件：不是有效的 JSON（" in header
+    assert f"Skipped {tmp_path / 'broken.json'} is not a trace" in header_markdown(traces, skipped)
 
 
 def test_every_gallery_trace_still_replays(tmp_path):

@@ -96,7 +96,7 @@ def session_from_json(engine: Engine, text: str) -> StepSession:
 
 def _trace_session(text: str) -> Any:
     """The exported session inside a recorded step trace; another kind of trace is named."""
-    trace = read_trace(text, "This file")
+    trace = read_trace(text, Message("trace.this_file", "This file"))
     if trace.kind != "step":
         raise PlaygroundError(
             "This file is a recorded {kind} trace: Step by step imports sessions and step traces "

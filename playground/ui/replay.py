@@ -46,7 +46,9 @@ def trace_title(trace: Trace, lang: str = DEFAULT) -> str:
 
 def header_markdown(traces: list[Trace], skipped: Sequence[str] = (), lang: str = DEFAULT) -> str:
     models = ", ".join(sorted({f"{trace.model} ({trace.engine})" for trace in traces}))
-    lines = "".join(f"<br>⚠️ {t('replay.skipped', lang, why=html.escape(why))}" for why in skipped)
+    lines = "".join(
+        f"<br>⚠️ {t('replay.skipped', lang, why=html.escape(localize(why, lang)))}" for why in skipped
+    )
     count = t("replay.count.one" if len(traces) == 1 else "replay.count.many", lang, count=len(traces))
     details = t("replay.details", lang, models=models)
     tooltip = html.escape(count + details, quote=True)

@@ -807,6 +807,23 @@ STRINGS: dict[str, str] = {
     "replay.hypotheses": "返回的候选序列（最好的在前）",
     "replay.measurements": "测量结果（录制）",
     "replay.error.no_trace": "没有第 {index!r} 条录制的 {kind} 记录。",
+    # --- trace files (traces.py) ------------------------------------------------------------------------
+    "trace.this_file": "此文件",
+    "trace.error.not_json": "{where} 不是记录文件：不是有效的 JSON（{why}）。",
+    "trace.error.format": "{where} 不是本实验场的记录文件（它的 'format' 不是 {format!r}）。",
+    "trace.error.version": "{where} 是损坏的记录文件：它的版本 {version!r} 不是整数。",
+    "trace.error.newer": (
+        "{where} 由更新版本的实验场录制（记录版本 {version}；本版本最多读取 {readable}）。"
+        "请更新应用后再回放。"
+    ),
+    "trace.error.missing": "{where} 是损坏的记录文件：缺少 {names}。",
+    "trace.error.kind": "{where} 是损坏的记录文件：类型 {kind!r} 或其数据无效。",
+    "trace.error.none_good": "文件夹 {root} 中没有可回放的记录：{why}",
+    "trace.error.no_path": "没有可回放的文件或文件夹 {root}。",
+    "trace.error.empty_folder": "文件夹 {root} 中没有 .json 记录可回放。",
+    "trace.error.too_big": "{file} 超过 {mib} MiB：不是记录文件。",
+    "trace.error.corrupt_data": "{kind} 记录 {title!r} 已损坏：{why}。",
+    "trace.skipped_file": "{file}：{why}",
     "hood.trace_title": "{title}：{phase}",
     # --- shared links (ui/links.py) -------------------------------------------------------------------
     "link.bad_tab": "此链接的 tab={tab!r} 不是一个标签页：请用 {tabs} 之一。",
