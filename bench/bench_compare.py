@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import print_json, verdict
+from bench.memory import rss_mib
 from playground.chat import ChatRequest, run_chat
 from playground.compare import Side, run_compare
 from playground.engine.sampling import SamplingSettings
@@ -30,14 +31,6 @@ from playground.settings import load_settings
 GOAL = 1.2
 QUESTION = [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}]
 GREEDY = SamplingSettings(temperature=0)
-
-
-def rss_mib() -> float:
-    """The process's resident memory now (VmRSS, Linux), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def solo(engine, tokens: int) -> tuple[float, list[int]]:

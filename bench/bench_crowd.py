@@ -55,6 +55,7 @@ from bench.crowd_sessions import (  # noqa: E402
     run_tab,
     same_but_last_digits,
 )
+from bench.memory import rss_mib  # noqa: E402
 
 SAMPLE_EVERY = 50  # requests between two RSS samples
 STATS_SECONDS = 0.25  # how often the server writes its stores' sizes
@@ -131,10 +132,7 @@ class Server:
     log: Path
 
     def rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError("no VmRSS for the server process")
+        return rss_mib(self.process.pid)
 
     def stores(self) -> dict[str, Any]:
         return json.loads(self.stats.read_text())

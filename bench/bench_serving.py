@@ -41,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.memory import rss_mib  # noqa: E402
 from playground.serving.load import LoadRequest, answer_key, arrival_times, mixed_requests, open_loop  # noqa: E402
 from playground.serving.metrics import LoadSummary, RequestTiming, Slo, capacity, summarize  # noqa: E402
 
@@ -235,20 +236,13 @@ def in_process_target(args: argparse.Namespace, mode: str) -> Iterator[Target]:
     def same(seen: list[int], reference: list[int]) -> bool:
         return seen == reference or seen == reference[: len(seen)]
 
-    yield Target(mode, send, same, os.getpid(), _own_rss_mib)
+    yield Target(mode, send, same, os.getpid(), rss_mib)
 
 
 def _has(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
-
-
-def _own_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # --- the run ---------------------------------------------------------------------------------------
