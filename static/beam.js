@@ -86,6 +86,9 @@
     };
     plot.on("plotly_afterplot", keepHeight);
     plot.on("plotly_afterplot", later);
+    // A tab shown again (its plot was hidden, 0 px, when the page or its theme changed) or a
+    // resized box: report the view it now has.
+    new ResizeObserver(later).observe(plot);
     later(); // the first draw may be over before this wiring
   };
   new MutationObserver(() => {

@@ -2,7 +2,8 @@
 presenter mode at 1280x720, as a talk's fallback shows it. Each lesson's main visual lies in the
 window at full height (at least the height it was recorded with; on stage its larger text may add
 to it), as a live lesson's does on stage (test_hood_browser.py), no figure's parts collide, and no
-figure leaves plotly an error. Headless Chromium."""
+figure leaves plotly an error. The recorded beam tree fits the window with stage-sized labels, as
+the live tree does (test_browser_beam.py). Headless Chromium."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from browser import BROWSER_TESTS, chromium_browser, new_tab
 from playwright.sync_api import Error as PlaywrightError
 from stage_checks import assert_plots_clear, watch_errors
+from test_browser_beam import LABEL_FONTS, LABELS_AND_AREA, assert_labels_inside_and_apart, settle
 
 from playground.traces import GALLERY, Trace, load_traces
 from playground.ui.hood import VIEWS
@@ -87,3 +89,21 @@ def test_no_figure_leaves_plotly_an_error_across_the_tabs_on_stage(stage):
         page.get_by_role("tab", name=tab).click()
         page.wait_for_timeout(1500)
     assert not [e for e in errors if "axis scaling" in e], errors
+
+
+def test_the_recorded_beam_tree_fits_the_window_on_stage(stage):
+    """The replay's beam tree is redrawn for the plot's frame, as the live one: on stage it ends
+    above the window's bottom and its labels are stage-sized, inside the plot and apart."""
+    page, _ = stage
+    page.get_by_role("tab", name="Beam search").click()
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_function(
+        "document.querySelector('#beam-plot .js-plotly-plot')?.layout?.meta?.beam_view?.presenter === true"
+    )
+    settle(page)
+    found = page.evaluate(LABELS_AND_AREA)
+    assert found["figure"]["bottom"] <= WINDOW["height"] - 12 + 1, found["figure"]  # at the page's top
+    assert found["figure"]["height"] >= 300, found["figure"]
+    assert len(found["labels"]) >= 3
+    assert_labels_inside_and_apart(found)
+    assert min(page.evaluate(LABEL_FONTS)) >= 16

@@ -74,21 +74,16 @@ def plot_value(
     pruned_per_parent: Any,
     show_greedy: bool,
     image_format: str,
-    ws: Workspace | None = None,
     shown: BeamView | None = None,
+    chosen: int | None = None,
     lang: str = DEFAULT,
 ) -> PlotData:
     """The figure as Gradio's plot payload, with a modebar that zooms and downloads PNG or SVG;
-    drawn for the tab's view (unfolded nodes, chosen node, zoomed window, plot size) when given,
-    its words in lang."""
-    view: dict[str, Any] = {"lang": lang}
-    if ws is not None and shown is not None:
-        view |= {
-            "unfolded": shown.unfolded,
-            "chosen": ws.beam_node,
-            "window": shown.window,
-            "frame": shown.frame,
-        }
+    drawn for the tab's view (unfolded nodes, zoomed window, plot size) and its chosen node when
+    given, its words in lang."""
+    view: dict[str, Any] = {"lang": lang, "chosen": chosen}
+    if shown is not None:
+        view |= {"unfolded": shown.unfolded, "window": shown.window, "frame": shown.frame}
     data = beam_tree_data(tree, int(pruned_per_parent), bool(show_greedy), **view)
     data["config"] = figure_config(str(image_format).lower())
     return PlotData(
@@ -269,7 +264,7 @@ class BeamHandlers:
         ws.beam, ws.beam_node = tree, tree.hypotheses[0].node_id
         view.unfolded, view.window = set(), None
         return {
-            "plot": plot_value(tree, *drawing, ws, view, lang),
+            "plot": plot_value(tree, *drawing, view, ws.beam_node, lang),
             "status": self._status(ws, tree, lang),
             "table": hypothesis_table(tree, lang),
             "node": gr.Dropdown(choices=node_choices(tree, lang), value=ws.beam_node),
@@ -363,7 +358,7 @@ class BeamHandlers:
     ) -> PlotData:
         """The tab's tree drawn for its view, in the page's language."""
         view, lang = self._view(request), session_lang(request)
-        return plot_value(ws.beam, pruned, show_greedy, image_format, ws, view, lang)
+        return plot_value(ws.beam, pruned, show_greedy, image_format, view, ws.beam_node, lang)
 
     @staticmethod
     def _status(ws: Workspace, tree: BeamTree, lang: str) -> str:

@@ -13,16 +13,18 @@ from typing import Any
 
 import gradio as gr
 
+from playground.beam.tree import BeamTree
 from playground.engine.sampling import DEFAULT_ORDER
 from playground.errors import PlaygroundError
 from playground.traces import Trace, decode_data
-from playground.ui.beam_tab import render_beam_trace
+from playground.ui.beam_tab import parse_view, plot_value, render_beam_trace
 from playground.ui.chat_tab import render_chat_trace
 from playground.ui.common import connect
 from playground.ui.hood import VIEWS
 from playground.ui.hood.record import PLOT_SLOTS, REPLAY_OUTPUTS, render_hood_trace
 from playground.ui.i18n import DEFAULT, i18n, localize, session_lang, t
 from playground.ui.links import TAB_TITLES
+from playground.ui.state import BeamView
 from playground.ui.step_render import LEDGER_COLUMNS, render_step_trace, stage_choice
 
 KINDS = ("chat", "step", "beam", "hood")  # a tab each, when traces of that kind were recorded
@@ -151,6 +153,16 @@ class ReplayHandlers:
         views = decode_data(trace, {"beam": lambda data: render_beam_trace(data, lang=lang)})
         return {**views, "beam_source": provenance(trace, lang)}
 
+    def replay_beam_view(self, beam_trace: int, view: str, request: gr.Request = None) -> dict[str, Any]:
+        """The tree redrawn for the plot's size and zoom (static/beam.js reports them, as in the live
+        tab): on stage it fits the window with larger text."""
+        if not view:
+            return {}
+        trace, lang = self.pick("beam", beam_trace), session_lang(request)
+        frame, window = parse_view(view)
+        tree = decode_data(trace, {"beam": BeamTree.from_dict})
+        return {"plot": plot_value(tree, 2, True, "png", BeamView(window=window, frame=frame), lang=lang)}
+
 
 def choices(traces: list[Trace], lang: str = DEFAULT) -> list[tuple[str, int]]:
     """A picker's choices: each trace's label in lang, its index among its kind."""
@@ -234,10 +246,14 @@ def _step_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: 
 
 def _beam_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: gr.Blocks) -> None:
     _picker(w, "beam", choices)
-    w["status"] = gr.Markdown()
+    w["status"] = gr.Markdown(elem_id="beam-status")  # on stage its first line only, as live (stage.css)
     w["plot"] = gr.Plot(label=i18n("replay.search_tree"), elem_id="beam-plot")
     w["table"] = gr.Dataframe(label=i18n("replay.hypotheses"), interactive=False)
     _show(demo, w, "beam", handlers.replay_beam, ["plot", "status", "table"])
+    # static/beam.js writes the plot's size and zoom here, as in the live Beam tab
+    w["view"] = gr.Textbox(visible="hidden", elem_id="beam-view", label="plot view")
+    redraw = {"api_name": None, "model": False, "trigger_mode": "always_last"}
+    connect(w["view"].change, handlers.replay_beam_view, w, ["plot"], **redraw)
 
 
 def _hood_tab(w: dict[str, Any], choices: list, handlers: ReplayHandlers, demo: gr.Blocks) -> None:
