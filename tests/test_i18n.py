@@ -66,7 +66,7 @@ def engine_messages() -> dict[str, str]:
             keyword = {k.arg: k.value for k in node.keywords}
             if name == "Message" and len(args) >= 2:
                 pair = (_literals(args[0]), _literals(args[1]))
-            elif name and name.endswith("Error") and "key" in keyword and args:
+            elif name and (name.endswith("Error") or name in RAISERS) and "key" in keyword and args:
                 pair = (_literals(keyword["key"]), _literals(args[0]))
             else:
                 continue
@@ -109,6 +109,96 @@ def test_every_key_used_in_the_code_has_its_english():
     assert not missing, f"keys used in the code with no English in playground/ui/i18n/en.py: {missing}"
     assert not set(ENGLISH) & set(messages), "a key is both in en.py and an engine Message"
     assert len(used["t"]) > 50 and len(used["i18n"]) > 30 and len(messages) > 80  # the scan finds them
+
+
+# The errors the engine raises (playground/errors.py): a user meets them in the page's language, so each
+# is raised with a key (or given a Message made where the text is). These stay in English, each for its
+# reason: operator settings read at start, and programming invariants no user input can reach.
+RAISERS = {"PlaygroundError", "EngineUnavailable", "Cancelled"}
+UNKEYED_ALLOWED = {
+    ("settings.py", "must be true or false"): "an environment setting, read by the operator at start",
+    ("settings.py", "must be a number"): "an environment setting, read by the operator at start",
+    ("settings.py", "must be a whole number"): "an environment setting, read by the operator at start",
+    ("ui/common.py", "model concurrency must be at least 1"): "a launch setting (the operator's)",
+    ("ui/state.py", "The tab bound must be at least 1 tab"): "a launch setting (the operator's)",
+    ("engine/kv_store.py", "The KV store bound must be > 0 bytes"): "a launch setting (the operator's)",
+    ("engine/batcher.py", "Batching needs token budgets"): "a launch setting (the operator's)",
+    ("serving/load.py", "An arrival schedule needs a rate"): "the serving benchmark's load, from code",
+    ("traces.py", "Unknown trace kind"): "new_trace: the code names the kind, never a user",
+    ("compare.py", "A comparison has two sides"): "an invariant: the Compare tab always passes two sides",
+    ("engine/probes.py", "A batch needs at least one prompt"): "an invariant of the lessons' code",
+    ("engine/probes.py", "Prefill the batch before stepping it"): "an invariant of the lessons' code",
+    # a Message made elsewhere and passed on (the scan sees a name or a call, not the Message)
+    ("engine/kv_quant.py", "PlaygroundError(problem)"): "KVFormat.missing() returns a Message",
+    ("engine/quantize.py", "PlaygroundError(problem)"): "WeightFormat.missing() returns a Message",
+    ("engine/loading.py", "_explain_load_failure("): "returns a Message (models.error.load)",
+    ("engine/sampling.py", "PlaygroundError(message)"): "each range check's Message (sampling.*)",
+    ("engine/remote/connect.py", "_no_tokenizer("): "returns a Message (remote.error.no_tokenizer)",
+    ("engine/remote/launcher.py", "why_no_binary()"): "returns a Message (remote.launcher.*)",
+    ("engine/remote/engine.py", "why_not("): "Capabilities.why_not returns a Message",
+    ("hood/common.py", "why_not("): "Capabilities.why_not returns a Message",
+    ("hood/common.py", "PlaygroundError(reason)"): "the engine's own reason, a Message (remote/notes.py)",
+    ("hood/quantization.py", "run.skipped"): "a skipped format's own error (its exc.message)",
+    ("ui/links.py", "reading.problem"): "said by read_query with t(); read_link is the Python API's",
+}
+
+
+def unkeyed_raises(root: Path = ROOT) -> list[tuple[str, str]]:
+    """(file under playground/, the call's source) of every PlaygroundError / EngineUnavailable /
+    Cancelled made with a text but no key= and not given a Message(...)."""
+    found = []
+    for path in sorted(root.joinpath("playground").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and _called(node) in RAISERS and node.args):
+                continue
+            given = node.args[0]
+            keyed = any(k.arg == "key" for k in node.keywords)
+            if keyed or (isinstance(given, ast.Call) and _called(given) == "Message"):
+                continue
+            found.append((path.relative_to(root / "playground").as_posix(), ast.unparse(node)))
+    return found
+
+
+def test_every_error_a_user_can_meet_is_keyed():
+    found = unkeyed_raises()
+    allowed = [(f, text) for f, text in found if any(f == a and s in text for a, s in UNKEYED_ALLOWED)]
+    unkeyed = sorted(set(found) - set(allowed))
+    assert not unkeyed, "raise these with key= (and give zh.py their Chinese), or allow them here: " + str(
+        unkeyed
+    )
+    stale = [
+        entry for entry in UNKEYED_ALLOWED if not any(entry[0] == f and entry[1] in text for f, text in found)
+    ]
+    assert not stale, f"allowed raises that are no longer in the code: {stale}"
+
+
+def test_a_remote_engine_fault_is_told_in_chinese():
+    """connect() to a URL that is not http, and to a server that refuses (still loading): Chinese by
+    the error's key, English as str(exc), the server's own words as they came."""
+    import httpx
+
+    from playground.engine.remote import connect
+    from playground.errors import EngineUnavailable
+
+    with pytest.raises(PlaygroundError) as bad_url:
+        connect("ftp://gpu-box:8080", "llama.cpp")
+    assert str(bad_url.value) == "Engine URL must start with http:// or https://, got 'ftp://gpu-box:8080'."
+    assert (
+        localize(bad_url.value.message, "zh")
+        == "引擎 URL 必须以 http:// 或 https:// 开头，收到的是 'ftp://gpu-box:8080'。"
+    )
+
+    loading = httpx.MockTransport(
+        lambda request: httpx.Response(503, json={"error": {"message": "Loading model"}})
+    )
+    with pytest.raises(EngineUnavailable) as refused:
+        connect("http://gpu-box:8080", "llama.cpp", transport=loading)
+    assert str(refused.value) == (
+        "the llama.cpp server at http://gpu-box:8080/health refused the request (HTTP 503): Loading model"
+    )
+    assert localize(refused.value.message, "zh") == (
+        "http://gpu-box:8080/health 上的 llama.cpp 服务器 拒绝了请求（HTTP 503）：Loading model"
+    )
 
 
 def test_every_language_has_every_key_and_no_other():

@@ -74,7 +74,11 @@ class RegistryModels:
     def keep(self, engine: Engine) -> Iterator[None]:
         key = self.registry.key_of(engine)
         if key is None:
-            raise PlaygroundError(f"{model_id(engine)} was unloaded: ask again, or for another model.")
+            raise PlaygroundError(
+                "{model} was unloaded: ask again, or for another model.",
+                key="api.error.unloaded",
+                model=model_id(engine),
+            )
         self.registry.hold(key)
         try:
             yield

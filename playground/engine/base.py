@@ -22,6 +22,7 @@ from playground.engine.plans import DecodePlan, Progress
 from playground.engine.protocols import Probes, ScheduleLog, ServerKV
 from playground.engine.records import TokenRecord
 from playground.kv.geometry import ModelDims
+from playground.messages import Message
 
 __all__ = ["Capabilities", "DecodePlan", "Engine", "Progress"]
 
@@ -48,7 +49,13 @@ class Capabilities:
     notes: dict[str, str] = field(default_factory=dict)
 
     def why_not(self, capability: str) -> str:
-        return self.reasons.get(capability, f"this engine does not support {capability.replace('_', ' ')}")
+        """Why a capability is missing: the engine's own reason (a Message), else a general one."""
+        general = Message(
+            "engine.error.unsupported",
+            "this engine does not support {capability}",
+            capability=capability.replace("_", " "),
+        )
+        return self.reasons.get(capability, general)
 
 
 @runtime_checkable

@@ -203,7 +203,11 @@ def quanto_kernel(
             _ = extension.lib  # builds it the first time, then loads it
         except (OSError, RuntimeError, ImportError) as exc:
             reason = " ".join(str(exc).split())[:200]
-            raise PlaygroundError(f"optimum-quanto could not build its C++ kernel on cpu: {reason}") from None
+            raise PlaygroundError(
+                "optimum-quanto could not build its C++ kernel on cpu: {why}",
+                key="kv.quant.kernel",
+                why=reason,
+            ) from None
 
 
 # --- what a quantized cache holds -----------------------------------------------------------------
@@ -241,7 +245,9 @@ def measure_quantized(engine: Any, name: str, seq_len: int, seed: int = 0) -> Ca
     synthetic ids (through the engine's probes, in its prefill chunks); the bytes it holds."""
     fmt, probes = kv_format(name), engine.probes
     if probes is None:
-        raise PlaygroundError(f"The {engine.kind} engine cannot build a cache here.")
+        raise PlaygroundError(
+            "The {kind} engine cannot build a cache here.", key="kv.quant.no_probes", kind=engine.kind
+        )
     sequence = probes.sequence(new_cache=lambda: quantized_cache(engine.config, fmt, probes.device))
     generator = torch.Generator().manual_seed(seed)
     sequence.advance(torch.randint(0, engine.vocab_size, (seq_len,), generator=generator).tolist())

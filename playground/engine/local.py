@@ -245,7 +245,11 @@ class LocalEngine:
     ) -> torch.Tensor:
         entry = self.kv_store.peek(key)
         if entry is None:
-            raise PlaygroundError(f"No sequence {key!r} in the engine (never started, or evicted): use sync.")
+            raise PlaygroundError(
+                "No sequence {sequence!r} in the engine (never started, or evicted): use sync.",
+                key="engine.error.no_sequence",
+                sequence=key,
+            )
         return self.sync(key, entry.ids + list(new_ids), last=last, control=control)
 
     def sync(
@@ -375,7 +379,10 @@ class LocalEngine:
         ids = list(ids)
         if not 1 <= start < len(ids):
             raise PlaygroundError(
-                f"Scoring starts at token {start} of {len(ids)}: it needs 1 <= start < length."
+                "Scoring starts at token {start} of {length}: it needs 1 <= start < length.",
+                key="engine.error.score_start",
+                start=start,
+                length=len(ids),
             )
         return self.prefill(ids[:-1], last=len(ids) - start, control=control)
 

@@ -140,7 +140,9 @@ class ModelProbes:
             out = run_model(twin, inputs)
             if not out.attentions or any(a is None for a in out.attentions):
                 raise PlaygroundError(
-                    f"{self.host.name} returned no attention weights, even with eager attention."
+                    "{model} returned no attention weights, even with eager attention.",
+                    key="engine.error.no_attentions",
+                    model=self.host.name,
                 )
             return torch.stack([a[0].float() for a in out.attentions]).cpu()
 
@@ -161,7 +163,11 @@ class ModelProbes:
         out = sequence.forward_raw([ids[-1]], output_hidden_states=True)
         hidden = out.hidden_states  # (layers + 1) x (1, 1, hidden)
         if hidden is None or len(hidden) != self.num_layers + 1:
-            raise PlaygroundError(f"{self.host.name} did not return one hidden state per layer.")
+            raise PlaygroundError(
+                "{model} did not return one hidden state per layer.",
+                key="engine.error.hidden_states",
+                model=self.host.name,
+            )
         last = out.logits[0, -1:].float()  # the model's own: its last hidden state is already normed
         if len(hidden) == 2:
             return last
@@ -184,7 +190,9 @@ class ModelProbes:
             if isinstance(module, torch.nn.Module):
                 return module
         raise PlaygroundError(
-            f"Cannot find the final norm of {type(self.model).__name__}: no logit lens for it."
+            "Cannot find the final norm of {model}: no logit lens for it.",
+            key="engine.error.final_norm",
+            model=type(self.model).__name__,
         )
 
     # --- what the model is, what memory is left ---------------------------------------------
@@ -320,7 +328,10 @@ class PaddedBatch:
             raise PlaygroundError("Prefill the batch before stepping it.")
         if len(tokens) != len(self.prompts):
             raise PlaygroundError(
-                f"A batch step takes one token per row ({len(self.prompts)}), got {len(tokens)}."
+                "A batch step takes one token per row ({rows}), got {got}.",
+                key="engine.error.batch_step",
+                rows=len(self.prompts),
+                got=len(tokens),
             )
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
         return self._forward(self.probes.tensor([[t] for t in tokens]), self.positions + 1)

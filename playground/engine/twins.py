@@ -75,7 +75,12 @@ def shared_weights_copy(model: Any) -> Any:
     try:
         return copy.deepcopy(model, memo)
     except (RuntimeError, TypeError, AttributeError) as exc:
-        raise PlaygroundError(f"Cannot make a weight-sharing copy of {type(model).__name__}: {exc}") from None
+        raise PlaygroundError(
+            "Cannot make a weight-sharing copy of {model}: {why}",
+            key="engine.error.twin_copy",
+            model=type(model).__name__,
+            why=str(exc),
+        ) from None
 
 
 def _cut_layers(twin: Any, keep: int) -> None:
@@ -95,4 +100,8 @@ def _layer_list(model: Any, total: int) -> tuple[Any, str, torch.nn.ModuleList]:
         if isinstance(module, torch.nn.ModuleList) and len(module) == total and qualified:
             parent_name, _, name = qualified.rpartition(".")
             return model.get_submodule(parent_name), name, module
-    raise PlaygroundError(f"Cannot find the decoder layers of {type(model).__name__}: no early exit for it.")
+    raise PlaygroundError(
+        "Cannot find the decoder layers of {model}: no early exit for it.",
+        key="engine.error.no_layers",
+        model=type(model).__name__,
+    )

@@ -370,10 +370,21 @@ class ModelRegistry:
         with self._lock:
             held = self._held.get(key)
             if held is None:
-                raise PlaygroundError(f"{key} is not loaded (loaded: {', '.join(self._held) or 'none'}).")
+                raise PlaygroundError(
+                    "{model} is not loaded (loaded: {loaded}).",
+                    key="registry.error.not_loaded",
+                    model=key,
+                    loaded=", ".join(self._held) or Message("registry.none", "none"),
+                )
             if held.pinned or held.users:
-                why = "it is the app's own model" if held.pinned else f"{held.users} requests are using it"
-                raise PlaygroundError(f"{key} stays loaded: {why}.")
+                why = (
+                    Message("registry.why.own", "it is the app's own model")
+                    if held.pinned
+                    else Message("registry.why.in_use", "{users} requests are using it", users=held.users)
+                )
+                raise PlaygroundError(
+                    "{model} stays loaded: {why}.", key="registry.error.stays_loaded", model=key, why=why
+                )
             del self._held[key]
         _close(held.engine)
 

@@ -18,6 +18,7 @@ from playground.engine.protocols import ServerKV
 from playground.engine.remote.http import HttpClient
 from playground.engine.sampling import SamplingSettings
 from playground.errors import EngineUnavailable
+from playground.messages import Message
 
 # Below this a log-prob is "zero probability": llama.cpp sends float's lowest for log(0),
 # vLLM clamps -inf to -9999.
@@ -177,7 +178,9 @@ class Adapter:
 
     def score(self, ids: Sequence[int], start: int, n: int) -> list[Position]:
         """Positions after ids[:m] for m = start .. len(ids), in one request (prompt scoring)."""
-        raise EngineUnavailable(f"{self.label} has no prompt scoring.")
+        raise EngineUnavailable(
+            Message("remote.error.no_score", "{label} has no prompt scoring.", label=self.label)
+        )
 
     def stream(
         self,

@@ -28,6 +28,7 @@ from playground.engine.remote.sglang import SGLangAdapter
 from playground.engine.remote.vllm import VLLMAdapter
 from playground.engine.sampling import SamplingSettings
 from playground.errors import EngineUnavailable, PlaygroundError
+from playground.messages import Message
 from playground.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,12 @@ def engine_kind(kind: str) -> str:
     name = str(kind or "").strip().lower()
     name = ALIASES.get(name, name)
     if name not in ADAPTERS:
-        raise PlaygroundError(f"Unknown engine {kind!r}: use one of {', '.join(KINDS)}.")
+        raise PlaygroundError(
+            "Unknown engine {kind!r}: use one of {kinds}.",
+            key="remote.error.unknown_engine",
+            kind=kind,
+            kinds=", ".join(KINDS),
+        )
     return name
 
 
@@ -112,7 +118,9 @@ def connect(
 
 def _client(url: str, kind: str, timeout: float, api_key: str | None, transport: Any) -> HttpClient:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise PlaygroundError(f"Engine URL must start with http:// or https://, got {url!r}.")
+        raise PlaygroundError(
+            "Engine URL must start with http:// or https://, got {url!r}.", key="remote.error.url", url=url
+        )
     label = ADAPTERS[kind].label
     return HttpClient(url, label, read_timeout=float(timeout), api_key=api_key, transport=transport)
 
@@ -125,7 +133,7 @@ def resolve_tokenizer(
 ) -> Tokenizers:
     """The served model's tokenizer (and config, when found), from the first source that loads."""
     if given is not None and not isinstance(given, (str, Path)):
-        return given, "the tokenizer given", None, None
+        return given, Message("remote.source.given", "the tokenizer given"), None, None
     if given:
         return load_tokenizer(str(given))
     source = info.model_source or ""
@@ -134,11 +142,12 @@ def resolve_tokenizer(
         report(f"The server runs the embedded GGUF of {embedded}: using that model's tokenizer.")
         return embedded_tokenizer(cache_root, embedded)
     if not source:
-        raise PlaygroundError(_no_tokenizer(info, kind, "the server does not say which model it loaded"))
+        unnamed = Message("remote.why.unnamed", "the server does not say which model it loaded")
+        raise PlaygroundError(_no_tokenizer(info, kind, unnamed))
     try:
         return load_tokenizer(source)
     except PlaygroundError as exc:
-        raise PlaygroundError(_no_tokenizer(info, kind, str(exc))) from None
+        raise PlaygroundError(_no_tokenizer(info, kind, exc.message)) from None
 
 
 def load_tokenizer(source: str) -> Tokenizers:
@@ -148,13 +157,16 @@ def load_tokenizer(source: str) -> Tokenizers:
     where = source
     if source.endswith(".gguf"):
         if not path.is_file():
-            raise PlaygroundError(f"GGUF file not found here: {source}")
+            raise PlaygroundError("GGUF file not found here: {path}", key="remote.error.no_gguf", path=source)
         where, kwargs = str(path.parent), {"gguf_file": path.name}
     try:
         tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
     except (OSError, ValueError, KeyError) as exc:
         raise PlaygroundError(
-            f"Cannot load a tokenizer from {source!r}: {str(exc).splitlines()[0][:200]}"
+            "Cannot load a tokenizer from {source!r}: {why}",
+            key="remote.error.tokenizer_load",
+            source=source,
+            why=str(exc).splitlines()[0][:200],
         ) from None
     return (
         tokenizer,
@@ -172,9 +184,14 @@ def embedded_tokenizer(cache_root: Path, model: str | None = None) -> Tokenizers
     cached = embedded_cache_dir(cache_root, model)
     if cached.is_dir() and verify_cache(cached) is None:
         tok, _, config, generation = load_tokenizer(str(cached))
-        return tok, f"the embedded model ({cached})", config, generation
+        return (
+            tok,
+            Message("remote.source.embedded", "the embedded model ({path})", path=str(cached)),
+            config,
+            generation,
+        )
     tok, _, config, generation = load_tokenizer(str(embedded_gguf_path(model, cache_root)))
-    return tok, "the embedded GGUF", config, generation
+    return tok, Message("remote.source.embedded_gguf", "the embedded GGUF"), config, generation
 
 
 def _embedded_served(source: str) -> str | None:
@@ -192,11 +209,14 @@ def _optional(load: Callable[..., Any], where: str, **kwargs: Any) -> Any:
         return None
 
 
-def _no_tokenizer(info: ServerInfo, kind: str, why: str) -> str:
-    return (
-        f"Cannot find the tokenizer of {info.model!r} served by {kind} ({why}). Pass a local copy of the "
-        "served model with --engine-tokenizer (a directory with its tokenizer files, its .gguf file or its "
-        "Hub id)."
+def _no_tokenizer(info: ServerInfo, kind: str, why: str) -> Message:
+    return Message(
+        "remote.error.no_tokenizer",
+        "Cannot find the tokenizer of {model!r} served by {kind} ({why}). Pass a local copy of the served "
+        "model with --engine-tokenizer (a directory with its tokenizer files, its .gguf file or its Hub id).",
+        model=info.model,
+        kind=kind,
+        why=why,
     )
 
 
@@ -210,10 +230,18 @@ def check_tokenizer(adapter: Adapter, tokenizer: Any, source: str) -> None:
         (i for i, (a, b) in enumerate(zip(here, there, strict=False)) if a != b), min(len(here), len(there))
     )
     raise PlaygroundError(
-        f"Tokenizer mismatch: the tokenizer from {source} gives {len(here)} tokens for the probe text and "
-        f"{adapter.label} gives {len(there)} (first difference at token {first}: "
-        f"{here[first : first + 3]} here, {there[first : first + 3]} there). The server runs another model: "
-        "pass its own tokenizer with --engine-tokenizer, or point --engine-url at the server you meant."
+        "Tokenizer mismatch: the tokenizer from {source} gives {here} tokens for the probe text and {label} "
+        "gives {there} (first difference at token {first}: {here_ids} here, {there_ids} there). The server "
+        "runs another model: pass its own tokenizer with --engine-tokenizer, or point --engine-url at the "
+        "server you meant.",
+        key="remote.error.tokenizer_mismatch",
+        source=source,
+        here=len(here),
+        label=adapter.label,
+        there=len(there),
+        first=first,
+        here_ids=str(here[first : first + 3]),
+        there_ids=str(there[first : first + 3]),
     )
 
 
@@ -223,14 +251,19 @@ def check_vocabulary(adapter: Adapter, tokenizer: Any, config: Any, info: Server
     local = int(getattr(text, "vocab_size", 0) or 0)
     if info.vocab_size and local and local != info.vocab_size:
         raise PlaygroundError(
-            f"Model mismatch: the local copy's config has a vocabulary of {local:,} tokens, "
-            f"{adapter.label}'s model has {info.vocab_size:,}. Pass the served model's own files with "
-            "--engine-tokenizer."
+            "Model mismatch: the local copy's config has a vocabulary of {local:,} tokens, {label}'s model "
+            "has {served:,}. Pass the served model's own files with --engine-tokenizer.",
+            key="remote.error.vocab_mismatch",
+            local=local,
+            label=adapter.label,
+            served=info.vocab_size,
         )
     if info.vocab_size and len(tokenizer) > info.vocab_size:
         raise PlaygroundError(
-            f"Model mismatch: the tokenizer knows {len(tokenizer):,} tokens, more than the served model's "
-            f"{info.vocab_size:,}."
+            "Model mismatch: the tokenizer knows {known:,} tokens, more than the served model's {served:,}.",
+            key="remote.error.tokenizer_larger",
+            known=len(tokenizer),
+            served=info.vocab_size,
         )
 
 
@@ -245,7 +278,11 @@ def choose_top_n(asked: int | None, info: ServerInfo, vocab: int) -> int:
     limit = info.max_top_n if info.max_top_n is not None else vocab
     if asked is not None:
         if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
-            raise PlaygroundError(f"Engine top-N must be a whole number >= 1, got {asked!r}.")
+            raise PlaygroundError(
+                "Engine top-N must be a whole number >= 1, got {asked!r}.",
+                key="remote.error.top_n",
+                asked=asked,
+            )
         return min(asked, limit)
     if info.max_top_n is None:
         return min(DEFAULT_TOP_N, vocab)
@@ -260,7 +297,13 @@ def probe_raw_logprobs(adapter: Adapter, tokenizer: Any) -> bool:
     sampled = SamplingSettings(temperature=0.5, top_k=2)
     tokens = [e for e in adapter.stream(ids, sampled, 1, 5, seed=0, stop_ids=()) if hasattr(e, "position")]
     if not tokens:
-        raise EngineUnavailable(f"{adapter.label} streamed no token for a one-token request.")
+        raise EngineUnavailable(
+            Message(
+                "remote.error.no_stream_token",
+                "{label} streamed no token for a one-token request.",
+                label=adapter.label,
+            )
+        )
     seen = tokens[0].position
     return all(
         abs(seen.logprob(t) - lp) < 1e-3 for t, lp in zip(raw.top_ids[:2], raw.top_logprobs[:2], strict=True)

@@ -99,8 +99,12 @@ class Distributions:
         given = [m for m in missing if m < len(ids)]
         if len(given) > MAX_SCORED_ONE_BY_ONE:
             raise PlaygroundError(
-                f"{self.adapter.label} has no prompt scoring: scoring {len(given)} given tokens would take "
-                f"{len(given)} requests (at most {MAX_SCORED_ONE_BY_ONE} at once). Give a shorter text."
+                "{label} has no prompt scoring: scoring {given} given tokens would take {given} requests (at "
+                "most {limit} at once). Give a shorter text.",
+                key="remote.error.too_many_scored",
+                label=self.adapter.label,
+                given=len(given),
+                limit=MAX_SCORED_ONE_BY_ONE,
             )
         for m in missing:
             check(control)
@@ -119,7 +123,11 @@ class Distributions:
                     check(control)
                 else:
                     return event
-        raise PlaygroundError(f"{self.adapter.label} ended the request without a distribution.")
+        raise PlaygroundError(
+            "{label} ended the request without a distribution.",
+            key="remote.error.no_distribution",
+            label=self.adapter.label,
+        )
 
     def row_tensor(self, row: Row, given: int | None) -> torch.Tensor:
         return row.tensor(self.vocab_size, given)

@@ -167,7 +167,9 @@ class RemoteEngine:
         seq = self.known.peek(key)
         if seq is None:
             raise PlaygroundError(
-                f"No sequence {key!r} in the engine (never started, or forgotten): use sync."
+                "No sequence {sequence!r} in the engine (never started, or forgotten): use sync.",
+                key="remote.error.no_sequence",
+                sequence=key,
             )
         return self.sync(key, seq.ids + list(new_ids), last=last, control=control)
 
@@ -206,7 +208,10 @@ class RemoteEngine:
         ids = list(ids)
         if not 1 <= start < len(ids):
             raise PlaygroundError(
-                f"Scoring starts at token {start} of {len(ids)}: it needs 1 <= start < length."
+                "Scoring starts at token {start} of {length}: it needs 1 <= start < length.",
+                key="engine.error.score_start",
+                start=start,
+                length=len(ids),
             )
         seq = RemoteSequence()
         self.known.rows_for(seq, ids, len(ids) - start + 1, control)
@@ -238,7 +243,9 @@ class RemoteEngine:
         batch.sequences = [batch.sequences[r] + [int(t)] for r, t in zip(order, tokens, strict=True)]
         if len(batch.sequences[0]) > self.context_length:
             raise PlaygroundError(
-                f"Beams reached the served model's context of {self.context_length} tokens."
+                "Beams reached the served model's context of {context} tokens.",
+                key="remote.error.beam_context",
+                context=self.context_length,
             )
         distinct = list(dict.fromkeys(tuple(s) for s in batch.sequences))
         found = dict(
@@ -254,9 +261,14 @@ class RemoteEngine:
         k = min(max(needed, 20), self.top_n, self.vocab_size)
         if k < needed:
             raise PlaygroundError(
-                f"{self.adapter.label} returns at most {self.top_n} candidates per position, and beam search "
-                f"with {num_beams} beams needs {needed}: use at most {self.top_n // per_beam} beams "
-                "(vLLM: raise --max-logprobs)."
+                "{label} returns at most {top_n} candidates per position, and beam search with {beams} beams "
+                "needs {needed}: use at most {most} beams (vLLM: raise --max-logprobs).",
+                key="remote.error.beam_top_n",
+                label=self.adapter.label,
+                top_n=self.top_n,
+                beams=num_beams,
+                needed=needed,
+                most=self.top_n // per_beam,
             )
         return k
 

@@ -90,7 +90,12 @@ class HttpClient:
                 if event is not None:
                     if isinstance(event, dict) and "error" in event:
                         raise EngineUnavailable(
-                            f"{self._where(path)} stopped with an error: {_message(event)}"
+                            Message(
+                                "remote.error.stopped",
+                                "{where} stopped with an error: {why}",
+                                where=self._where(path),
+                                why=_message(event),
+                            )
                         )
                     yield event
 
@@ -99,8 +104,8 @@ class HttpClient:
     def _timeout(self, timeout: float | None) -> httpx.Timeout:
         return httpx.Timeout(timeout or self.read_timeout, connect=CONNECT_TIMEOUT)
 
-    def _where(self, path: str) -> str:
-        return f"{self.what} at {self.base_url}{path}"
+    def _where(self, path: str) -> Message:
+        return Message("remote.where", "{what} at {url}", what=self.what, url=f"{self.base_url}{path}")
 
     def _json(self, path: str, response: httpx.Response) -> Any:
         self._raise_for_status(path, response)
@@ -108,8 +113,12 @@ class HttpClient:
             return _loads(response.content)
         except ValueError:
             raise EngineUnavailable(
-                f"{self._where(path)} answered something that is not JSON ({response.text[:120]!r}): "
-                "is this URL really that engine?"
+                Message(
+                    "remote.error.not_json",
+                    "{where} answered something that is not JSON ({text!r}): is this URL really that engine?",
+                    where=self._where(path),
+                    text=response.text[:120],
+                )
             ) from None
 
     def _raise_for_status(self, path: str, response: httpx.Response) -> None:
@@ -120,7 +129,13 @@ class HttpClient:
         except ValueError:
             detail = response.text[:300] or response.reason_phrase
         raise EngineUnavailable(
-            f"{self._where(path)} refused the request (HTTP {response.status_code}): {detail}"
+            Message(
+                "remote.error.http_refused",
+                "{where} refused the request (HTTP {status}): {detail}",
+                where=self._where(path),
+                status=response.status_code,
+                detail=detail,
+            )
         )
 
     @contextmanager
@@ -169,7 +184,14 @@ class HttpClient:
                 )
             ) from None
         except httpx.HTTPError as exc:
-            raise EngineUnavailable(f"HTTP error talking to {where}: {_reason(exc)}. Retry.") from None
+            raise EngineUnavailable(
+                Message(
+                    "remote.error.http",
+                    "HTTP error talking to {where}: {why}. Retry.",
+                    where=where,
+                    why=_reason(exc),
+                )
+            ) from None
 
 
 _DONE = object()
@@ -188,7 +210,11 @@ def _event(line: str) -> Any:
         return _loads(payload)
     except ValueError:
         raise EngineUnavailable(
-            f"The engine streamed something that is not JSON: {payload[:120]!r}"
+            Message(
+                "remote.error.stream_not_json",
+                "The engine streamed something that is not JSON: {payload!r}",
+                payload=payload[:120],
+            )
         ) from None
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from playground.errors import EngineUnavailable
+from playground.messages import Message
 from playground.settings import load_settings
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # the sdist whose vendored llama.cpp scripts/build_llama_server.sh builds
@@ -37,15 +38,25 @@ def llama_server_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def why_no_binary() -> str:
+def why_no_binary() -> Message:
     """Why llama_server_binary() is None, with the build log's last lines when a build failed."""
     where = built_binary_dir()
     log = where.parent / f"{where.name}.log"
-    text = f"llama-server is not built: run scripts/build_llama_server.sh (expected {where}/llama-server)"
-    if log.is_file():
-        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
-        text += f"; the last build log ({log}) ends: {tail[-600:]}"
-    return text
+    if not log.is_file():
+        return Message(
+            "remote.launcher.not_built",
+            "llama-server is not built: run scripts/build_llama_server.sh (expected {where}/llama-server)",
+            where=str(where),
+        )
+    tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
+    return Message(
+        "remote.launcher.build_failed",
+        "llama-server is not built: run scripts/build_llama_server.sh (expected {where}/llama-server); "
+        "the last build log ({log}) ends: {tail}",
+        where=str(where),
+        log=str(log),
+        tail=tail[-600:],
+    )
 
 
 def free_port() -> int:
@@ -110,7 +121,12 @@ class LlamaServer:
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise EngineUnavailable(
-                    f"llama-server exited at start (code {self.process.returncode}): {self.log_tail()}"
+                    Message(
+                        "remote.launcher.exited",
+                        "llama-server exited at start (code {code}): {log}",
+                        code=self.process.returncode,
+                        log=self.log_tail(),
+                    )
                 )
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
@@ -119,7 +135,14 @@ class LlamaServer:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise EngineUnavailable(f"llama-server was not ready within {READY_TIMEOUT:g} s: {self.log_tail()}")
+        raise EngineUnavailable(
+            Message(
+                "remote.launcher.not_ready",
+                "llama-server was not ready within {limit:g} s: {log}",
+                limit=READY_TIMEOUT,
+                log=self.log_tail(),
+            )
+        )
 
     def kill(self) -> None:
         """SIGKILL, as a crash would (for fault tests)."""

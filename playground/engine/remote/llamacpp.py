@@ -37,6 +37,7 @@ from playground.engine.remote.adapter import (
 )
 from playground.engine.sampling import SamplingSettings
 from playground.errors import EngineUnavailable
+from playground.messages import Message
 
 FORCE_BIAS = 1.0e4  # added to a forced token's logit: it wins greedy decoding whatever its score
 # llama.cpp's names for our stages (common/sampling.cpp common_sampler_type_to_str)
@@ -69,7 +70,7 @@ class _Gap:
 
 class LlamaCppAdapter(Adapter):
     kind = "llama.cpp"
-    label = "the llama.cpp server"
+    label = Message("remote.label.llamacpp", "the llama.cpp server")
     tested_live = True
     has_score = False
 
@@ -80,7 +81,14 @@ class LlamaCppAdapter(Adapter):
     def server_info(self) -> ServerInfo:
         health = self.http.get_json("/health", timeout=10)
         if isinstance(health, dict) and health.get("status") not in (None, "ok"):
-            raise EngineUnavailable(f"{self.label} is not ready: {health}")
+            raise EngineUnavailable(
+                Message(
+                    "remote.error.not_ready",
+                    "{label} is not ready: {health}",
+                    label=self.label,
+                    health=str(health),
+                )
+            )
         props = self.http.get_json("/props", timeout=10)
         models = self.http.get_json("/v1/models", timeout=10)
         meta = (models.get("data") or [{}])[0].get("meta") or {}
@@ -123,8 +131,12 @@ class LlamaCppAdapter(Adapter):
         probs = answer.get("completion_probabilities") or []
         if not probs:
             raise EngineUnavailable(
-                f"{self.label} returned no token probabilities (n_probs): this build or setup does not "
-                "report log-probs, which the playground needs."
+                Message(
+                    "remote.error.no_n_probs",
+                    "{label} returned no token probabilities (n_probs): this build or setup does not report "
+                    "log-probs, which the playground needs.",
+                    label=self.label,
+                )
             )
         return _position(probs[0])
 
@@ -138,7 +150,13 @@ class LlamaCppAdapter(Adapter):
             for item in event.get("completion_probabilities") or []:
                 yield _position(item)
                 return
-        raise EngineUnavailable(f"{self.label} ended the request without token probabilities (n_probs).")
+        raise EngineUnavailable(
+            Message(
+                "remote.error.ended_without_probs",
+                "{label} ended the request without token probabilities (n_probs).",
+                label=self.label,
+            )
+        )
 
     # --- generation -------------------------------------------------------------------------
 
@@ -181,7 +199,12 @@ class LlamaCppAdapter(Adapter):
                 yield token
             elif len(generated) == before:
                 raise EngineUnavailable(
-                    f"{self.label} stopped without generating a token ({total.stop or 'no reason given'})."
+                    Message(
+                        "remote.error.no_token_generated",
+                        "{label} stopped without generating a token ({why}).",
+                        label=self.label,
+                        why=total.stop or Message("remote.why.no_reason", "no reason given"),
+                    )
                 )
         yield total
 
@@ -203,7 +226,13 @@ class LlamaCppAdapter(Adapter):
                 continue
             items = event.get("completion_probabilities") or []
             if event.get("tokens") and not items:
-                raise EngineUnavailable(f"{self.label} streamed tokens without probabilities (n_probs).")
+                raise EngineUnavailable(
+                    Message(
+                        "remote.error.tokens_without_probs",
+                        "{label} streamed tokens without probabilities (n_probs).",
+                        label=self.label,
+                    )
+                )
             if items and int(event.get("tokens_predicted", received + len(items))) > received + len(items):
                 yield _Gap()  # a token before this one was never sent
                 return
@@ -220,7 +249,13 @@ class LlamaCppAdapter(Adapter):
         answer = self.http.post_json("/completion", body)
         tokens = answer.get("tokens") or []
         if not tokens:
-            raise EngineUnavailable(f"{self.label} returned no token for a one-token request.")
+            raise EngineUnavailable(
+                Message(
+                    "remote.error.no_token",
+                    "{label} returned no token for a one-token request.",
+                    label=self.label,
+                )
+            )
         token = int(tokens[0])
         probs = [p for p in answer.get("completion_probabilities") or [] if int(p["id"]) == token]
         position = _position(probs[0]) if probs else self.next_token(ids, n, force=token)

@@ -4,29 +4,51 @@ from __future__ import annotations
 
 from typing import Any
 
-INTERNALS = "stay inside {label}: this view needs the model in this process (start the app without --engine)"
+from playground.messages import Message
 
 
 def capability_reasons(engine: Any) -> dict[str, str]:
-    """Capabilities.reasons for a RemoteEngine (each a short sentence without a final period)."""
+    """Capabilities.reasons for a RemoteEngine (each a Message: a short sentence without a final period)."""
     label = engine.adapter.label
     reasons = {
-        "attentions": "Attention weights " + INTERNALS.format(label=label),
-        "hidden_states": "Hidden states " + INTERNALS.format(label=label),
-        "cache_bytes": (
-            f"{label} holds the KV cache itself; its own capacity and usage are shown instead of a cache "
-            "built here"
+        "attentions": Message(
+            "remote.reason.attentions",
+            "Attention weights stay inside {label}: this view needs the model in this process (start the "
+            "app without --engine)",
+            label=label,
         ),
-        "batched": f"{label} batches requests itself; the batching view needs the model in this process",
+        "hidden_states": Message(
+            "remote.reason.hidden_states",
+            "Hidden states stay inside {label}: this view needs the model in this process (start the app "
+            "without --engine)",
+            label=label,
+        ),
+        "cache_bytes": Message(
+            "remote.reason.cache_bytes",
+            "{label} holds the KV cache itself; its own capacity and usage are shown instead of a cache "
+            "built here",
+            label=label,
+        ),
+        "batched": Message(
+            "remote.reason.batched",
+            "{label} batches requests itself; the batching view needs the model in this process",
+            label=label,
+        ),
     }
     if not engine.adapter.has_score:
-        reasons["score"] = (
-            f"{label} has no prompt scoring: each given token is scored by its own one-token request "
-            "(a prefix-cache hit on the server), at most 64 at once"
+        reasons["score"] = Message(
+            "remote.reason.score",
+            "{label} has no prompt scoring: each given token is scored by its own one-token request (a "
+            "prefix-cache hit on the server), at most 64 at once",
+            label=label,
         )
     if not engine.full_vocab:
-        reasons["full_vocab"] = (
-            f"{label} returns the top {engine.top_n:,} of {engine.vocab_size:,} tokens per position"
+        reasons["full_vocab"] = Message(
+            "remote.reason.full_vocab",
+            "{label} returns the top {top_n:,} of {vocab:,} tokens per position",
+            label=label,
+            top_n=engine.top_n,
+            vocab=engine.vocab_size,
         )
     return reasons
 

@@ -39,13 +39,14 @@ from playground.engine.remote.adapter import (
 )
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings
 from playground.errors import EngineUnavailable
+from playground.messages import Message
 
 GREEDY = SamplingSettings(temperature=0)
 
 
 class SGLangAdapter(Adapter):
     kind = "sglang"
-    label = "the SGLang server"
+    label = Message("remote.label.sglang", "the SGLang server")
     tested_live = False
     has_score = True
 
@@ -101,14 +102,28 @@ class SGLangAdapter(Adapter):
         count = len(ids) - start
         if len(tokens) < count or len(tops) < count:
             raise EngineUnavailable(
-                f"{self.label} returned {len(tokens)} prompt log-probs where {count} were asked for."
+                Message(
+                    "remote.error.prompt_logprobs_asked",
+                    "{label} returned {got} prompt log-probs where {count} were asked for.",
+                    label=self.label,
+                    got=len(tokens),
+                    count=count,
+                )
             )
         positions = []
         for (logprob, token, *_), top, expected in zip(
             tokens[-count:], tops[-count:], ids[start:], strict=True
         ):
             if int(token) != int(expected):
-                raise EngineUnavailable(f"{self.label} scored token {token} where the prompt has {expected}.")
+                raise EngineUnavailable(
+                    Message(
+                        "remote.error.scored_other",
+                        "{label} scored token {token} where the prompt has {expected}.",
+                        label=self.label,
+                        token=token,
+                        expected=expected,
+                    )
+                )
             positions.append(position_from_pairs(_pairs(top), int(token), logprob, limit=n))
         return [*positions, _outputs(meta, n, 0)[0].position]
 
@@ -176,7 +191,11 @@ class SGLangAdapter(Adapter):
         meta = answer.get("meta_info")
         if not meta or "output_token_logprobs" not in meta:
             raise EngineUnavailable(
-                f"{self.label} answered without log-probs (meta_info.output_token_logprobs)."
+                Message(
+                    "remote.error.sglang_no_logprobs",
+                    "{label} answered without log-probs (meta_info.output_token_logprobs).",
+                    label=self.label,
+                )
             )
         return meta
 

@@ -39,6 +39,7 @@ from playground.engine.remote.adapter import (
 )
 from playground.engine.sampling import DEFAULT_ORDER, SamplingSettings
 from playground.errors import EngineUnavailable
+from playground.messages import Message
 
 TOKEN_PREFIX = "token_id:"
 _MAX_ALLOWED = re.compile(r"max allowed:\s*(-?\d+)", re.IGNORECASE)
@@ -47,7 +48,7 @@ PROBE_LOGPROBS = 2**31 - 1  # more than any vocabulary: the refusal names the se
 
 class VLLMAdapter(Adapter):
     kind = "vllm"
-    label = "the vLLM server"
+    label = Message("remote.label.vllm", "the vLLM server")
     tested_live = False
     has_score = True
 
@@ -83,8 +84,13 @@ class VLLMAdapter(Adapter):
             limit = int(found.group(1))
             if limit <= 0:
                 raise EngineUnavailable(
-                    f"{self.label} returns no log-probs (--max-logprobs {limit}); the playground needs them: "
-                    "restart it with --max-logprobs 20 or more (-1 = the whole vocabulary)."
+                    Message(
+                        "remote.error.max_logprobs",
+                        "{label} returns no log-probs (--max-logprobs {limit}); the playground needs them: "
+                        "restart it with --max-logprobs 20 or more (-1 = the whole vocabulary).",
+                        label=self.label,
+                        limit=limit,
+                    )
                 ) from None
             return limit
         return None
@@ -109,7 +115,13 @@ class VLLMAdapter(Adapter):
         prompt = choice.get("prompt_logprobs") or []
         if len(prompt) != len(ids):
             raise EngineUnavailable(
-                f"{self.label} returned {len(prompt)} prompt log-probs for {len(ids)} tokens."
+                Message(
+                    "remote.error.prompt_logprobs_count",
+                    "{label} returned {got} prompt log-probs for {count} tokens.",
+                    label=self.label,
+                    got=len(prompt),
+                    count=len(ids),
+                )
             )
         positions = [_prompt_position(prompt[m], ids[m], n) for m in range(max(start, 1), len(ids))]
         return [*positions, _positions(choice, n)[0].position]
@@ -197,7 +209,9 @@ class VLLMAdapter(Adapter):
 def _choice(answer: dict[str, Any]) -> dict[str, Any]:
     choices = answer.get("choices") or []
     if not choices:
-        raise EngineUnavailable("The vLLM server answered without choices.")
+        raise EngineUnavailable(
+            Message("remote.error.no_choices", "The vLLM server answered without choices.")
+        )
     return choices[0]
 
 
@@ -205,8 +219,12 @@ def token_id(token: str) -> int:
     """The id in a "token_id:123" placeholder (return_tokens_as_token_ids)."""
     if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
         raise EngineUnavailable(
-            f"vLLM keyed a log-prob by text ({token!r}), not by token id: it ignored "
-            "return_tokens_as_token_ids."
+            Message(
+                "remote.error.keyed_by_text",
+                "vLLM keyed a log-prob by text ({token!r}), not by token id: it ignored "
+                "return_tokens_as_token_ids.",
+                token=token,
+            )
         )
     return int(token[len(TOKEN_PREFIX) :])
 
@@ -216,7 +234,12 @@ def _positions(choice: dict[str, Any], n: int) -> list[StreamToken]:
     logprobs = choice.get("logprobs")
     if not logprobs:
         if choice.get("text") or choice.get("token_ids"):
-            raise EngineUnavailable("The vLLM server returned tokens without log-probs.")
+            raise EngineUnavailable(
+                Message(
+                    "remote.error.tokens_without_logprobs",
+                    "The vLLM server returned tokens without log-probs.",
+                )
+            )
         return []
     result = []
     for token, value, top in zip(
@@ -232,7 +255,12 @@ def _prompt_position(entry: dict[str, Any] | None, token: int, n: int) -> Positi
     """One prompt_logprobs entry ({"<id>": {"logprob", "rank", ...}}): the top-n by rank, plus the
     prompt token's own log-prob (always present)."""
     if not entry:
-        raise EngineUnavailable("The vLLM server left out a prompt log-prob (is prefix caching hiding it?).")
+        raise EngineUnavailable(
+            Message(
+                "remote.error.prompt_logprob_missing",
+                "The vLLM server left out a prompt log-prob (is prefix caching hiding it?).",
+            )
+        )
     items = [(int(key), value.get("logprob"), value.get("rank")) for key, value in entry.items()]
     top = [(i, lp) for i, lp, rank in items if rank is None or int(rank) <= n]
     own = next((lp for i, lp, _ in items if i == int(token)), None)

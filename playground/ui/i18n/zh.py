@@ -1741,6 +1741,96 @@ STRINGS: dict[str, str] = {
     "remote.error.answer_timeout": "{where} 在 {limit:g} 秒内没有回答。它可能过载或卡住了；请重试，或为很长"
     "的提示词调大 PLAYGROUND_ENGINE_TIMEOUT。",
     "remote.error.broke": "与 {where} 的连接断了（{why}）：引擎停止或重启了。请重试。",
+    # --- engine and remote-engine errors (engine/remote/, engine/, models/registry.py, api/lookup.py) --
+    "remote.label.llamacpp": "llama.cpp 服务器",
+    "remote.label.vllm": "vLLM 服务器",
+    "remote.label.sglang": "SGLang 服务器",
+    "remote.where": "{url} 上的 {what}",
+    "remote.source.given": "给定的分词器",
+    "remote.source.embedded": "内置模型（{path}）",
+    "remote.source.embedded_gguf": "内置的 GGUF",
+    "remote.why.unnamed": "服务器没有说明它加载了哪个模型",
+    "remote.why.no_reason": "没有给出原因",
+    "remote.error.unknown_engine": "未知的引擎 {kind!r}：请用 {kinds} 之一。",
+    "remote.error.url": "引擎 URL 必须以 http:// 或 https:// 开头，收到的是 {url!r}。",
+    "remote.error.top_n": "引擎 top-N 必须是 >= 1 的整数，收到的是 {asked!r}。",
+    "remote.error.no_tokenizer": "找不到 {kind} 所服务的 {model!r} 的分词器（{why}）。请用 "
+    "--engine-tokenizer 传入所服务模型的本地副本（含分词器文件的目录、它的 .gguf 文件或它的 Hub id）。",
+    "remote.error.no_gguf": "这里找不到 GGUF 文件：{path}",
+    "remote.error.tokenizer_load": "无法从 {source!r} 加载分词器：{why}",
+    "remote.error.tokenizer_mismatch": "分词器不匹配：对探测文本，来自 {source} 的分词器给出 {here} 个词元，"
+    "{label} 给出 {there} 个（第一处差异在第 {first} 个词元：这里是 {here_ids}，那里是 {there_ids}）。服务器"
+    "运行的是另一个模型：请用 --engine-tokenizer 传入它自己的分词器，或让 --engine-url 指向你要连的服务器。",
+    "remote.error.vocab_mismatch": "模型不匹配：本地副本的配置中词表有 {local:,} 个词元，{label} 的模型有 "
+    "{served:,} 个。请用 --engine-tokenizer 传入所服务模型自己的文件。",
+    "remote.error.tokenizer_larger": "模型不匹配：分词器认识 {known:,} 个词元，比所服务模型的 {served:,} 个"
+    "还多。",
+    "remote.error.no_stream_token": "{label} 对只要一个词元的请求没有流式返回任何词元。",
+    "remote.error.stopped": "{where} 出错停止：{why}",
+    "remote.error.not_json": "{where} 的回答不是 JSON（{text!r}）：这个 URL 真的是那个引擎吗？",
+    "remote.error.http_refused": "{where} 拒绝了请求（HTTP {status}）：{detail}",
+    "remote.error.http": "与 {where} 通信时出现 HTTP 错误：{why}。请重试。",
+    "remote.error.stream_not_json": "引擎流式返回的内容不是 JSON：{payload!r}",
+    "remote.error.not_ready": "{label} 还没有准备好：{health}",
+    "remote.error.no_n_probs": "{label} 没有返回词元概率（n_probs）：这个构建或设置不报告对数概率，而实验场"
+    "需要它们。",
+    "remote.error.ended_without_probs": "{label} 结束了请求，却没有给出词元概率（n_probs）。",
+    "remote.error.no_token_generated": "{label} 没有生成词元就停止了（{why}）。",
+    "remote.error.tokens_without_probs": "{label} 流式返回了词元，却没有概率（n_probs）。",
+    "remote.error.no_token": "{label} 对只要一个词元的请求没有返回词元。",
+    "remote.error.no_score": "{label} 不支持提示词打分。",
+    "remote.error.prompt_logprobs_asked": "{label} 返回了 {got} 个提示词对数概率，而请求的是 {count} 个。",
+    "remote.error.scored_other": "{label} 打分的是词元 {token}，而提示词在这里是 {expected}。",
+    "remote.error.sglang_no_logprobs": "{label} 的回答没有对数概率（meta_info.output_token_logprobs）。",
+    "remote.error.max_logprobs": "{label} 不返回对数概率（--max-logprobs {limit}），而实验场需要它们：请用 "
+    "--max-logprobs 20 或更大的值（-1 = 整个词表）重启它。",
+    "remote.error.prompt_logprobs_count": "{label} 为 {count} 个词元返回了 {got} 个提示词对数概率。",
+    "remote.error.no_choices": "vLLM 服务器的回答里没有 choices。",
+    "remote.error.keyed_by_text": "vLLM 按文本（{token!r}）而不是按词元 id 给出对数概率：它忽略了 "
+    "return_tokens_as_token_ids。",
+    "remote.error.tokens_without_logprobs": "vLLM 服务器返回了词元，却没有对数概率。",
+    "remote.error.prompt_logprob_missing": "vLLM 服务器漏掉了一个提示词的对数概率（是前缀缓存把它藏起来了吗"
+    "？）。",
+    "remote.error.too_many_scored": "{label} 不支持提示词打分：给 {given} 个给定词元打分要发 {given} 个请求"
+    "（一次最多 {limit} 个）。请给更短的文本。",
+    "remote.error.no_distribution": "{label} 结束了请求，却没有给出分布。",
+    "remote.error.no_sequence": "引擎中没有序列 {sequence!r}（从未开始，或已被遗忘）：请用 sync。",
+    "remote.error.beam_context": "束已达到所服务模型 {context} 个词元的上下文长度。",
+    "remote.error.beam_top_n": "{label} 每个位置最多返回 {top_n} 个候选，而 {beams} 个束的束搜索需要 "
+    "{needed} 个：请最多用 {most} 个束（vLLM：调大 --max-logprobs）。",
+    "remote.reason.attentions": "注意力权重留在 {label} 内部：这个视图需要在本进程中运行的模型（启动应用时不"
+    "加 --engine）",
+    "remote.reason.hidden_states": "隐藏状态留在 {label} 内部：这个视图需要在本进程中运行的模型（启动应用时"
+    "不加 --engine）",
+    "remote.reason.cache_bytes": "{label} 自己持有 KV 缓存；这里显示的是它自己的容量和用量，而不是在这里构建"
+    "的缓存",
+    "remote.reason.batched": "{label} 自己做批处理；批处理视图需要在本进程中运行的模型",
+    "remote.reason.score": "{label} 不支持提示词打分：每个给定词元都用它自己的单词元请求打分（在服务器上命中"
+    "前缀缓存），一次最多 64 个",
+    "remote.reason.full_vocab": "{label} 每个位置只返回 {vocab:,} 个词元中的前 {top_n:,} 个",
+    "remote.launcher.not_built": "llama-server 还没有构建：请运行 scripts/build_llama_server.sh（应在 "
+    "{where}/llama-server）",
+    "remote.launcher.build_failed": "llama-server 还没有构建：请运行 scripts/build_llama_server.sh（应在 "
+    "{where}/llama-server）；上次的构建日志（{log}）结尾是：{tail}",
+    "remote.launcher.exited": "llama-server 启动时就退出了（代码 {code}）：{log}",
+    "remote.launcher.not_ready": "llama-server 在 {limit:g} 秒内没有就绪：{log}",
+    "engine.error.unsupported": "此引擎不支持 {capability}",
+    "engine.error.no_sequence": "引擎中没有序列 {sequence!r}（从未开始，或已被逐出）：请用 sync。",
+    "engine.error.score_start": "打分从第 {start} 个词元开始（共 {length} 个）：需要 1 <= start < length。",
+    "engine.error.no_attentions": "{model} 没有返回注意力权重，即使用了 eager 注意力也没有。",
+    "engine.error.hidden_states": "{model} 没有为每一层返回一个隐藏状态。",
+    "engine.error.final_norm": "找不到 {model} 的最终归一化层：无法对它使用 logit lens。",
+    "engine.error.batch_step": "批处理的每一步每行取一个词元（{rows} 行），收到的是 {got} 个。",
+    "engine.error.twin_copy": "无法为 {model} 做共享权重的副本：{why}",
+    "engine.error.no_layers": "找不到 {model} 的解码器层：无法对它做提前退出。",
+    "kv.quant.kernel": "optimum-quanto 无法在 cpu 上编译它的 C++ 内核：{why}",
+    "kv.quant.no_probes": "{kind} 引擎不能在这里构建缓存。",
+    "registry.error.not_loaded": "{model} 没有加载（已加载：{loaded}）。",
+    "registry.error.stays_loaded": "{model} 保持加载：{why}。",
+    "registry.none": "无",
+    "registry.why.own": "它是应用自己的模型",
+    "registry.why.in_use": "有 {users} 个请求正在使用它",
+    "api.error.unloaded": "{model} 已被卸载：请再问一次，或换一个模型。",
     # --- Under the hood (ui/hood/: issue 35) ----------------------------------------------------------
     "hood.link_opened": "从链接打开：输入已填好，按「运行」开始。",
     "hood.quant.quick": "快速设置：3 种格式，64 个词元",
