@@ -59,6 +59,17 @@ def handlers(embedded_lm) -> StepHandlers:
     return StepHandlers(embedded_lm, Workspaces(embedded_lm))
 
 
+def test_a_preset_opened_before_the_page_load_ran_stays(handlers) -> None:
+    """The page load starts the default prompt, unless the page already opened a session (a preset
+    clicked before the load's turn in the queue): that one stays, prompt box and all."""
+    first = handlers.step_from_link(PROMPT, False, TAB)
+    assert first["text"].count("capital of France") == 1
+    chain = handlers.step_preset("chain_rule", TAB)
+    shown = handlers.step_from_link(PROMPT, False, TAB)  # a load that ran after the preset
+    assert shown["ledger"] == chain["ledger"] and "capital of France" not in shown["text"]
+    assert len(shown["ledger"]["data"]) > 0
+
+
 def test_handlers_pick_undo_force_sample(handlers, embedded_lm) -> None:
     view = handlers.step_start(PROMPT, False, TAB)
     top = StepSession(embedded_lm, PROMPT).candidates(len(CANDIDATE_BUTTONS))

@@ -57,7 +57,7 @@ class StepHandlers:
         self.engine = engine
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
         # Page load: the session a shared link describes, or the default prompt started.
-        self.step_from_link = link_opener("step", self.step_start, self._open_link, default=True)
+        self.step_from_link = link_opener("step", self._step_first_open, self._open_link, default=True)
 
     # sessions
 
@@ -66,6 +66,14 @@ class StepHandlers:
         ws = self._workspace(request)
         session = StepSession(ws.engine, prompt or "", bool(chat), settings=self._settings(ws))
         return self._install(ws, session, session_lang(request))
+
+    def _step_first_open(self, prompt: str, chat: bool, request: gr.Request = None) -> dict[str, Any]:
+        """Page load without a link: the default prompt started, unless this page opened a session
+        before its load ran (a preset clicked at once): that session stays on screen."""
+        ws = self._workspace(request)
+        if ws.step is not None:
+            return self._act(ws, lambda session: None, request)
+        return self.step_start(prompt, chat, request)
 
     def _open_link(self, link: Link, values: dict[str, Any], request: Any) -> dict[str, Any]:
         """A shared link to a session (step_from_link): its prompt, settings, path and view."""
