@@ -45,6 +45,13 @@ def idle(page) -> None:
     )
 
 
+def page_idle(page) -> None:
+    """Wait until no event of the page runs (a Stop's own event may outlast the stream it stopped)."""
+    page.wait_for_function(
+        "() => !document.querySelector('.wrap.generating, .wrap.pending')", timeout=180_000
+    )
+
+
 def send(page, message: str) -> None:
     """Send a message and wait for this answer's own statistics, its footer, and the event's end."""
     idle(page)
@@ -153,7 +160,7 @@ def test_a_message_that_gets_no_answer_goes_back_in_the_box_and_the_status_says_
     too_long = "word " * 9000
     clear(page)
     page.locator("#chat-message textarea").fill(too_long)
-    idle(page)
+    page_idle(page)  # after the last test's Stop: a Send while its event runs would be ignored
     page.locator("#chat-send").click()
     wait_status(page, "s.startsWith('Not answered: Prompt too long')")
     assert page.get_by_text("Prompt too long").first.is_visible()  # the toast
