@@ -132,7 +132,10 @@ class Server:
     log: Path
 
     def rss_mib(self) -> float:
-        return rss_mib(self.process.pid)
+        rss = rss_mib(self.process.pid)
+        if rss != rss:  # NaN: a levelling-off verdict over it would be silently wrong
+            raise RuntimeError("no VmRSS for the server process")
+        return rss
 
     def stores(self) -> dict[str, Any]:
         return json.loads(self.stats.read_text())

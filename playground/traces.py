@@ -59,7 +59,7 @@ def save_trace(trace: Trace, folder: Path) -> Path:
     return path
 
 
-def read_trace(text: str, where: str = "this file") -> Trace:
+def read_trace(text: str, where: str) -> Trace:
     """A trace from its JSON; a foreign, corrupt or newer file gets a message saying which."""
     try:
         data = json.loads(text)
@@ -101,7 +101,7 @@ def read_trace(text: str, where: str = "this file") -> Trace:
                 "{where} is a corrupt trace: missing {names}.",
                 key="trace.error.missing",
                 where=where,
-                names=missing,
+                names=", ".join(missing),
             )
         raise PlaygroundError(
             "{where} is a corrupt trace: kind {kind!r} or its data is not valid.",

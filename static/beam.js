@@ -72,8 +72,10 @@
       if (meta && plot._fullLayout) send("beam-view", viewText(plot, meta.fit, true));
     });
     let timer = null;
+    let resized = null;
     const later = () => {
       clearTimeout(timer);
+      if (!plot.isConnected) return resized && resized.disconnect(); // a redraw mounted a new plot
       timer = setTimeout(() => reportView(plot), 250);
     };
     // Plotly's autosize (a window resize) drops layout.height and the plot collapses to 0 px:
@@ -88,8 +90,9 @@
     plot.on("plotly_afterplot", later);
     // A tab shown again (its plot was hidden, 0 px, when the page or its theme changed) or a
     // resized box: report the view it now has.
-    new ResizeObserver(later).observe(plot);
-    later(); // the first draw may be over before this wiring
+    // It also reports once now: the first draw may be over before this wiring.
+    resized = new ResizeObserver(later);
+    resized.observe(plot);
   };
   new MutationObserver(() => {
     document.querySelectorAll("#beam-plot .js-plotly-plot").forEach((plot) => plot.on && wire(plot));

@@ -311,9 +311,9 @@ def test_a_saved_beam_tree_says_its_stop_reason_in_any_language():
     }
     reason = BeamTree.from_dict(saved).stop_reason
     assert localize(reason, "zh") == t("beam.stopped_by_you", "zh", step=3, steps=12)
-    assert (
-        BeamTree.from_dict(json.loads(json.dumps(BeamTree.from_dict(saved).to_dict()))).stop_reason == reason
-    )
+    again = BeamTree.from_dict(json.loads(json.dumps(BeamTree.from_dict(saved).to_dict()))).stop_reason
+    assert isinstance(again, Message) and (again.key, again.params) == (reason.key, reason.params)
+    assert localize(again, "zh") == "由你在第 3 步（共 12 步）停止"
     older = {key: value for key, value in trace.data.items() if key != "stop_message"}
     assert not isinstance(BeamTree.from_dict(older).stop_reason, Message)
     assert BeamTree.from_dict(older).stop_reason == LENGTH_LIMIT

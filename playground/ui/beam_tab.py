@@ -559,12 +559,17 @@ TEXT_OUTPUTS = ["plot", "status", "table", "node"]  # beam_texts: what a languag
 
 
 def render_beam_trace(
-    data: dict[str, Any], pruned: Any = 2, show_greedy: bool = True, lang: str = DEFAULT
+    data: dict[str, Any],
+    pruned: Any = 2,
+    show_greedy: bool = True,
+    lang: str = DEFAULT,
+    shown: BeamView | None = None,
 ) -> dict[str, Any]:
-    """A recorded search's views (the tree holds every number), in lang."""
+    """A recorded search's views (the tree holds every number), in lang; the tree drawn for the
+    plot's frame and zoom when shown (replay's redraw, as the live tab's)."""
     tree = BeamTree.from_dict(data)
     return {
-        "plot": plot_value(tree, pruned, show_greedy, "png", lang=lang),
+        "plot": plot_value(tree, pruned, show_greedy, "png", shown, lang=lang),
         "status": status_markdown(tree, lang),
         "table": hypothesis_table(tree, lang),
     }

@@ -13,11 +13,10 @@ from typing import Any
 
 import gradio as gr
 
-from playground.beam.tree import BeamTree
 from playground.engine.sampling import DEFAULT_ORDER
 from playground.errors import PlaygroundError
 from playground.traces import Trace, decode_data
-from playground.ui.beam_tab import parse_view, plot_value, render_beam_trace
+from playground.ui.beam_tab import parse_view, render_beam_trace
 from playground.ui.chat_tab import render_chat_trace
 from playground.ui.common import connect
 from playground.ui.hood import VIEWS
@@ -160,8 +159,9 @@ class ReplayHandlers:
             return {}
         trace, lang = self.pick("beam", beam_trace), session_lang(request)
         frame, window = parse_view(view)
-        tree = decode_data(trace, {"beam": BeamTree.from_dict})
-        return {"plot": plot_value(tree, 2, True, "png", BeamView(window=window, frame=frame), lang=lang)}
+        shown = BeamView(window=window, frame=frame)
+        views = decode_data(trace, {"beam": lambda data: render_beam_trace(data, lang=lang, shown=shown)})
+        return {"plot": views["plot"]}
 
 
 def choices(traces: list[Trace], lang: str = DEFAULT) -> list[tuple[str, int]]:

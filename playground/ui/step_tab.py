@@ -56,7 +56,8 @@ class StepHandlers:
     def __init__(self, engine: Engine, workspaces: Workspaces | None = None) -> None:
         self.engine = engine
         self.workspaces = workspaces if workspaces is not None else Workspaces(engine)
-        # Page load: the session a shared link describes, or the default prompt started.
+        # Page load: the session a shared link describes, the one a preset opened before it, or the
+        # default prompt started.
         self.step_from_link = link_opener("step", self._step_first_open, self._open_link, default=True)
 
     # sessions
@@ -72,7 +73,7 @@ class StepHandlers:
         before its load ran (a preset clicked at once): that session stays on screen."""
         ws = self._workspace(request)
         if ws.step is not None:
-            return self._act(ws, lambda session: None, request)
+            return self._redraw(ws, request)
         return self.step_start(prompt, chat, request)
 
     def _open_link(self, link: Link, values: dict[str, Any], request: Any) -> dict[str, Any]:
@@ -119,7 +120,7 @@ class StepHandlers:
         ws, headers = self._workspace(request), ledger_headers(session_lang(request))
         if ws.step is None:  # the page load opens the tab's session next, with its headers
             return {}
-        views = self._act(ws, lambda s: None, request)
+        views = self._redraw(ws, request)
         return {**views, "ledger": gr.Dataframe(views["ledger"], headers=headers)}
 
     def step_open_prefix(
@@ -253,11 +254,11 @@ class StepHandlers:
                 value=n,
             )
         ws.step_view = (n, stage or "raw")
-        return self._act(ws, lambda s: None, request) if ws.step is not None else {}
+        return self._redraw(ws, request) if ws.step is not None else {}
 
     def step_refresh(self, request: gr.Request = None) -> dict[str, Any]:
         ws = self._workspace(request)
-        return self._act(ws, lambda s: None, request) if ws.step is not None else {}
+        return self._redraw(ws, request) if ws.step is not None else {}
 
     # actions
 
@@ -357,6 +358,10 @@ class StepHandlers:
         with session.locked():  # one state from the action to the last view rendered
             action(session)
             return render(session, *ws.step_view, session_lang(request), notes=_notes(session))
+
+    def _redraw(self, ws: Workspace, request: gr.Request | None) -> dict[str, Any]:
+        """Every view of the tab's session as it stands, in the page's language."""
+        return self._act(ws, lambda session: None, request)
 
     def _install(self, ws: Workspace, session: StepSession, lang: str = DEFAULT) -> dict[str, Any]:
         ws.use_step(session)

@@ -1826,11 +1826,11 @@ STRINGS: dict[str, str] = {
     "kv.quant.kernel": "optimum-quanto 无法在 cpu 上编译它的 C++ 内核：{why}",
     "kv.quant.no_probes": "{kind} 引擎不能在这里构建缓存。",
     "registry.error.not_loaded": "{model} 没有加载（已加载：{loaded}）。",
-    "registry.error.stays_loaded": "{model} 保持加载：{why}。",
+    "registry.error.stays_loaded": "{model} 不能卸载：{why}。",
     "registry.none": "无",
     "registry.why.own": "它是应用自己的模型",
     "registry.why.in_use": "有 {users} 个请求正在使用它",
-    "api.error.unloaded": "{model} 已被卸载：请再问一次，或换一个模型。",
+    "api.error.unloaded": "{model} 已被卸载：请重新发送请求，或换一个模型。",
     # --- Under the hood (ui/hood/: issue 35) ----------------------------------------------------------
     "hood.link_opened": "从链接打开：输入已填好，按「运行」开始。",
     "hood.quant.quick": "快速设置：3 种格式，64 个词元",
@@ -1844,6 +1844,7 @@ STRINGS: dict[str, str] = {
     "beam.stopped.before_first_step": "**已停止**：搜索在第一步之前就结束了。",
     "beam.stopped.shown": "显示的是上一次搜索。{status}",
     "beam.stopped_by_you": "由你在第 {step} 步（共 {steps} 步）停止",
+    "stop.cancelled": "已停止：请求已取消。",
     # --- the browser's own text (static/*.js: playgroundT("js.…")) ----------------------------------
     "js.title": "LLM 生成实验场",
     "js.toast.error": "错误",
