@@ -8,6 +8,8 @@ batch; a set API key is required.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
 from typing import Any
@@ -17,8 +19,10 @@ import openai
 import pytest
 
 from playground.api.generate import release
+from playground.api.routes import OpenAIApi
 from playground.chat import ChatRequest, run_chat
 from playground.engine.base import DecodePlan
+from playground.engine.control import Control
 from playground.engine.prompts import encode_text
 from playground.engine.records import TokenRecord
 from playground.engine.sampling import SamplingSettings
@@ -294,3 +298,27 @@ def test_the_api_serves_every_model_the_registry_holds(embedded_lm, gemma_lm):
         stream.close()
     finally:
         demo.close()
+
+
+class _Unbatched:
+    """An engine as the API's places see it: no running batch (concurrency None)."""
+
+    concurrency = None
+
+
+class _Lookup:
+    def keep(self, engine: Any) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+
+def test_an_unloaded_engines_places_go_with_it():
+    """The API's places per engine (requests answered at once) are kept while the engine lives and
+    go when it is unloaded: no entry stays behind for a later engine at the same address."""
+    api = OpenAIApi(_Lookup(), None, 100, places=2)
+    engine = _Unbatched()
+    assert list(api.in_turn(engine, Control(), iter(["a", "b"]))) == ["a", "b"]
+    assert list(api.in_turn(engine, Control(), iter(["c"]))) == ["c"]
+    assert len(api._places) == 1 and api._places[engine]._value == 2  # both places free again
+    del engine
+    gc.collect()
+    assert len(api._places) == 0

@@ -16,6 +16,7 @@ import logging
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -61,7 +62,9 @@ class OpenAIApi:
     def __init__(self, models: ModelLookup, api_key: str | None, max_tokens_limit: int, places: int) -> None:
         self.models, self.api_key, self.limit = models, api_key or None, max_tokens_limit
         self.created, self.unbatched_places = int(time.time()), places
-        self._places: dict[int, threading.Semaphore] = {}  # per engine: requests answered at once
+        # per engine: requests answered at once; an unloaded engine's entry goes with it (an id()
+        # key would stay, and a later engine at the same address would take its places)
+        self._places: weakref.WeakKeyDictionary[Engine, threading.Semaphore] = weakref.WeakKeyDictionary()
         self._places_lock = threading.Lock()
 
     def guarded(self, handler: Handler) -> Handler:
@@ -139,9 +142,11 @@ class OpenAIApi:
         """answer once the engine has a place for it: a running batch has its own (its queue), an engine
         without one answers `unbatched_places` requests at once. A request cancelled while it waits ends."""
         with self._places_lock:
-            places = self._places.setdefault(
-                id(engine), threading.Semaphore(engine.concurrency or self.unbatched_places)
-            )
+            places = self._places.get(engine)
+            if places is None:
+                places = self._places[engine] = threading.Semaphore(
+                    engine.concurrency or self.unbatched_places
+                )
         while not places.acquire(timeout=DISCONNECT_POLL_S):
             control.check()
         try:
