@@ -10,17 +10,24 @@ import json
 from types import SimpleNamespace
 
 import gradio as gr
+import httpx
 import pytest
 
+from playground.engine.remote import connect
 from playground.errors import PlaygroundError
 from playground.models import ModelRegistry
 from playground.settings import load_settings
 from playground.ui.chat_controls import ChatControls
 from playground.ui.chat_tab import ChatHandlers
+from playground.ui.hood import VIEWS, HoodTab
+from playground.ui.hood.base import HoodEnv
+from playground.ui.hood.tab import texts_handler
 from playground.ui.kv_tab import LOADED, KVHandlers
 from playground.ui.model_picker import ModelPicker, model_choices
+from playground.ui.state import TabStates
 from playground.workspace import Workspaces
 from tests.conftest import make_tiny_llama
+from tests.remote_fakes import FakeLlamaServer, FakeModel
 
 GREEDY = {"temperature": 0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
 
@@ -153,3 +160,25 @@ def test_hold_and_let_go(tiny):
     registry.unload(key)
     with pytest.raises(PlaygroundError, match=r"gemma-3-270m is not loaded \(loaded: none\)"):
         registry.hold("gemma-3-270m")
+
+
+def test_the_lessons_note_follows_the_tabs_model(tiny):
+    """Under the hood says its lessons can't run when the tab's model is a serving engine, and nothing
+    when it runs in this process: by the tab's model, not the app's (a model picked re-runs it)."""
+    server = FakeLlamaServer(FakeModel(tiny))
+    served = connect(
+        "http://fake-engine:8000",
+        "llama.cpp",
+        tokenizer=tiny.tokenizer,
+        transport=httpx.MockTransport(server),
+    )
+    workspaces = workspaces_on(tiny)
+    key = workspaces.registry.add("fake-llama-server", served, pinned=False)
+    workspaces.use("tab-1", key)
+    hood = HoodTab(HoodEnv.of(tiny, None), workspaces, TabStates(), VIEWS)
+    texts = texts_handler(hood)
+    tables = [None] * len(hood.tables)
+    note = texts(*tables, tab("tab-1", "zh"))["hood_note"]
+    assert note.visible is True and note.value.startswith("这些课程需要在本进程中运行的模型：")
+    assert texts(*tables, tab("tab-2"))["hood_note"].visible is False  # the app's model runs them
+    assert "hood_note" in hood.text_outputs

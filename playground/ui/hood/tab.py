@@ -122,15 +122,15 @@ class HoodTab:
         return str(save_trace(new_trace("hood", title, engine, data), folder))
 
     def hood_texts(self, *tables: Any, request: gr.Request | None = None) -> dict[str, Any]:
-        """What the page's language changes here besides the static text: the tables' headers (a
-        table keeps its rows) and the note of an engine the lessons can't run on."""
+        """What the page's language (or the tab's model: a model picked) changes here besides the
+        static text: the tables' headers (a table keeps its rows) and the note shown when the tab's
+        model is an engine the lessons can't run on."""
         lang = session_lang(request)
         views: dict[str, Any] = {
             name: gr.Dataframe(table_rows(rows), headers=[t(key, lang) for key in keys])
             for (name, keys), rows in zip(self.tables.items(), tables, strict=True)
         }
-        if not self.env.engine.capabilities.probes:
-            views["hood_note"] = probes_note(self.env.engine, lang)
+        views["hood_note"] = probes_note_update(self.workspaces.get(_session(request)).engine, lang)
         return views
 
     @property
@@ -141,8 +141,7 @@ class HoodTab:
     @property
     def text_outputs(self) -> list[str]:
         """What hood_texts sets."""
-        note = [] if self.env.engine.capabilities.probes else ["hood_note"]
-        return [*self.tables, *note]
+        return [*self.tables, "hood_note"]
 
 
 def texts_handler(tab: HoodTab) -> Callable[..., dict[str, Any]]:
@@ -170,6 +169,12 @@ def said(label: Any, lang: str) -> str:
 def probes_note(engine: Engine, lang: str = DEFAULT) -> str:
     """Why none of the lessons runs on this engine."""
     return t("hood.no_probes", lang, why=localize(engine.capabilities.why_not("probes"), lang))
+
+
+def probes_note_update(engine: Engine, lang: str = DEFAULT, **options: Any) -> Any:
+    """The note above the lessons for this engine: why none runs on it, or hidden when they do."""
+    runs = engine.capabilities.probes
+    return gr.Markdown("" if runs else probes_note(engine, lang), visible=not runs, **options)
 
 
 def _stopped(view: LessonView, lang: str = DEFAULT) -> dict[str, Any]:
@@ -339,8 +344,8 @@ def build_hood_tab(
     env = HoodEnv.of(engine, draft)
     tab = HoodTab(env, workspaces, states, views)
     w: dict[str, Any] = {}
-    if not engine.capabilities.probes:
-        w["hood_note"] = gr.Markdown(probes_note(engine), elem_id="hood-note")
+    # the note follows the tab's model (hood_texts runs again when a model is picked)
+    w["hood_note"] = probes_note_update(engine, elem_id="hood-note")
     with gr.Tabs(elem_id="hood-views") as w["hood_views"]:  # a row of groups, each a row of lessons
         for group, title in GROUPS.items():
             members = [view for view in views if view.group == group]
