@@ -42,18 +42,18 @@ def why_no_binary() -> Message:
     """Why llama_server_binary() is None, with the build log's last lines when a build failed."""
     where = built_binary_dir()
     log = where.parent / f"{where.name}.log"
+    not_built = Message(
+        "remote.launcher.not_built",
+        "llama-server is not built: run scripts/build_llama_server.sh (expected {where}/llama-server)",
+        where=str(where),
+    )
     if not log.is_file():
-        return Message(
-            "remote.launcher.not_built",
-            "llama-server is not built: run scripts/build_llama_server.sh (expected {where}/llama-server)",
-            where=str(where),
-        )
+        return not_built
     tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
     return Message(
         "remote.launcher.build_failed",
-        "llama-server is not built: run scripts/build_llama_server.sh (expected {where}/llama-server); "
-        "the last build log ({log}) ends: {tail}",
-        where=str(where),
+        "{not_built}; the last build log ({log}) ends: {tail}",
+        not_built=not_built,
         log=str(log),
         tail=tail[-600:],
     )

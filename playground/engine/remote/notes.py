@@ -11,18 +11,8 @@ def capability_reasons(engine: Any) -> dict[str, str]:
     """Capabilities.reasons for a RemoteEngine (each a Message: a short sentence without a final period)."""
     label = engine.adapter.label
     reasons = {
-        "attentions": Message(
-            "remote.reason.attentions",
-            "Attention weights stay inside {label}: this view needs the model in this process (start the "
-            "app without --engine)",
-            label=label,
-        ),
-        "hidden_states": Message(
-            "remote.reason.hidden_states",
-            "Hidden states stay inside {label}: this view needs the model in this process (start the app "
-            "without --engine)",
-            label=label,
-        ),
+        "attentions": _inside(Message("remote.what.attentions", "Attention weights"), label),
+        "hidden_states": _inside(Message("remote.what.hidden_states", "Hidden states"), label),
         "cache_bytes": Message(
             "remote.reason.cache_bytes",
             "{label} holds the KV cache itself; its own capacity and usage are shown instead of a cache "
@@ -116,3 +106,14 @@ def _score_note(engine: Any) -> str:
     if engine.kind == "sglang":
         return "Given tokens are scored with logprob_start_len in one request (the radix cache is reused)."
     return capability_reasons(engine)["score"] + "."
+
+
+def _inside(what: Message, label: str) -> Message:
+    """Why a view of the model's internals (what) cannot show a served model's."""
+    return Message(
+        "remote.reason.inside",
+        "{what} stay inside {label}: this view needs the model in this process (start the app without "
+        "--engine)",
+        what=what,
+        label=label,
+    )

@@ -1798,10 +1798,10 @@ STRINGS: dict[str, str] = {
     "remote.error.beam_context": "束已达到所服务模型 {context} 个词元的上下文长度。",
     "remote.error.beam_top_n": "{label} 每个位置最多返回 {top_n} 个候选，而 {beams} 个束的束搜索需要 "
     "{needed} 个：请最多用 {most} 个束（vLLM：调大 --max-logprobs）。",
-    "remote.reason.attentions": "注意力权重留在 {label} 内部：这个视图需要在本进程中运行的模型（启动应用时不"
-    "加 --engine）",
-    "remote.reason.hidden_states": "隐藏状态留在 {label} 内部：这个视图需要在本进程中运行的模型（启动应用时"
-    "不加 --engine）",
+    "remote.reason.inside": "{what}留在 {label} 内部：这个视图需要在本进程中运行的模型（启动应用时不加 "
+    "--engine）",
+    "remote.what.attentions": "注意力权重",
+    "remote.what.hidden_states": "隐藏状态",
     "remote.reason.cache_bytes": "{label} 自己持有 KV 缓存；这里显示的是它自己的容量和用量，而不是在这里构建"
     "的缓存",
     "remote.reason.batched": "{label} 自己做批处理；批处理视图需要在本进程中运行的模型",
@@ -1810,8 +1810,7 @@ STRINGS: dict[str, str] = {
     "remote.reason.full_vocab": "{label} 每个位置只返回 {vocab:,} 个词元中的前 {top_n:,} 个",
     "remote.launcher.not_built": "llama-server 还没有构建：请运行 scripts/build_llama_server.sh（应在 "
     "{where}/llama-server）",
-    "remote.launcher.build_failed": "llama-server 还没有构建：请运行 scripts/build_llama_server.sh（应在 "
-    "{where}/llama-server）；上次的构建日志（{log}）结尾是：{tail}",
+    "remote.launcher.build_failed": "{not_built}；上次的构建日志（{log}）结尾是：{tail}",
     "remote.launcher.exited": "llama-server 启动时就退出了（代码 {code}）：{log}",
     "remote.launcher.not_ready": "llama-server 在 {limit:g} 秒内没有就绪：{log}",
     "engine.error.unsupported": "此引擎不支持 {capability}",
